@@ -1,0 +1,67 @@
+"""mailroom: ordered message delivery (FIFO, causal, total order) as sans-IO state machines.
+
+Every process has a mail clerk (an endpoint) that accepts packets from the
+network and either delivers them or lets them wait in the mail room. The
+public API is re-exported here; the simulator, trace tools and test harness
+live in ``mailroom.sim``, ``mailroom.trace`` and ``mailroom.testing``.
+"""
+
+from mailroom.clocks import DelivVector, LamportClock, SentMatrix, VectorClock
+from mailroom.core import (
+    Action,
+    BroadcastEndpoint,
+    Deliver,
+    Endpoint,
+    LocalError,
+    MailroomError,
+    Message,
+    MessageId,
+    Pending,
+    RemoteError,
+    Stable,
+    Stack,
+    TaggedMessage,
+    Transmit,
+    UnicastEndpoint,
+    Wait,
+)
+from mailroom.protocols import (
+    CBCAST,
+    RST,
+    CausalityDetector,
+    CausalityViolation,
+    Fifo,
+    Unordered,
+)
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "CBCAST",
+    "RST",
+    "Action",
+    "BroadcastEndpoint",
+    "CausalityDetector",
+    "CausalityViolation",
+    "DelivVector",
+    "Deliver",
+    "Endpoint",
+    "Fifo",
+    "LamportClock",
+    "LocalError",
+    "MailroomError",
+    "Message",
+    "MessageId",
+    "Pending",
+    "RemoteError",
+    "SentMatrix",
+    "Stable",
+    "Stack",
+    "TaggedMessage",
+    "Transmit",
+    "UnicastEndpoint",
+    "Unordered",
+    "VectorClock",
+    "Wait",
+    "__version__",
+]

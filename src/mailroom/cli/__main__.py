@@ -1,0 +1,5 @@
+import sys
+
+from mailroom.cli import main
+
+sys.exit(main())

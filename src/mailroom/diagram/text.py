@@ -1,0 +1,75 @@
+"""Space-time diagrams for the terminal.
+
+One row per event, in the order the trace lists them; one column per process.
+A message is named m1, m2, ... in order of sending. A cell reads ``send m1 ─▶ P2``,
+``m2 ▶ recv`` (a packet arrived), or ``deliver m2``. While a process holds a
+received but undelivered message, its idle cells show ``┊ m3 held`` (the dashed
+"held in the mail room" arrow of seed 000). Deliveries that take part in a
+violation are marked ``✗``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+
+from mailroom.core.messages import MessageId
+from mailroom.trace.checkers import Violation
+from mailroom.trace.events import Event
+
+
+def message_names(events: Iterable[Event]) -> dict[MessageId, str]:
+    """m1, m2, ... in the order the messages were sent."""
+    names: dict[MessageId, str] = {}
+    for e in events:
+        if e.kind == "send" and e.message not in names:
+            names[e.message] = f"m{len(names) + 1}"
+    return names
+
+
+def _cell(e: Event, name: str, bad: bool) -> str:
+    if e.kind == "send":
+        dest = e.dest
+        target = "all" if len(dest) > 1 else f"P{dest[0]}"
+        return f"send {name} ─▶ {target}"
+    if e.kind == "receive":
+        return f"{name} ▶ recv"
+    return f"deliver {name}" + (" ✗" if bad else "")
+
+
+def render_text(
+    events: Sequence[Event],
+    *,
+    labels: Mapping[int, str] | None = None,
+    names: Mapping[MessageId, str] | None = None,
+    violations: Iterable[Violation] = (),
+    width: int = 22,
+) -> str:
+    """Draw ``events`` (one run) as a text space-time diagram."""
+    names = dict(names) if names is not None else message_names(events)
+    procs = sorted({e.process for e in events} | {d for e in events for d in e.dest})
+    labels = labels or {}
+    bad = {(q, m) for v in violations for q in v.processes for m in v.messages[-1:]}
+    header = "".join(f"{labels.get(p, f'P{p}'):<{width}}" for p in procs)
+    lines = [f"{'time':>6}  {header}".rstrip()]
+    held: dict[int, list[str]] = {p: [] for p in procs}
+    for e in events:
+        name = names.get(e.message, str(e.message))
+        cells = []
+        for p in procs:
+            if p == e.process:
+                cell = _cell(e, name, (p, e.message) in bad and e.kind == "deliver")
+                waiting = [h for h in held[p] if h != name]
+                if waiting:
+                    cell += " ┊ " + ",".join(waiting)
+            elif held[p]:
+                cell = "┊ " + ",".join(held[p]) + " held"
+            else:
+                cell = "│"
+            cells.append(f"{cell:<{width}}")
+        if e.kind == "receive":
+            held[e.process].append(name)
+        elif e.kind == "deliver" and name in held[e.process]:
+            held[e.process].remove(name)
+        time = "" if e.time is None else f"{e.time:g}"
+        lines.append(f"{time:>6}  {''.join(cells)}".rstrip())
+    return "\n".join(lines)

@@ -1,0 +1,20 @@
+"""The protocols: FIFO, causal (RST, CBCAST), the unordered baseline and detection."""
+
+from mailroom.protocols.causal import CBCAST, RST, CBCASTPacket, RSTPacket
+from mailroom.protocols.detect import CausalityDetector, CausalityViolation, is_violation
+from mailroom.protocols.fifo import Fifo, FifoPacket
+from mailroom.protocols.unordered import Unordered, UnorderedPacket
+
+__all__ = [
+    "CBCAST",
+    "RST",
+    "CBCASTPacket",
+    "CausalityDetector",
+    "CausalityViolation",
+    "Fifo",
+    "FifoPacket",
+    "RSTPacket",
+    "Unordered",
+    "UnorderedPacket",
+    "is_violation",
+]

@@ -1,0 +1,115 @@
+"""FIFO delivery with per-channel sequence numbers (seed 004, "FIFO Multicast Protocol").
+
+Rules: the sender numbers its messages on each channel (sender -> dest) 1, 2, 3...;
+the receiver delivers number ``delivered[sender] + 1`` and buffers later ones;
+a number at or below what it has delivered, or one already buffered, is a
+duplicate and is dropped quietly. A broadcast is one message sent on every
+channel to the others and delivered to the sender at once.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import attrs
+
+from mailroom.core import validate
+from mailroom.core.actions import Action, Deliver, Transmit
+from mailroom.core.endpoint import EndpointBase, Snapshot, load_counts
+from mailroom.core.messages import Message, MessageId, Payload
+from mailroom.core.pending import Pending
+from mailroom.core.wire import packet, packet_from_data, packet_to_data
+from mailroom.protocols._buffer import DependencyBuffer
+
+
+@packet
+@attrs.frozen
+class FifoPacket:
+    """``channel`` is this message's number on the channel sender -> dest (from 1)."""
+
+    sender: int
+    dest: int
+    seq: int
+    channel: int
+    payload: Any
+
+
+class Fifo(EndpointBase):
+    """FIFO order per sender; no causal or total order."""
+
+    protocol = "Fifo"
+
+    def __init__(self, pid: int, n: int) -> None:
+        super().__init__(pid, n)
+        self.channel_out = [0] * n
+        self.delivered = [0] * n
+        self._buffer: DependencyBuffer[FifoPacket] = DependencyBuffer(self.delivered)
+        self._no_needs = (0,) * n
+
+    def send(self, payload: Payload, to: int) -> list[Action]:
+        self._check_dest(to)
+        self._check_payload(payload)
+        mid = self._next_id()
+        self.channel_out[to] += 1
+        packet = FifoPacket(self.pid, to, mid.seq, self.channel_out[to], payload)
+        return [Transmit(to, packet, mid)]
+
+    def broadcast(self, payload: Payload) -> list[Action]:
+        self._check_payload(payload)
+        mid = self._next_id()
+        actions: list[Action] = []
+        for to in range(self.n):
+            if to != self.pid:
+                self.channel_out[to] += 1
+                packet = FifoPacket(self.pid, to, mid.seq, self.channel_out[to], payload)
+                actions.append(Transmit(to, packet, mid))
+        actions.append(Deliver(Message(mid, self.pid, payload)))
+        return actions
+
+    def receive(self, packet: object) -> list[Action]:
+        validate.expect_type(packet, FifoPacket, "Fifo")
+        assert isinstance(packet, FifoPacket)
+        sender = validate.pid(packet.sender, self.n)
+        validate.dest(packet.dest, self.pid, self.n)
+        validate.positive(packet.seq, "seq")
+        index = validate.positive(packet.channel, "channel") - 1
+        if index < self.delivered[sender] or self._buffer.holds(sender, index):
+            self.duplicates += 1
+            return []
+        self._buffer.add(sender, index, self._no_needs, packet)
+        return self._drain()
+
+    def _drain(self) -> list[Action]:
+        actions: list[Action] = []
+        while (p := self._buffer.pop_ready()) is not None:
+            self.delivered[p.sender] += 1
+            actions.append(Deliver(_message(p)))
+            self._buffer.delivered_one(p.sender)
+        return actions
+
+    def buffered(self) -> int:
+        return len(self._buffer)
+
+    def pending(self) -> list[Pending]:
+        unit = f"message to P{self.pid}"
+        return [
+            Pending(_message(p), self._buffer.waits(s, i, unit)) for s, i, p in self._buffer.items()
+        ]
+
+    def snapshot(self) -> Snapshot:
+        data = self._header()
+        data["channel_out"] = list(self.channel_out)
+        data["delivered"] = list(self.delivered)
+        data["buffer"] = [packet_to_data(p) for _, _, p in self._buffer.items()]
+        return data
+
+    def _load(self, data: Snapshot) -> None:
+        self.channel_out[:] = load_counts(data["channel_out"], self.n, "channel_out")
+        self.delivered[:] = load_counts(data["delivered"], self.n, "delivered")
+        for item in data["buffer"]:
+            p = packet_from_data(FifoPacket, item)
+            self._buffer.add(p.sender, p.channel - 1, self._no_needs, p)
+
+
+def _message(p: FifoPacket) -> Message:
+    return Message(MessageId(p.sender, p.seq), p.sender, p.payload)

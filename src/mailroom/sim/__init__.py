@@ -1,0 +1,15 @@
+"""The deterministic simulator: network model, fault injection, trace recorder, metrics."""
+
+from mailroom.sim.metrics import Metrics, metadata_size, varint_size
+from mailroom.sim.simulation import InFlight, NetworkModel, Simulation
+from mailroom.sim.workload import random_workload
+
+__all__ = [
+    "InFlight",
+    "Metrics",
+    "NetworkModel",
+    "Simulation",
+    "metadata_size",
+    "random_workload",
+    "varint_size",
+]

@@ -1,0 +1,316 @@
+"""A deterministic network for N endpoints, and the trace and metrics of a run.
+
+Two ways to drive it:
+
+- timed (the default): every packet gets an arrival time drawn from a seeded
+  ``random.Random`` and the network model (per-link delay ranges, which reorder
+  packets; duplication; loss); ``run()`` processes arrivals, workload operations
+  and endpoint timers in time order until nothing is left;
+- adversarial (``adversarial=True``): nothing arrives by itself; the caller looks
+  at ``in_flight`` and chooses with ``arrive(id)``, ``duplicate(id)`` or
+  ``drop(id)``. ``mailroom.testing`` lets Hypothesis make those choices.
+
+Every application send and delivery, and every arrival of a packet carrying an
+application message, is recorded as a trace ``Event``; ``vc`` is the vector
+time of application events (sends and deliveries).
+"""
+
+from __future__ import annotations
+
+import heapq
+import random
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import attrs
+
+from mailroom.core.actions import Action, Deliver, Stable, Transmit
+from mailroom.core.endpoint import Endpoint
+from mailroom.core.errors import LocalError
+from mailroom.core.messages import Message, MessageId, Payload
+from mailroom.sim.metrics import Metrics, metadata_size
+from mailroom.trace.events import Event
+
+Link = tuple[int, int]
+
+
+@attrs.frozen
+class NetworkModel:
+    """Delays are uniform in ``delay`` (or ``links[(src, dst)]``); self-sends take ``local``."""
+
+    delay: tuple[float, float] = (1.0, 1.0)
+    links: dict[Link, tuple[float, float]] = attrs.field(factory=dict)
+    duplicate: float = 0.0
+    loss: float = 0.0
+    local: float = 0.0
+
+    def delay_range(self, src: int, dst: int) -> tuple[float, float]:
+        if (src, dst) in self.links:
+            return self.links[(src, dst)]
+        if src == dst:
+            return (self.local, self.local)
+        return self.delay
+
+
+@attrs.frozen
+class InFlight:
+    """A packet on the wire."""
+
+    id: int
+    src: int
+    dst: int
+    packet: object
+    message_id: MessageId | None
+    sent_at: float
+    arrive_at: float
+
+
+DeliverHook = Callable[["Simulation", int, Message], None]
+
+
+class Simulation:
+    """N endpoints wired through a simulated network."""
+
+    def __init__(
+        self,
+        endpoints: Sequence[Endpoint],
+        network: NetworkModel | None = None,
+        *,
+        seed: int = 0,
+        adversarial: bool = False,
+        run: str = "run",
+        on_deliver: DeliverHook | None = None,
+    ) -> None:
+        self.endpoints = list(endpoints)
+        self.n = len(self.endpoints)
+        for pid, ep in enumerate(self.endpoints):
+            if ep.pid != pid or ep.n != self.n:
+                raise LocalError(
+                    f"endpoint {pid} has pid={ep.pid}, n={ep.n}; expected {pid}, {self.n}"
+                )
+        self.network = network or NetworkModel()
+        self.random = random.Random(seed)
+        self.adversarial = adversarial
+        self.run_name = run
+        self.on_deliver = on_deliver
+        self.now = 0.0
+        self.in_flight: dict[int, InFlight] = {}
+        self.trace: list[Event] = []
+        self.metrics = Metrics()
+        self.delivered: list[list[Message]] = [[] for _ in range(self.n)]
+        self.stable: list[list[MessageId]] = [[] for _ in range(self.n)]
+        self._next_packet = 0
+        self._queue: list[tuple[float, int, str, Any]] = []
+        self._order = 0
+        self._event_seq = [0] * self.n
+        self._vc: list[dict[int, int]] = [{} for _ in range(self.n)]
+        self._send_vc: dict[MessageId, dict[int, int]] = {}
+        self._sent_at: dict[MessageId, float] = {}
+        self._dest: dict[MessageId, tuple[int, ...]] = {}
+        self._timers: dict[int, float] = {}
+
+    # -- the application's side -----------------------------------------------------
+    def send(self, pid: int, payload: Payload, to: int) -> MessageId:
+        """Process ``pid`` sends ``payload`` to ``to`` now; returns the message id."""
+        return self._issue(pid, payload, (to,), lambda ep: ep.send(payload, to=to))
+
+    def broadcast(self, pid: int, payload: Payload) -> MessageId:
+        """Process ``pid`` broadcasts ``payload`` now; returns the message id."""
+        dest = tuple(range(self.n))
+        return self._issue(pid, payload, dest, lambda ep: ep.broadcast(payload))
+
+    def multicast(self, pid: int, payload: Payload, to: Sequence[int]) -> MessageId:
+        """Process ``pid`` multicasts ``payload`` to the set ``to`` now."""
+        dest = tuple(sorted(set(to)))
+        return self._issue(pid, payload, dest, lambda ep: ep.multicast(payload, to=set(dest)))
+
+    def schedule(self, time: float, op: Callable[[Simulation], object]) -> None:
+        """Run ``op(sim)`` at simulated ``time`` (timed mode)."""
+        self._push(time, "op", op)
+
+    def _issue(
+        self, pid: int, payload: Payload, dest: tuple[int, ...], call: Callable[[Any], list[Action]]
+    ) -> MessageId:
+        ep = self.endpoints[pid]
+        before = getattr(ep, "sent_count", None)
+        actions = call(ep)
+        mid = MessageId(pid, (before or 0) + 1) if before is not None else _first_id(actions)
+        self.metrics.app_messages += 1
+        self._sent_at[mid] = self.now
+        self._dest[mid] = dest
+        vc = self._vc[pid]
+        vc[pid] = vc.get(pid, 0) + 1
+        self._send_vc[mid] = dict(vc)
+        self._record(pid, "send", mid, pid, dest, payload, dict(vc))
+        self._apply(pid, actions)
+        return mid
+
+    # -- the network's side ----------------------------------------------------------
+    def arrive(self, packet_id: int) -> list[Action]:
+        """The in-flight packet ``packet_id`` reaches its destination now."""
+        p = self.in_flight.pop(packet_id)
+        if self.adversarial:
+            self.now += 1.0  # each chosen arrival is one unit of time
+        if p.message_id is not None:
+            dest = self._dest.get(p.message_id, (p.dst,))
+            self._record(p.dst, "receive", p.message_id, p.message_id.origin, dest, None, None)
+        actions = self.endpoints[p.dst].receive(p.packet)
+        self._apply(p.dst, actions)
+        return actions
+
+    def duplicate(self, packet_id: int) -> int:
+        """Put a copy of an in-flight packet on the wire; returns the copy's id."""
+        p = self.in_flight[packet_id]
+        self.metrics.duplicated += 1
+        return self._put(p.src, p.dst, p.packet, p.message_id)
+
+    def drop(self, packet_id: int) -> None:
+        """Lose an in-flight packet."""
+        del self.in_flight[packet_id]
+        self.metrics.dropped += 1
+
+    def packets(self, message: MessageId | None = None, to: int | None = None) -> list[InFlight]:
+        """In-flight packets, oldest first, optionally only those carrying ``message`` to ``to``."""
+        return [
+            p
+            for p in sorted(self.in_flight.values(), key=lambda p: p.id)
+            if (message is None or p.message_id == message) and (to is None or p.dst == to)
+        ]
+
+    def arrive_message(self, message: MessageId, to: int) -> list[Action]:
+        """The oldest in-flight packet carrying ``message`` to ``to`` arrives now."""
+        found = self.packets(message, to)
+        if not found:
+            raise LocalError(f"no packet carrying {message} to P{to} is in flight")
+        return self.arrive(found[0].id)
+
+    # -- running ---------------------------------------------------------------------------
+    def step(self) -> bool:
+        """Timed mode: process the next event in time order; False when none is left."""
+        while self._queue:
+            time, _, kind, data = heapq.heappop(self._queue)
+            if kind == "arrive" and data not in self.in_flight:
+                continue  # dropped meanwhile
+            if kind == "timer" and self._timers.get(data) != time:
+                continue  # superseded deadline
+            self.now = max(self.now, time)
+            if kind == "arrive":
+                self.arrive(data)
+            elif kind == "op":
+                data(self)
+            else:
+                del self._timers[data]
+                self._apply(data, self.endpoints[data].tick(self.now))
+            return True
+        return False
+
+    def run(self, until: float | None = None, max_steps: int = 10_000_000) -> None:
+        """Timed mode: run to quiescence (or to time ``until``)."""
+        for _ in range(max_steps):
+            if until is not None and self._queue and self._queue[0][0] > until:
+                return
+            if not self.step():
+                return
+        raise RuntimeError(f"simulation did not quiesce within {max_steps} steps")
+
+    def quiescent(self) -> bool:
+        return not self.in_flight and all(ep.buffered() == 0 for ep in self.endpoints)
+
+    # -- internals -------------------------------------------------------------------------
+    def _push(self, time: float, kind: str, data: Any) -> None:
+        self._order += 1
+        heapq.heappush(self._queue, (time, self._order, kind, data))
+
+    def _put(self, src: int, dst: int, packet: object, message_id: MessageId | None) -> int:
+        self._next_packet += 1
+        pid = self._next_packet
+        lo, hi = self.network.delay_range(src, dst)
+        arrive_at = self.now + (lo if lo == hi else self.random.uniform(lo, hi))
+        self.in_flight[pid] = InFlight(pid, src, dst, packet, message_id, self.now, arrive_at)
+        if not self.adversarial:
+            self._push(arrive_at, "arrive", pid)
+        return pid
+
+    def _apply(self, pid: int, actions: list[Action]) -> None:
+        for action in actions:
+            if isinstance(action, Transmit):
+                self._transmit(pid, action)
+            elif isinstance(action, Deliver):
+                self._deliver(pid, action.message)
+            elif isinstance(action, Stable):
+                self.stable[pid].extend(action.messages)
+        ep = self.endpoints[pid]
+        size = ep.buffered()
+        if size > self.metrics.largest_buffer:
+            self.metrics.largest_buffer = size
+        deadline = ep.next_deadline()
+        if deadline is not None and not self.adversarial and self._timers.get(pid) != deadline:
+            self._timers[pid] = deadline
+            self._push(max(deadline, self.now), "timer", pid)
+
+    def _transmit(self, pid: int, t: Transmit) -> None:
+        m = self.metrics
+        m.packets += 1
+        if t.message_id is None:
+            m.control_packets += 1
+        else:
+            m.data_packets += 1
+        m.metadata_bytes += metadata_size(t.packet)
+        if not self.adversarial:
+            if self.network.loss and self.random.random() < self.network.loss:
+                m.dropped += 1
+                return
+            if self.network.duplicate and self.random.random() < self.network.duplicate:
+                m.duplicated += 1
+                self._put(pid, t.to, t.packet, t.message_id)
+        self._put(pid, t.to, t.packet, t.message_id)
+
+    def _deliver(self, pid: int, message: Message) -> None:
+        mid = message.id
+        vc = self._vc[pid]
+        for k, v in self._send_vc.get(mid, {}).items():
+            if v > vc.get(k, 0):
+                vc[k] = v
+        vc[pid] = vc.get(pid, 0) + 1
+        dest = self._dest.get(mid, (pid,))
+        self._record(pid, "deliver", mid, message.sender, dest, message.payload, dict(vc))
+        self.delivered[pid].append(message)
+        if mid in self._sent_at:
+            self.metrics.record_delay(self.now - self._sent_at[mid])
+        if self.on_deliver is not None:
+            self.on_deliver(self, pid, message)
+
+    def _record(
+        self,
+        pid: int,
+        kind: str,
+        mid: MessageId,
+        sender: int,
+        dest: tuple[int, ...],
+        payload: Payload,
+        vc: dict[int, int] | None,
+    ) -> None:
+        self._event_seq[pid] += 1
+        self.trace.append(
+            Event(
+                run=self.run_name,
+                process=pid,
+                seq=self._event_seq[pid],
+                kind=kind,
+                message=mid,
+                sender=sender,
+                dest=dest,
+                vc=vc,
+                time=self.now,
+                payload=payload,
+            )
+        )
+
+
+def _first_id(actions: list[Action]) -> MessageId:
+    for a in actions:
+        if isinstance(a, Transmit) and a.message_id is not None:
+            return a.message_id
+        if isinstance(a, Deliver):
+            return a.message.id
+    raise LocalError("the endpoint sent nothing and has no sent_count to name the message")

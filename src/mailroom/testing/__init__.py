@@ -1,0 +1,33 @@
+"""The Hypothesis harness for any endpoint, shipped for users (needs ``hypothesis``)."""
+
+from mailroom.testing.harness import (
+    Factory,
+    Op,
+    Run,
+    Scenario,
+    assert_properties,
+    find_counterexample,
+    replay,
+    scenarios,
+)
+from mailroom.testing.variants import (
+    CBCASTNoOneGreater,
+    CBCASTSenderOnly,
+    RSTColumnOnly,
+    RSTSelfDoubleCount,
+)
+
+__all__ = [
+    "CBCASTNoOneGreater",
+    "CBCASTSenderOnly",
+    "Factory",
+    "Op",
+    "RSTColumnOnly",
+    "RSTSelfDoubleCount",
+    "Run",
+    "Scenario",
+    "assert_properties",
+    "find_counterexample",
+    "replay",
+    "scenarios",
+]

@@ -1,0 +1,213 @@
+"""A Hypothesis harness for any endpoint: Hypothesis chooses workload and schedule.
+
+A ``Scenario`` is a workload (a list of operations: who sends what to whom) and
+a list of choices. Replaying it runs the simulator in adversarial mode: at
+each step the enabled events are "issue the next operation", "packet k arrives"
+for every in-flight packet, and, if enabled, "duplicate packet k" and "drop
+packet k"; choice c picks event c mod (number of events). When the choices run
+out, the remaining operations are issued and the network drains oldest-first.
+Choices shrink towards 0, so a minimal counterexample issues operations early
+and delivers packets in order unless the bug needs otherwise.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+
+import attrs
+from hypothesis import HealthCheck, find, settings
+from hypothesis import strategies as st
+from hypothesis.errors import NoSuchExample
+
+from mailroom.core.endpoint import Endpoint
+from mailroom.sim.simulation import Simulation
+from mailroom.trace.checkers import PROPERTIES, Violation, check
+from mailroom.trace.events import Event
+
+Factory = Callable[[int, int], Endpoint]
+MODES = ("unicast", "broadcast", "multicast")
+
+
+@attrs.frozen
+class Op:
+    """Process ``pid`` sends ``payload``: to ``to`` (unicast), to everyone (None),
+    or to a set (multicast, a tuple of pids)."""
+
+    pid: int
+    to: int | tuple[int, ...] | None
+    payload: str
+
+    def describe(self) -> str:
+        if self.to is None:
+            return f"P{self.pid} broadcasts {self.payload!r}"
+        if isinstance(self.to, tuple):
+            return f"P{self.pid} multicasts {self.payload!r} to {list(self.to)}"
+        return f"P{self.pid} sends {self.payload!r} to P{self.to}"
+
+
+@attrs.frozen
+class Scenario:
+    n: int
+    ops: tuple[Op, ...]
+    choices: tuple[int, ...]
+    faults: frozenset[str] = frozenset()
+
+
+@attrs.frozen
+class Run:
+    """A replayed scenario: the simulation it left behind and the steps it took."""
+
+    scenario: Scenario
+    sim: Simulation
+    steps: tuple[str, ...]
+
+    @property
+    def trace(self) -> list[Event]:
+        return self.sim.trace
+
+    def violations(self, properties: Sequence[str] = PROPERTIES) -> list[Violation]:
+        """Trace violations of ``properties``; liveness also demands empty mail rooms."""
+        report = check(self.sim.trace, properties)
+        found = [v for prop in properties for v in report.violations[prop]]
+        if "liveness" in properties:
+            for ep in self.sim.endpoints:
+                for p in ep.pending():
+                    found.append(
+                        Violation(
+                            "liveness",
+                            self.sim.run_name,
+                            (ep.pid,),
+                            (p.message.id,),
+                            (),
+                            f"P{ep.pid} still holds {p.explain()}",
+                        )
+                    )
+        return found
+
+    def describe(self) -> str:
+        return "\n".join(f"{i:3d}. {s}" for i, s in enumerate(self.steps, 1))
+
+
+@st.composite
+def scenarios(
+    draw: st.DrawFn,
+    *,
+    n: int | tuple[int, int] = (2, 4),
+    mode: str | Sequence[str] = "unicast",
+    max_ops: int = 8,
+    max_choices: int = 80,
+    duplicate: bool = True,
+    drop: bool = False,
+    self_sends: bool = True,
+) -> Scenario:
+    """Hypothesis strategy for scenarios; ``mode`` may list several op kinds to mix."""
+    size = n if isinstance(n, int) else draw(st.integers(*n))
+    modes = (mode,) if isinstance(mode, str) else tuple(mode)
+    for m in modes:
+        if m not in MODES:
+            raise ValueError(f"unknown mode {m!r}; choose from {MODES}")
+    ops = []
+    for i in range(draw(st.integers(1, max_ops))):
+        pid = draw(st.integers(0, size - 1))
+        kind = draw(st.sampled_from(modes))
+        to: int | tuple[int, ...] | None
+        if kind == "broadcast":
+            to = None
+        elif kind == "multicast":
+            to = tuple(sorted(draw(st.sets(st.integers(0, size - 1), min_size=1))))
+        else:
+            targets = [q for q in range(size) if self_sends or q != pid or size == 1]
+            to = draw(st.sampled_from(targets))
+        ops.append(Op(pid, to, f"m{i}"))
+    choices = draw(st.lists(st.integers(0, 255), max_size=max_choices))
+    faults = frozenset(f for f, on in (("duplicate", duplicate), ("drop", drop)) if on)
+    return Scenario(size, tuple(ops), tuple(choices), faults)
+
+
+def replay(factory: Factory, scenario: Scenario, *, max_steps: int = 100_000) -> Run:
+    """Run ``scenario`` against endpoints made by ``factory(pid, n)``."""
+    sim = Simulation([factory(pid, scenario.n) for pid in range(scenario.n)], adversarial=True)
+    steps: list[str] = []
+    ops = list(scenario.ops)
+    next_op = 0
+    for step in range(max_steps):
+        packets = sim.packets()
+        events: list[tuple[str, int]] = [("op", next_op)] if next_op < len(ops) else []
+        events += [("arrive", p.id) for p in packets]
+        if "duplicate" in scenario.faults:
+            events += [("duplicate", p.id) for p in packets]
+        if "drop" in scenario.faults:
+            events += [("drop", p.id) for p in packets]
+        if not events:
+            break
+        choice = scenario.choices[step] if step < len(scenario.choices) else 0
+        kind, arg = events[choice % len(events)]
+        if kind == "op":
+            op = ops[arg]
+            next_op += 1
+            if op.to is None:
+                mid = sim.broadcast(op.pid, op.payload)
+            elif isinstance(op.to, tuple):
+                mid = sim.multicast(op.pid, op.payload, op.to)
+            else:
+                mid = sim.send(op.pid, op.payload, to=op.to)
+            steps.append(f"{op.describe()} ({mid})")
+            continue
+        p = sim.in_flight[arg]
+        what = f"{p.message_id}" if p.message_id is not None else type(p.packet).__name__
+        if kind == "arrive":
+            delivered = [a for a in sim.arrive(arg) if type(a).__name__ == "Deliver"]
+            steps.append(
+                f"packet {arg} ({what} P{p.src}->P{p.dst}) arrives"
+                + (f"; P{p.dst} delivers {len(delivered)}" if delivered else "")
+            )
+        elif kind == "duplicate":
+            copy = sim.duplicate(arg)
+            steps.append(f"packet {arg} ({what} P{p.src}->P{p.dst}) is duplicated as {copy}")
+        else:
+            sim.drop(arg)
+            steps.append(f"packet {arg} ({what} P{p.src}->P{p.dst}) is lost")
+    else:
+        raise RuntimeError(f"scenario did not finish within {max_steps} steps")
+    return Run(scenario, sim, tuple(steps))
+
+
+def assert_properties(
+    factory: Factory, scenario: Scenario, properties: Sequence[str] = PROPERTIES
+) -> Run:
+    """Replay and raise AssertionError with the schedule if any property fails."""
+    run = replay(factory, scenario)
+    found = run.violations(properties)
+    if found:
+        lines = "\n".join(v.explain() for v in found[:10])
+        raise AssertionError(f"{len(found)} violation(s):\n{lines}\nschedule:\n{run.describe()}")
+    return run
+
+
+def find_counterexample(
+    factory: Factory,
+    properties: Iterable[str],
+    *,
+    max_examples: int = 2000,
+    **scenario_options: object,
+) -> Run | None:
+    """Search for a scenario that violates one of ``properties``; return it shrunk, or None."""
+    props = tuple(properties)
+
+    def fails(s: Scenario) -> bool:
+        return bool(replay(factory, s).violations(props))
+
+    try:
+        found = find(
+            scenarios(**scenario_options),  # type: ignore[arg-type]
+            fails,
+            settings=settings(
+                max_examples=max_examples,
+                database=None,
+                derandomize=True,
+                suppress_health_check=list(HealthCheck),
+            ),
+        )
+    except NoSuchExample:
+        return None
+    return replay(factory, found)

@@ -1,0 +1,90 @@
+"""Known-buggy protocol variants: the harness must catch each one.
+
+A property test that cannot fail proves nothing; these are the evidence that
+ours can. Each docstring says which property breaks and why.
+"""
+
+from __future__ import annotations
+
+from mailroom.clocks import FrozenMatrix
+from mailroom.core.actions import Action, Deliver
+from mailroom.protocols.causal.broadcast import CBCAST, CBCASTPacket, _message
+from mailroom.protocols.causal.unicast import RST
+
+
+class RSTSelfDoubleCount(RST):
+    """Does step 2 for self-sends too: SENT[i][i] is counted twice and the next
+    self-addressed message waits forever for one that never existed (liveness)."""
+
+    protocol = "RSTSelfDoubleCount"
+
+    def _count_sent(self, j: int) -> None:
+        self.sent.increment(j, self.pid)
+
+
+class RSTColumnOnly(RST):
+    """Attaches only the destination's column of SENT (seed 000: "couldn't you just
+    send the one column?"). Transitive knowledge is lost: in the Alice/Bob/Carol run
+    m3 no longer tells Carol about m1, so she delivers m3 first (causal)."""
+
+    protocol = "RSTColumnOnly"
+
+    def _attach(self, to: int) -> FrozenMatrix:
+        return tuple(
+            tuple(v if j == to else 0 for j, v in enumerate(row)) for row in self.sent.freeze()
+        )
+
+
+class _NaiveCBCAST(CBCAST):
+    """CBCAST with a list buffer rescanned after every delivery and a custom rule."""
+
+    def __init__(self, pid: int, n: int) -> None:
+        super().__init__(pid, n)
+        self._held: list[CBCASTPacket] = []
+
+    def _deliverable(self, p: CBCASTPacket) -> bool:
+        raise NotImplementedError
+
+    def receive(self, packet: object) -> list[Action]:
+        p = self._validate(packet)
+        if p.vc[p.sender] <= self._clock[p.sender] or p in self._held:
+            self.duplicates += 1
+            return []
+        self._held.append(p)
+        actions: list[Action] = []
+        progress = True
+        while progress:
+            progress = False
+            for q in list(self._held):
+                if self._deliverable(q):
+                    self._held.remove(q)
+                    self._clock[:] = [max(a, b) for a, b in zip(self._clock, q.vc, strict=True)]
+                    actions.append(Deliver(_message(q)))
+                    progress = True
+        return actions
+
+    def buffered(self) -> int:
+        return len(self._held)
+
+    def pending(self) -> list:  # type: ignore[type-arg]
+        return []
+
+
+class CBCASTNoOneGreater(_NaiveCBCAST):
+    """Drops the sender's "exactly one greater" check: a later broadcast from the
+    same sender overtakes an earlier one (FIFO, hence causal, order breaks)."""
+
+    protocol = "CBCASTNoOneGreater"
+
+    def _deliverable(self, p: CBCASTPacket) -> bool:
+        return all(v <= self._clock[k] for k, v in enumerate(p.vc) if k != p.sender)
+
+
+class CBCASTSenderOnly(_NaiveCBCAST):
+    """Checks only the sender's entry, ignoring what else the message depends on:
+    FIFO holds, causal order across senders breaks."""
+
+    protocol = "CBCASTSenderOnly"
+
+    def _deliverable(self, p: CBCASTPacket) -> bool:
+        return p.vc[p.sender] == self._clock[p.sender] + 1

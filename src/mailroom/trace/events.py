@@ -1,0 +1,109 @@
+"""The trace schema: one event per row (DESIGN.md, "Traces").
+
+``kind`` is "send", "receive" (a packet carrying the message reached the
+process) or "deliver" (the application got it). ``seq`` is the event's position
+in its process's history, from 1. ``dest`` is the message's destination set
+(one pid for unicast, every pid for a broadcast). ``vc`` is an optional sparse
+vector timestamp {pid: counter}.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+import attrs
+
+from mailroom.core.messages import MessageId
+
+KINDS = ("send", "receive", "deliver")
+
+
+class TraceError(ValueError):
+    """A trace row is malformed; the message names the row and the field."""
+
+
+def _dest(value: Iterable[int]) -> tuple[int, ...]:
+    return tuple(value)
+
+
+@attrs.frozen
+class Event:
+    run: str
+    process: int
+    seq: int
+    kind: str
+    message: MessageId
+    sender: int
+    dest: tuple[int, ...] = attrs.field(converter=_dest)
+    vc: dict[int, int] | None = attrs.field(default=None, eq=False, hash=False)
+    time: float | None = attrs.field(default=None, eq=False)
+    payload: Any = attrs.field(default=None, eq=False, hash=False)
+
+    def to_dict(self) -> dict[str, Any]:
+        row: dict[str, Any] = {
+            "run": self.run,
+            "process": self.process,
+            "seq": self.seq,
+            "kind": self.kind,
+            "message": [self.message.origin, self.message.seq],
+            "sender": self.sender,
+            "dest": list(self.dest),
+        }
+        if self.vc is not None:
+            row["vc"] = {str(k): v for k, v in sorted(self.vc.items())}
+        if self.time is not None:
+            row["time"] = self.time
+        if self.payload is not None:
+            row["payload"] = self.payload
+        return row
+
+    @classmethod
+    def from_dict(cls, row: object) -> Event:
+        """Parse one row; TraceError names the first thing that is wrong."""
+        if not isinstance(row, dict):
+            raise TraceError(f"a row must be an object, got {type(row).__name__}")
+        for name in ("run", "process", "seq", "kind", "message", "sender", "dest"):
+            if name not in row:
+                raise TraceError(f"missing field {name!r}")
+        kind = row["kind"]
+        if kind not in KINDS:
+            raise TraceError(f"unknown kind {kind!r} (expected one of {', '.join(KINDS)})")
+        for name in ("process", "seq", "sender"):
+            if type(row[name]) is not int or row[name] < 0:
+                raise TraceError(f"field {name!r} must be a non-negative integer")
+        message = row["message"]
+        if (
+            not isinstance(message, list | tuple)
+            or len(message) != 2
+            or any(type(x) is not int or x < 0 for x in message)
+        ):
+            raise TraceError("field 'message' must be [origin, seq]")
+        dest = row["dest"]
+        if isinstance(dest, int) and not isinstance(dest, bool):
+            dest = [dest]
+        if not isinstance(dest, list) or any(type(d) is not int or d < 0 for d in dest):
+            raise TraceError("field 'dest' must be a pid or a list of pids")
+        vc = row.get("vc")
+        if vc is not None:
+            try:
+                vc = {int(k): v for k, v in vc.items()}
+            except (AttributeError, ValueError):
+                raise TraceError("field 'vc' must map pids to counters") from None
+            if any(type(v) is not int or v < 0 or k < 0 for k, v in vc.items()):
+                raise TraceError("field 'vc' must map pids to non-negative counters")
+        time = row.get("time")
+        if time is not None and (isinstance(time, bool) or not isinstance(time, int | float)):
+            raise TraceError("field 'time' must be a number")
+        return cls(
+            run=str(row["run"]),
+            process=row["process"],
+            seq=row["seq"],
+            kind=kind,
+            message=MessageId(message[0], message[1]),
+            sender=row["sender"],
+            dest=dest,
+            vc=vc,
+            time=None if time is None else float(time),
+            payload=row.get("payload"),
+        )
