@@ -9,6 +9,7 @@ live in ``mailroom.sim``, ``mailroom.trace`` and ``mailroom.testing``.
 from mailroom.clocks import DelivVector, LamportClock, SentMatrix, VectorClock
 from mailroom.core import (
     Action,
+    Backpressure,
     BroadcastEndpoint,
     Deliver,
     Endpoint,
@@ -31,6 +32,7 @@ from mailroom.protocols import (
     CausalityDetector,
     CausalityViolation,
     Fifo,
+    Reliable,
     Unordered,
 )
 
@@ -40,6 +42,7 @@ __all__ = [
     "CBCAST",
     "RST",
     "Action",
+    "Backpressure",
     "BroadcastEndpoint",
     "CausalityDetector",
     "CausalityViolation",
@@ -53,6 +56,7 @@ __all__ = [
     "Message",
     "MessageId",
     "Pending",
+    "Reliable",
     "RemoteError",
     "SentMatrix",
     "Stable",

@@ -3,6 +3,7 @@
 from mailroom.protocols.causal import CBCAST, RST, CBCASTPacket, RSTPacket
 from mailroom.protocols.detect import CausalityDetector, CausalityViolation, is_violation
 from mailroom.protocols.fifo import Fifo, FifoPacket
+from mailroom.protocols.reliable import Reliable, ReliableAck, ReliablePacket
 from mailroom.protocols.unordered import Unordered, UnorderedPacket
 
 __all__ = [
@@ -14,6 +15,9 @@ __all__ = [
     "Fifo",
     "FifoPacket",
     "RSTPacket",
+    "Reliable",
+    "ReliableAck",
+    "ReliablePacket",
     "Unordered",
     "UnorderedPacket",
     "is_violation",
