@@ -14,7 +14,8 @@ Kinds (the first byte of a value):
 
 - ``0x80..0xFF``: a small non-negative int, ``kind - 0x80`` (0..127), no body;
 - ``0`` None, ``1`` False, ``2`` True;
-- ``3`` int: zigzag varint (LEB128); ``4`` float: 8 bytes IEEE 754, finite only;
+- ``3`` int (-2**64 <= v < 2**64): zigzag varint (LEB128);
+- ``4`` float: 8 bytes IEEE 754, finite only;
 - ``5`` str: varint length + UTF-8; ``6`` list / ``7`` tuple: varint count + values;
 - ``8`` dict: varint count + (varint length + UTF-8 key, value) pairs, keys unique;
 - ``9`` counters (a tuple of non-negative ints): varint count + varints;
@@ -25,7 +26,8 @@ Kinds (the first byte of a value):
 - ``12`` sparse matrix: rows, columns, non-zeros, then (gap, value) pairs over
   the row-major positions;
 - ``13`` a nested packet (one layer carrying another's): tag + its fields;
-- ``14`` a VectorClock: a counters value (kind 9 or 10) follows.
+- ``14`` a VectorClock: a counters value (kind 9 or 10) follows;
+- ``15`` a MessageId: varint origin, varint seq.
 
 The encoder picks the smaller of the dense and sparse forms. The decoder refuses,
 with ``RemoteError``, anything it would not have produced: a wrong version, an
@@ -46,6 +48,7 @@ import attrs
 
 from mailroom.clocks import VectorClock
 from mailroom.core.errors import LocalError, RemoteError
+from mailroom.core.messages import MessageId
 from mailroom.core.wire import PACKET_TYPES
 
 VERSION = 1
@@ -56,7 +59,7 @@ MAX_ELEMENTS = 1 << 20
 MAX_INT = 1 << 64
 
 NONE, FALSE, TRUE, INT, FLOAT, STR, LIST, TUPLE, DICT = range(9)
-COUNTERS, SPARSE, MATRIX, SPARSE_MATRIX, PACKET, VCLOCK = range(9, 15)
+COUNTERS, SPARSE, MATRIX, SPARSE_MATRIX, PACKET, VCLOCK, MSGID = range(9, 16)
 FIXINT = 0x80
 
 _FLOAT = struct.Struct(">d")
@@ -183,8 +186,8 @@ def _value(out: bytearray, value: Any, depth: int) -> None:
         if 0 <= value < 0x80:
             out.append(FIXINT | value)
             return
-        if not -MAX_INT // 2 <= value < MAX_INT // 2:
-            raise LocalError(f"int {value} does not fit the codec's 64 bits")
+        if not -MAX_INT <= value < MAX_INT:
+            raise LocalError(f"int {value} does not fit the codec's 65 bits")
         out.append(INT)
         _varint(out, value * 2 if value >= 0 else -value * 2 - 1)
     elif kind is float:
@@ -221,6 +224,12 @@ def _value(out: bytearray, value: Any, depth: int) -> None:
     elif kind is VectorClock:
         out.append(VCLOCK)
         _counters(out, value.entries)
+    elif kind is MessageId:
+        if not (_is_counters((value.origin, value.seq))):
+            raise LocalError(f"message id {value!r} holds something other than counters")
+        out.append(MSGID)
+        _varint(out, value.origin)
+        _varint(out, value.seq)
     elif PACKET_TYPES.get(kind.__name__) is kind:
         out.append(PACKET)
         _packet(out, value, depth + 1)
@@ -228,7 +237,7 @@ def _value(out: bytearray, value: Any, depth: int) -> None:
         raise LocalError(
             f"a {kind.__name__} cannot be encoded",
             hint="packets hold ints, floats, str, None, bools, lists, tuples, dicts "
-            "with str keys, vector clocks and registered packets",
+            "with str keys, vector clocks, message ids and registered packets",
         )
 
 
@@ -296,7 +305,7 @@ class _Reader:
         self.pos += size
         return raw
 
-    def varint(self, what: str) -> int:
+    def varint(self, what: str, limit: int = MAX_INT) -> int:
         value = shift = 0
         for i in range(10):
             b = self.byte(what)
@@ -304,8 +313,8 @@ class _Reader:
             if not b & 0x80:
                 if b == 0 and i > 0:
                     raise RemoteError(f"{what} is a non-minimal varint")
-                if value >= MAX_INT:
-                    raise RemoteError(f"{what} does not fit 64 bits")
+                if value >= limit:
+                    raise RemoteError(f"{what} is out of range")
                 return value
             shift += 7
         raise RemoteError(f"{what} is a varint longer than 10 bytes")
@@ -383,7 +392,7 @@ def _read_value(r: _Reader, depth: int) -> Any:
     if kind == TRUE:
         return True
     if kind == INT:
-        z = r.varint("int")
+        z = r.varint("int", 2 * MAX_INT)
         value = z >> 1 if not z & 1 else -(z >> 1) - 1
         if 0 <= value < 0x80:
             raise RemoteError(f"int {value} should have been a one-byte small int")
@@ -412,6 +421,8 @@ def _read_value(r: _Reader, depth: int) -> Any:
         return _read_matrix(r, kind)
     if kind == VCLOCK:
         return VectorClock(_read_counters(r, r.byte("vector clock")))
+    if kind == MSGID:
+        return MessageId(r.varint("message id origin"), r.varint("message id seq"))
     if kind == PACKET:
         return _read_packet(r, depth + 1)
     raise RemoteError(f"unknown value kind {kind} at byte {r.pos - 1}")

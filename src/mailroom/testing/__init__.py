@@ -13,6 +13,8 @@ from mailroom.testing.harness import (
 from mailroom.testing.variants import (
     CBCASTNoOneGreater,
     CBCASTSenderOnly,
+    ReliableNoDedup,
+    ReliableNoRetransmit,
     RSTColumnOnly,
     RSTSelfDoubleCount,
 )
@@ -24,6 +26,8 @@ __all__ = [
     "Op",
     "RSTColumnOnly",
     "RSTSelfDoubleCount",
+    "ReliableNoDedup",
+    "ReliableNoRetransmit",
     "Run",
     "Scenario",
     "assert_properties",
