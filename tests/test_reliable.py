@@ -108,6 +108,8 @@ def test_window_backpressure_and_can_send() -> None:
     assert not a.can_send(1) and not a.can_send() and a.can_send(0)
     assert a.send("3", to=1) == [Backpressure(1, 1)]
     assert a.send("4", to=1) == [Backpressure(1, 2)]
+    with pytest.raises(RemoteError, match="never sent"):
+        a.receive(ReliableAck(1, 0, 3))  # packet 3 waits: it was never on the wire
     out = a.receive(ReliableAck(1, 0, 1))  # one slot frees: packet 3 goes out
     assert [p.seq for p in _data(out)] == [3]
     out = a.receive(ReliableAck(1, 0, 3))

@@ -25,7 +25,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from mailroom import CBCAST, RST, Fifo, Reliable, Stack, Unordered
+from mailroom import CBCAST, RST, Fifo, LocalError, Reliable, Stack, Unordered
 from mailroom.sim import NetworkModel, Simulation
 from mailroom.testing import (
     ReliableNoDedup,
@@ -259,3 +259,26 @@ def test_no_dedup_is_caught_delivering_twice() -> None:
 def test_without_the_reliable_layer_loss_breaks_liveness() -> None:
     found = find_counterexample(CBCAST, ["liveness"], max_examples=300, mode="broadcast", drop=True)
     assert found is not None
+
+
+def test_partition_crash_and_restart_semantics() -> None:
+    sim = Simulation([Fifo(p, 3) for p in range(3)], checkpoints=True)
+    sim.partition([[0], [1, 2]], until=5.0)
+    sim.send(0, "cut", to=1)  # sent across the cut: lost
+    sim.send(1, "inside", to=2)  # inside one group: arrives
+    sim.run()
+    assert [m.payload for m in sim.delivered[2]] == ["inside"] and sim.delivered[1] == []
+    assert sim.metrics.dropped == 1
+    sim.schedule(6.0, lambda s: s.send(0, "healed", to=2))
+    sim.run()
+    assert [m.payload for m in sim.delivered[2]] == ["inside", "healed"]
+    before = sim.endpoints[2].snapshot()
+    sim.send(1, "in flight", to=2)
+    sim.crash(2, down_for=3.0)  # the packet on its way is lost with P2's memory
+    assert not sim.is_up(2) and sim.in_flight == {}
+    with pytest.raises(LocalError, match="down"):
+        sim.send(2, "x", to=0)
+    sim.run()
+    assert sim.is_up(2) and sim.endpoints[2].snapshot() == before and sim.crashes == 1
+    with pytest.raises(LocalError, match="checkpoints=True"):
+        Simulation([Fifo(0, 1)]).crash(0)
