@@ -214,7 +214,7 @@ class Skeen(EndpointBase):
             return []
         del self._collecting[seq]
         final = max(collecting.proposals.values())
-        self._clock = max(self._clock, final)
+        self._learn(final)
         announce = SkeenFinal(self.pid, seq, final)
         actions: list[Action] = [
             Transmit(q, announce, None) for q in collecting.dest if q != self.pid
@@ -245,9 +245,13 @@ class Skeen(EndpointBase):
             raise RemoteError(
                 f"final number {number} for {mid} is lower than the proposal {held.number} sent"
             )
-        self._clock = max(self._clock, number)
+        self._learn(number)
         held.number, held.final = number, True
         return self._drain()
+
+    def _learn(self, final: int) -> None:
+        """Raise the clock to a final number, so later proposals here exceed it."""
+        self._clock = max(self._clock, final)
 
     def _drain(self) -> list[Action]:
         if not all(h.final for h in self._held.values()):
