@@ -1,4 +1,4 @@
-"""``mailroom demo --protocol sequencer|skeen|lamport``."""
+"""``mailroom demo --protocol sequencer|skeen|lamport`` and ``mailroom simulate`` for them."""
 
 from __future__ import annotations
 
@@ -39,3 +39,11 @@ def test_demo_command(protocol, capsys):
         and "mail" not in line
     ]
     assert len(orders) == 3 and orders[0] == orders[1] == orders[2]
+
+
+@pytest.mark.parametrize("protocol", ["sequencer", "skeen", "lamport"])
+def test_simulate_keeps_the_promises(protocol, capsys):
+    argv = ["simulate", "--protocol", protocol, "-n", "4", "--messages", "30"]
+    assert main([*argv, "--duplicate", "0.2"]) == 0
+    out = capsys.readouterr().out
+    assert "total      ok" in out and "liveness   ok" in out
