@@ -31,6 +31,8 @@ from mailroom.protocols import (
     CausalityDetector,
     CausalityViolation,
     Fifo,
+    NaiveTagged,
+    TaggedCausalBroadcast,
     Unordered,
 )
 
@@ -52,11 +54,13 @@ __all__ = [
     "MailroomError",
     "Message",
     "MessageId",
+    "NaiveTagged",
     "Pending",
     "RemoteError",
     "SentMatrix",
     "Stable",
     "Stack",
+    "TaggedCausalBroadcast",
     "TaggedMessage",
     "Transmit",
     "UnicastEndpoint",

@@ -1,6 +1,15 @@
 """The protocols: FIFO, causal (RST, CBCAST), the unordered baseline and detection."""
 
-from mailroom.protocols.causal import CBCAST, RST, CBCASTPacket, RSTPacket
+from mailroom.protocols.causal import (
+    CBCAST,
+    RST,
+    CBCASTPacket,
+    NaiveTagged,
+    RSTPacket,
+    StabilityAck,
+    TaggedCausalBroadcast,
+    TaggedPacket,
+)
 from mailroom.protocols.detect import CausalityDetector, CausalityViolation, is_violation
 from mailroom.protocols.fifo import Fifo, FifoPacket
 from mailroom.protocols.unordered import Unordered, UnorderedPacket
@@ -13,7 +22,11 @@ __all__ = [
     "CausalityViolation",
     "Fifo",
     "FifoPacket",
+    "NaiveTagged",
     "RSTPacket",
+    "StabilityAck",
+    "TaggedCausalBroadcast",
+    "TaggedPacket",
     "Unordered",
     "UnorderedPacket",
     "is_violation",
