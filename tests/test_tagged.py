@@ -345,9 +345,9 @@ class TwoThreads:
         if m.payload.endswith("!"):
             self.broadcast(pid, f"re:{m.payload[:-1]}@P{pid}")
 
-    def run(self, ops: list[tuple[int, str]], choices: list[int]) -> TwoThreads:
+    def run(self, ops: list[tuple[int, str]], choices: list[int], drain: bool = True) -> TwoThreads:
         step = 0
-        while True:
+        while drain or step < len(choices):
             events: list[tuple[str, int]] = [("op", 0)] if ops else []
             events += [("arrive", k) for k in sorted(self.wire)]
             events += [("take", p) for p in range(self.n) if self.queues[p]]
@@ -362,6 +362,7 @@ class TwoThreads:
                 self.arrive(arg)
             else:
                 self.take(arg)
+        return self
 
 
 two_thread_runs = st.tuples(
@@ -394,6 +395,20 @@ def test_two_thread_model_tags_are_precise_and_stability_is_safe(drawn: Any) -> 
     assert [v.explain() for v in tag_violations(sim) + stability_violations(sim)] == []
     assert unstable_violations(sim) == []
     assert all(ep.retained() == 0 for ep in t.endpoints)
+
+
+@given(two_thread_runs)
+@settings(max_examples=50)
+def test_two_thread_snapshots_round_trip_midway(drawn: Any) -> None:
+    (n, ops), choices = drawn
+    t = TwoThreads(TaggedCausalBroadcast, n).run(
+        [(pid, f"m{i}{mark}") for i, (pid, mark) in enumerate(ops)], choices, drain=False
+    )
+    for ep in t.endpoints:
+        data = ep.snapshot()
+        copy = TaggedCausalBroadcast.restore(data)
+        assert copy.snapshot() == data
+        assert copy.unconsumed() == ep.unconsumed() and copy.retained() == ep.retained()
 
 
 def test_naive_tagged_is_caught_in_the_two_thread_model() -> None:
