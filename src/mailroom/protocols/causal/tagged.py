@@ -261,12 +261,10 @@ class TaggedCausalBroadcast(EndpointBase):
             _max_into(self._knows[j], ack)
 
     def _stabilize(self) -> list[Action]:
-        if not self._unstable:
-            return []
-        frontier = self.stable_clock
         stable: list[MessageId] = []
-        while self._unstable and self._unstable[0].seq <= frontier[self._unstable[0].origin]:
-            stable.append(self._unstable.popleft())
+        knows, unstable = self._knows, self._unstable
+        while unstable and all(row[unstable[0].origin] >= unstable[0].seq for row in knows):
+            stable.append(unstable.popleft())
         return [Stable(tuple(stable))] if stable else []
 
     # -- introspection -------------------------------------------------------------------
