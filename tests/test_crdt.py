@@ -136,6 +136,7 @@ def run_replicas(
         history.append((pid, frozenset(applied[pid]), data[pid].value))
 
     run = replay(TaggedCausalBroadcast, s, on_deliver=on_deliver, on_stable=on_stable)
+    assert run.errors == ()
     return run.sim, data, history
 
 

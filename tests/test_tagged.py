@@ -3,6 +3,7 @@ tags and causal stability under Hypothesis-chosen schedules, and NaiveTagged cau
 
 from __future__ import annotations
 
+import json
 from collections import deque
 from typing import Any
 
@@ -245,6 +246,7 @@ def all_violations(sim: Simulation) -> list[str]:
 def test_tagged_is_causal_precise_stable_and_collects_garbage(s: Scenario) -> None:
     run = replay(TaggedCausalBroadcast, s, on_deliver=replier)
     sim = run.sim
+    assert run.errors == ()  # no packet was rejected
     assert all_violations(sim) == [], run.describe()
     # the network drained fairly: everything is stable everywhere, nothing retained
     assert [v.explain() for v in unstable_violations(sim)] == []
@@ -453,3 +455,68 @@ def test_replier_answers_from_inside_delivery_handling() -> None:
     s = Scenario(2, (Op(0, None, "m0!"),), ())
     run = replay(TaggedCausalBroadcast, s, on_deliver=replier)
     assert [m.payload for m in run.sim.delivered[0]] == ["m0!", "re:m0@P1"]
+
+
+# -- the endpoint contract -----------------------------------------------------------------
+
+
+def busy() -> tuple[TaggedCausalBroadcast, object]:
+    """P2 with a consumed delivery, an unconsumed one, a buffered one, and the packet
+    that would release it."""
+    p0, p1, p2 = (TaggedCausalBroadcast(i, 3) for i in range(3))
+    first = p0.broadcast("a")[0].packet
+    second = p0.broadcast("b")[0].packet
+    third = p0.broadcast("c")[0].packet
+    p2.receive(first)
+    p2.consume_all()
+    p1.receive(first)
+    p2.receive(p1.consume_all()[1].packet)  # P1's ack to P2
+    p2.receive(p1.broadcast("d")[1].packet)  # unconsumed
+    p2.receive(third)  # buffered: waits for b
+    return p2, second
+
+
+@given(st.one_of(st.none(), st.integers(), st.text(), st.lists(st.integers())))
+def test_garbage_is_a_remote_error_and_changes_nothing(junk: object) -> None:
+    ep, _ = busy()
+    before = ep.snapshot()
+    with pytest.raises(RemoteError, match="expected") as info:
+        ep.receive(junk)
+    assert info.value.hint
+    assert ep.snapshot() == before
+
+
+def test_snapshot_is_json_and_the_restored_endpoint_continues() -> None:
+    ep, second = busy()
+    assert ep.unconsumed() == [MessageId(1, 1)] and ep.buffered() == 1
+    assert [p.explain() for p in ep.pending()] == ["P0#3 waits for 1 message from P0 (seq 2)"]
+    data = ep.snapshot()
+    assert json.loads(json.dumps(data)) == data
+    clone = TaggedCausalBroadcast.restore(data)
+    assert clone.snapshot() == data
+    assert clone.receive(second) == ep.receive(second)
+    assert clone.consume_all() == ep.consume_all()
+    assert clone.snapshot() == ep.snapshot()
+    naive = NaiveTagged(1, 2)
+    assert NaiveTagged.restore(naive.snapshot()).snapshot() == naive.snapshot()
+
+
+def test_local_errors_for_payloads_and_snapshots() -> None:
+    ep = TaggedCausalBroadcast(0, 2)
+    for payload in (object(), {1: "x"}, float("nan")):
+        with pytest.raises(LocalError):
+            ep.broadcast(payload)
+    assert ep.snapshot() == TaggedCausalBroadcast(0, 2).snapshot()
+    with pytest.raises(LocalError, match="not 'TaggedCausalBroadcast'"):
+        TaggedCausalBroadcast.restore(NaiveTagged(0, 2).snapshot())
+    data = ep.snapshot()
+    data["knows"] = [[0, 0]]
+    with pytest.raises(LocalError, match="knows"):
+        TaggedCausalBroadcast.restore(data)
+
+
+def test_packet_classes_are_registered() -> None:
+    from mailroom.core.wire import PACKET_TYPES
+
+    assert PACKET_TYPES["TaggedPacket"] is TaggedPacket
+    assert PACKET_TYPES["StabilityAck"] is StabilityAck

@@ -4,7 +4,8 @@ Rules: the sender numbers its messages on each channel (sender -> dest) 1, 2, 3.
 the receiver delivers number ``delivered[sender] + 1`` and buffers later ones;
 a number at or below what it has delivered, or one already buffered, is a
 duplicate and is dropped quietly. A broadcast is one message sent on every
-channel to the others and delivered to the sender at once.
+channel; the sender delivers its own copy at once, unless earlier messages it
+sent to itself are still in flight, in which case the copy follows them.
 """
 
 from __future__ import annotations
@@ -59,11 +60,17 @@ class Fifo(EndpointBase):
         mid = self._next_id()
         actions: list[Action] = []
         for to in range(self.n):
+            self.channel_out[to] += 1
+            packet = FifoPacket(self.pid, to, mid.seq, self.channel_out[to], payload)
             if to != self.pid:
-                self.channel_out[to] += 1
-                packet = FifoPacket(self.pid, to, mid.seq, self.channel_out[to], payload)
                 actions.append(Transmit(to, packet, mid))
-        actions.append(Deliver(Message(mid, self.pid, payload)))
+            elif self.delivered[to] == self.channel_out[to] - 1:
+                # nothing of ours is still on its way to us: deliver at once
+                self.delivered[to] += 1
+                actions.append(Deliver(Message(mid, self.pid, payload)))
+            else:
+                # earlier self-sends are in flight; this copy must follow them
+                actions.append(Transmit(to, packet, mid))
         return actions
 
     def receive(self, packet: object) -> list[Action]:

@@ -81,7 +81,9 @@ class Unordered(EndpointBase):
             self.duplicates += 1
             return []
         if sender != self.pid and vc[self.pid] > self._clock[self.pid]:
-            raise RemoteError(f"vector clock[{self.pid}] claims events P{self.pid} never had")
+            raise RemoteError(
+                f"vector clock[{self.pid}] claims P{self.pid} had events it never had"
+            )
         self._seen[sender].add(seq)
         mid = MessageId(sender, seq)
         self.detector.observe(mid, VectorClock(vc))

@@ -8,8 +8,10 @@ import attrs
 
 
 def varint_size(value: int) -> int:
-    """Bytes of an unsigned LEB128 varint (zigzag for negatives)."""
-    v = value * 2 if value >= 0 else -value * 2 - 1
+    """Bytes of a LEB128 varint (counters are non-negative; a negative costs 10)."""
+    if value < 0:
+        return 10
+    v = value
     size = 1
     while v >= 0x80:
         v >>= 7

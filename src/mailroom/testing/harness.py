@@ -19,7 +19,9 @@ from hypothesis import HealthCheck, find, settings
 from hypothesis import strategies as st
 from hypothesis.errors import NoSuchExample
 
+from mailroom.core.actions import Deliver
 from mailroom.core.endpoint import Endpoint
+from mailroom.core.errors import RemoteError
 from mailroom.sim.simulation import DeliverHook, Simulation, StableHook
 from mailroom.trace.checkers import PROPERTIES, Violation, check
 from mailroom.trace.events import Event
@@ -60,6 +62,8 @@ class Run:
     scenario: Scenario
     sim: Simulation
     steps: tuple[str, ...]
+    #: RemoteErrors raised by packets that correct peers produced: always a bug.
+    errors: tuple[str, ...] = ()
 
     @property
     def trace(self) -> list[Event]:
@@ -69,6 +73,7 @@ class Run:
         """Trace violations of ``properties``; liveness also demands empty mail rooms."""
         report = check(self.sim.trace, properties)
         found = [v for prop in properties for v in report.violations[prop]]
+        found += [Violation("error", self.sim.run_name, (), (), (), e) for e in self.errors]
         if "liveness" in properties:
             for ep in self.sim.endpoints:
                 for p in ep.pending():
@@ -144,6 +149,7 @@ def replay(
         on_stable=on_stable,
     )
     steps: list[str] = []
+    errors: list[str] = []
     ops = list(scenario.ops)
     next_op = 0
     for step in range(max_steps):
@@ -172,7 +178,12 @@ def replay(
         p = sim.in_flight[arg]
         what = f"{p.message_id}" if p.message_id is not None else type(p.packet).__name__
         if kind == "arrive":
-            delivered = [a for a in sim.arrive(arg) if type(a).__name__ == "Deliver"]
+            try:
+                delivered = [a for a in sim.arrive(arg) if isinstance(a, Deliver)]
+            except RemoteError as exc:
+                errors.append(f"P{p.dst} rejected packet {arg} from P{p.src}: {exc}")
+                steps.append(f"packet {arg} ({what} P{p.src}->P{p.dst}) is REJECTED: {exc}")
+                continue
             steps.append(
                 f"packet {arg} ({what} P{p.src}->P{p.dst}) arrives"
                 + (f"; P{p.dst} delivers {len(delivered)}" if delivered else "")
@@ -185,7 +196,7 @@ def replay(
             steps.append(f"packet {arg} ({what} P{p.src}->P{p.dst}) is lost")
     else:
         raise RuntimeError(f"scenario did not finish within {max_steps} steps")
-    return Run(scenario, sim, tuple(steps))
+    return Run(scenario, sim, tuple(steps), tuple(errors))
 
 
 def assert_properties(
