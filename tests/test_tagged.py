@@ -14,12 +14,14 @@ from hypothesis import strategies as st
 
 from mailroom import (
     Deliver,
+    Fifo,
     LocalError,
     Message,
     MessageId,
     NaiveTagged,
     RemoteError,
     Stable,
+    Stack,
     TaggedCausalBroadcast,
     TaggedMessage,
     Transmit,
@@ -520,3 +522,19 @@ def test_packet_classes_are_registered() -> None:
 
     assert PACKET_TYPES["TaggedPacket"] is TaggedPacket
     assert PACKET_TYPES["StabilityAck"] is StabilityAck
+
+
+def fifo_below_tagged(pid: int, n: int) -> Stack:
+    return Stack(Fifo(pid, n), TaggedCausalBroadcast(pid, n))
+
+
+@given(callback_scenarios(max_ops=5))
+@settings(max_examples=40)
+def test_tagged_on_top_of_a_stack(s: Scenario) -> None:
+    """Stack forwards consume() to its upper layer, so tags stay precise when
+    tagged causal broadcast runs over another layer."""
+    run = replay(fifo_below_tagged, s, on_deliver=replier)
+    assert run.errors == ()
+    assert all_violations(run.sim) == [], run.describe()
+    assert unstable_violations(run.sim) == []
+    assert Stack(Fifo(0, 2)).consume() == []  # no consume step above: nothing to do
