@@ -169,13 +169,13 @@ def test_acks_spread_knowledge_and_announce_on_demand() -> None:
         TaggedPacket(0, (1, 0, 0, 0), "wrong dimension"),
         TaggedPacket(0, (1, 0, 1), "claims P2 broadcast once; it has not"),
         TaggedPacket(0, (0, 0, 0), "own entry zero"),
-        TaggedPacket(2, (0, 0, 1), "claims to be P2's own"),
+        TaggedPacket(2, (0, 0, 1), "an echo of a broadcast P2 never made"),
         TaggedPacket(7, (1, 0, 0), "unknown sender"),
         TaggedPacket(0, (1, -1, 0), "negative"),
         TaggedPacket(0, (1, "x", 0), "not a counter"),
         StabilityAck(0, (0, 0, 3)),
         StabilityAck(0, (1, 1)),
-        StabilityAck(2, (0, 0, 0)),
+        StabilityAck(2, (1, 0, 0)),  # "from P2" and claims P2 saw more than it has
         "not a packet",
     ],
 )
@@ -192,12 +192,18 @@ def test_bad_packets_are_remote_errors_and_change_nothing(packet: object) -> Non
     assert p2.receive(pa)  # and it carries on
 
 
-def test_duplicates_are_dropped_and_counted() -> None:
+def test_duplicates_and_echoes_are_dropped_and_counted() -> None:
     p0, p1 = TaggedCausalBroadcast(0, 2), TaggedCausalBroadcast(1, 2)
     packet = p0.broadcast("a")[0].packet
     assert len(p1.receive(packet)) == 1
     assert p1.receive(packet) == []
     assert p1.duplicates == 1 and p1.unconsumed() == [A]
+    (ack,) = [t.packet for t in p1.consume_all() if isinstance(t, Transmit)]
+    before = p1.snapshot()
+    assert p1.receive(ack) == []  # the echo of its own acknowledgement
+    assert p0.receive(packet) == []  # the echo of its own broadcast
+    assert p1.duplicates == 2 and p0.duplicates == 1
+    assert {**p1.snapshot(), "duplicates": 1} == before
 
 
 def test_consume_misuse_is_a_local_error() -> None:

@@ -52,7 +52,8 @@ application calls ``announce()``).
 
 Bad input: a tag of the wrong dimension, a zero own entry, or an entry for
 P_i beyond the messages P_i has sent (a future the sender cannot know) is a
-RemoteError; the state is unchanged. Duplicates are dropped and counted.
+RemoteError; the state is unchanged. Duplicates, and echoes of this process's
+own broadcasts and acknowledgements, are dropped and counted.
 """
 
 from __future__ import annotations
@@ -217,8 +218,6 @@ class TaggedCausalBroadcast(EndpointBase):
         validate.expect_type(packet, TaggedPacket, self.protocol)
         assert isinstance(packet, TaggedPacket)
         sender = validate.pid(packet.sender, self.n)
-        if sender == self.pid:
-            raise RemoteError(f"P{self.pid} received a broadcast claiming to be its own")
         tag = validate.vector(packet.tag, self.n, "tag")
         validate.positive(tag[sender], f"tag[{sender}] (the sender's own entry)")
         self._check_own_entry(tag, "tag")
@@ -226,15 +225,21 @@ class TaggedCausalBroadcast(EndpointBase):
 
     def _validate_ack(self, packet: StabilityAck) -> StabilityAck:
         sender = validate.pid(packet.sender, self.n)
-        if sender == self.pid:
-            raise RemoteError(f"P{self.pid} received an acknowledgement claiming to be its own")
         clock = validate.vector(packet.clock, self.n, "acknowledged clock")
         self._check_own_entry(clock, "acknowledged clock")
+        if sender == self.pid and any(a > c for a, c in zip(clock, self._clock, strict=True)):
+            raise RemoteError(
+                f"an acknowledgement from P{self.pid} itself claims more than P{self.pid} "
+                f"has seen ({list(clock)} > {self._clock})"
+            )
         return packet
 
     def receive(self, packet: object) -> list[Action]:
         if type(packet) is StabilityAck:
             ack = self._validate_ack(packet)
+            if ack.sender == self.pid:  # the echo of our own acknowledgement
+                self.duplicates += 1
+                return []
             _max_into(self._acks[ack.sender], ack.clock)
             self._use_ack(ack.sender)
             return self._stabilize()
