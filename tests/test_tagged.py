@@ -544,3 +544,75 @@ def test_tagged_on_top_of_a_stack(s: Scenario) -> None:
     assert all_violations(run.sim) == [], run.describe()
     assert unstable_violations(run.sim) == []
     assert Stack(Fifo(0, 2)).consume() == []  # no consume step above: nothing to do
+
+
+# -- the checkers catch what they claim to ---------------------------------------------------
+
+
+class UnderTagged(TaggedCausalBroadcast):
+    """Known-buggy: tags carry only the sender's own count, so causality is lost."""
+
+    protocol = "UnderTagged"
+
+    def _stamp(self) -> tuple[int, ...]:
+        return tuple(v if k == self.pid else 0 for k, v in enumerate(self._clock))
+
+
+class EagerStable(TaggedCausalBroadcast):
+    """Known-buggy: reports every message stable as soon as it is delivered."""
+
+    protocol = "EagerStable"
+
+    def _stabilize(self) -> list[Any]:
+        done = tuple(self._unstable)
+        self._unstable.clear()
+        return [Stable(done)] if done else []
+
+
+def test_checkers_catch_under_ordering_early_stability_and_disorder() -> None:
+    under = seed002_callback(UnderTagged)
+    assert any("under-orders P0#1" in v.reason for v in tag_violations(under))
+
+    eager = seed002_callback(EagerStable)
+    assert any("before P" in v.reason for v in stability_violations(eager))
+
+    sim = seed002_callback(TaggedCausalBroadcast)
+    while sim.in_flight:
+        sim.arrive(min(sim.in_flight))
+    sim.stable[0].reverse()
+    (v,) = stability_violations(sim)
+    assert "out of delivery order" in v.reason
+    m = sim.delivered[1][0]
+    sim.delivered[1][0] = TaggedMessage(m.id, m.sender, m.payload, vc(9, 9, 9))
+    assert any("another process" in v.reason for v in tag_violations(sim))
+
+
+class AckTooSoon(TaggedCausalBroadcast):
+    """Known-buggy: trusts an acknowledgement before consuming the messages its sender
+    had sent before it; one of those, concurrent with a message it reports stable,
+    can still be delivered afterwards."""
+
+    protocol = "AckTooSoon"
+
+    def _use_ack(self, j: int) -> None:
+        for k, v in enumerate(self._acks[j]):
+            self._knows[j][k] = max(self._knows[j][k], v)
+
+
+def test_trusting_acks_too_soon_is_caught() -> None:
+    def early(s: Scenario) -> bool:
+        return bool(stability_violations(replay(AckTooSoon, s, on_deliver=replier).sim))
+
+    found = find(
+        callback_scenarios(max_ops=4, duplicate=False),
+        early,
+        settings=settings(
+            max_examples=2000,
+            database=None,
+            derandomize=True,
+            suppress_health_check=list(HealthCheck),
+        ),
+    )
+    (v, *_) = stability_violations(replay(AckTooSoon, found, on_deliver=replier).sim)
+    assert "not in its causal future" in v.reason
+    assert stability_violations(replay(TaggedCausalBroadcast, found, on_deliver=replier).sim) == []
