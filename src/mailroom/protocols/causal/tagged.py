@@ -43,7 +43,9 @@ P_o with seq s is stable at P_i when frontier[o] >= s: every application has
 seen m, and everything P_i consumes from now on was sent after its sender saw
 m, so it is in m's causal future. Stable messages are reported in delivery
 order, as the longest stable prefix of P_i's deliveries, and then forgotten:
-the endpoint keeps no per-message state for them.
+the endpoint keeps no per-message state for them. This is the paper's
+definition, at the reporting process: a message concurrent with m may still be
+in flight to another process, which will not report m stable before delivering it.
 
 Knowledge spreads in tags and in ``StabilityAck`` control packets carrying the
 application's clock: one after every ``ack_every`` consumed messages not yet
