@@ -1,4 +1,4 @@
-"""The protocols: FIFO, causal (RST, CBCAST), the unordered baseline and detection."""
+"""The protocols: FIFO, causal (RST, CBCAST), total order, the unordered baseline, detection."""
 
 from mailroom.protocols.causal import (
     CBCAST,
@@ -12,6 +12,7 @@ from mailroom.protocols.causal import (
 )
 from mailroom.protocols.detect import CausalityDetector, CausalityViolation, is_violation
 from mailroom.protocols.fifo import Fifo, FifoPacket
+from mailroom.protocols.total import LamportTotalOrder, Sequencer, Skeen
 from mailroom.protocols.unordered import Unordered, UnorderedPacket
 
 __all__ = [
@@ -22,8 +23,11 @@ __all__ = [
     "CausalityViolation",
     "Fifo",
     "FifoPacket",
+    "LamportTotalOrder",
     "NaiveTagged",
     "RSTPacket",
+    "Sequencer",
+    "Skeen",
     "StabilityAck",
     "TaggedCausalBroadcast",
     "TaggedPacket",

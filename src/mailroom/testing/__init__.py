@@ -22,6 +22,11 @@ from mailroom.testing.variants import (
     RSTColumnOnly,
     RSTSelfDoubleCount,
 )
+from mailroom.testing.variants_total import (
+    SequencerNoHold,
+    SkeenEagerDelivery,
+    SkeenNoClockRaise,
+)
 
 __all__ = [
     "CBCASTNoOneGreater",
@@ -32,6 +37,9 @@ __all__ = [
     "RSTSelfDoubleCount",
     "Run",
     "Scenario",
+    "SequencerNoHold",
+    "SkeenEagerDelivery",
+    "SkeenNoClockRaise",
     "assert_properties",
     "delivered_tags",
     "find_counterexample",
