@@ -9,6 +9,7 @@ live in ``mailroom.sim``, ``mailroom.trace`` and ``mailroom.testing``.
 from mailroom.clocks import DelivVector, LamportClock, SentMatrix, VectorClock
 from mailroom.core import (
     Action,
+    Backpressure,
     BroadcastEndpoint,
     Deliver,
     Endpoint,
@@ -33,6 +34,7 @@ from mailroom.protocols import (
     Fifo,
     LamportTotalOrder,
     NaiveTagged,
+    Reliable,
     Sequencer,
     Skeen,
     TaggedCausalBroadcast,
@@ -45,6 +47,7 @@ __all__ = [
     "CBCAST",
     "RST",
     "Action",
+    "Backpressure",
     "BroadcastEndpoint",
     "CausalityDetector",
     "CausalityViolation",
@@ -60,6 +63,7 @@ __all__ = [
     "MessageId",
     "NaiveTagged",
     "Pending",
+    "Reliable",
     "RemoteError",
     "SentMatrix",
     "Sequencer",

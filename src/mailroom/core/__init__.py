@@ -1,6 +1,6 @@
 """The core layer: actions, messages, errors, the endpoint contract."""
 
-from mailroom.core.actions import Action, Deliver, Stable, Transmit
+from mailroom.core.actions import Action, Backpressure, Deliver, Stable, Transmit
 from mailroom.core.endpoint import (
     ENDPOINT_TYPES,
     BroadcastEndpoint,
@@ -17,6 +17,7 @@ from mailroom.core.stack import Stack
 __all__ = [
     "ENDPOINT_TYPES",
     "Action",
+    "Backpressure",
     "BroadcastEndpoint",
     "Deliver",
     "Endpoint",

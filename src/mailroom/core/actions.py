@@ -34,4 +34,17 @@ class Stable:
     messages: tuple[MessageId, ...]
 
 
-Action = Transmit | Deliver | Stable
+@attrs.frozen
+class Backpressure:
+    """Flow control: the channel to ``to`` is full; ``waiting`` packets wait to be sent.
+
+    Nothing was lost: the layer keeps what it was given and sends it as the peer
+    acknowledges earlier packets. The application should hold back new sends
+    until ``can_send(to)`` is true again.
+    """
+
+    to: int
+    waiting: int
+
+
+Action = Transmit | Deliver | Stable | Backpressure

@@ -12,9 +12,9 @@ from __future__ import annotations
 
 from typing import Any, Self
 
-from mailroom.core.actions import Action, Deliver, Stable, Transmit
+from mailroom.core.actions import Action, Deliver, Transmit
 from mailroom.core.endpoint import ENDPOINT_TYPES, Snapshot
-from mailroom.core.errors import LocalError
+from mailroom.core.errors import LocalError, RemoteError
 from mailroom.core.messages import MessageId, Payload
 from mailroom.core.pending import Pending
 
@@ -36,6 +36,9 @@ class Stack:
         for lower in layers[:-1]:
             if not hasattr(lower, "send"):
                 raise LocalError(f"{lower!r} cannot carry another layer: it has no send()")
+        #: Payloads that a lower layer accepted and the layer above refused as malformed.
+        self.rejected = 0
+        self.last_rejection = ""
 
     def __repr__(self) -> str:
         return "Stack(" + ", ".join(repr(x) for x in self.layers) + ")"
@@ -99,10 +102,23 @@ class Stack:
                     sent = self.layers[level - 1].send(a.packet, to=a.to)
                     out += self._from(level - 1, sent, mid)
             elif isinstance(a, Deliver) and level < top:
-                out += self._from(level + 1, self.layers[level + 1].receive(a.message.payload))
-            elif isinstance(a, Deliver | Stable):
+                try:
+                    up = self.layers[level + 1].receive(a.message.payload)
+                except RemoteError as exc:
+                    # The layers below have already accepted (and perhaps acknowledged)
+                    # the packet, so raising would misstate that nothing changed: the
+                    # upper layer, unchanged, refuses the payload and the stack counts it.
+                    self.rejected += 1
+                    self.last_rejection = str(exc)
+                    continue
+                out += self._from(level + 1, up)
+            else:  # Deliver at the top, Stable, Backpressure: for the application
                 out.append(a)
         return out
+
+    def can_send(self, to: int | None = None) -> bool:
+        """Flow control: False while a layer with ``can_send`` says its channel is full."""
+        return all(x.can_send(to) for x in self.layers if hasattr(x, "can_send"))
 
     # -- introspection -------------------------------------------------------------------
     def buffered(self) -> int:
@@ -112,7 +128,10 @@ class Stack:
         return [p for x in reversed(self.layers) for p in x.pending()]
 
     def snapshot(self) -> Snapshot:
-        return {"protocol": self.protocol, "layers": [x.snapshot() for x in self.layers]}
+        data: Snapshot = {"protocol": self.protocol, "layers": [x.snapshot() for x in self.layers]}
+        if self.rejected:
+            data["rejected"] = self.rejected
+        return data
 
     @classmethod
     def restore(cls, data: Snapshot) -> Self:
@@ -125,7 +144,12 @@ class Stack:
             if kind is None:
                 raise LocalError(f"snapshot names unknown protocol {name!r}")
             layers.append(kind.restore(item))
-        return cls(*layers)
+        stack = cls(*layers)
+        rejected = data.get("rejected", 0)
+        if type(rejected) is not int or rejected < 0:
+            raise LocalError("snapshot field rejected must be a counter")
+        stack.rejected = rejected
+        return stack
 
 
 __all__ = ["Stack"]

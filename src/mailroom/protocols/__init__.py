@@ -12,6 +12,7 @@ from mailroom.protocols.causal import (
 )
 from mailroom.protocols.detect import CausalityDetector, CausalityViolation, is_violation
 from mailroom.protocols.fifo import Fifo, FifoPacket
+from mailroom.protocols.reliable import Reliable, ReliableAck, ReliablePacket
 from mailroom.protocols.total import LamportTotalOrder, Sequencer, Skeen
 from mailroom.protocols.unordered import Unordered, UnorderedPacket
 
@@ -26,6 +27,9 @@ __all__ = [
     "LamportTotalOrder",
     "NaiveTagged",
     "RSTPacket",
+    "Reliable",
+    "ReliableAck",
+    "ReliablePacket",
     "Sequencer",
     "Skeen",
     "StabilityAck",

@@ -30,6 +30,7 @@ from mailroom.core.actions import Action, Deliver, Stable, Transmit
 from mailroom.core.endpoint import Endpoint
 from mailroom.core.errors import LocalError
 from mailroom.core.messages import Message, MessageId, Payload
+from mailroom.sim.faults import Partition, restore_endpoint
 from mailroom.sim.metrics import Metrics, metadata_size
 from mailroom.trace.events import Event
 
@@ -84,6 +85,8 @@ class Simulation:
         run: str = "run",
         on_deliver: DeliverHook | None = None,
         on_stable: StableHook | None = None,
+        checkpoints: bool = False,
+        record: bool = True,
     ) -> None:
         self.endpoints = list(endpoints)
         self.n = len(self.endpoints)
@@ -115,6 +118,16 @@ class Simulation:
         self._sent_at: dict[MessageId, float] = {}
         self._dest: dict[MessageId, tuple[int, ...]] = {}
         self._timers: dict[int, float] = {}
+        #: Faults (sim/faults.py): active partitions, crashed processes and when they
+        #: restart, and each process's last checkpoint when ``checkpoints`` is on.
+        self.partitions: list[Partition] = []
+        self.down: dict[int, float] = {}
+        self.crashes = 0
+        self.checkpoints: list[Any] | None = (
+            [ep.snapshot() for ep in self.endpoints] if checkpoints else None
+        )
+        #: False keeps no per-message history (trace, delivered lists, delays): for soaks.
+        self.record = record
 
     # -- the application's side -----------------------------------------------------
     def send(self, pid: int, payload: Payload, to: int) -> MessageId:
@@ -138,11 +151,16 @@ class Simulation:
     def _issue(
         self, pid: int, payload: Payload, dest: tuple[int, ...], call: Callable[[Any], list[Action]]
     ) -> MessageId:
+        if pid in self.down:
+            raise LocalError(f"P{pid} has crashed and is down until {self.down[pid]}")
         ep = self.endpoints[pid]
         before = getattr(ep, "sent_count", None)
         actions = call(ep)
         mid = MessageId(pid, (before or 0) + 1) if before is not None else _first_id(actions)
         self.metrics.app_messages += 1
+        if not self.record:
+            self._apply(pid, actions)
+            return mid
         self._sent_at[mid] = self.now
         self._dest[mid] = dest
         vc = self._vc[pid]
@@ -158,7 +176,10 @@ class Simulation:
         p = self.in_flight.pop(packet_id)
         if self.adversarial:
             self.now += 1.0  # each chosen arrival is one unit of time
-        if p.message_id is not None:
+        if p.dst in self.down or any(c.cuts(p.src, p.dst, self.now) for c in self.partitions):
+            self.metrics.dropped += 1  # the process is down, or the link is cut
+            return []
+        if p.message_id is not None and self.record:
             dest = self._dest.get(p.message_id, (p.dst,))
             self._record(p.dst, "receive", p.message_id, p.message_id.origin, dest, None, None)
         actions = self.endpoints[p.dst].receive(p.packet)
@@ -200,11 +221,16 @@ class Simulation:
                 continue  # dropped meanwhile
             if kind == "timer" and self._timers.get(data) != time:
                 continue  # superseded deadline
+            if kind == "timer" and data in self.down:
+                del self._timers[data]
+                continue  # a crashed process has no timers
             self.now = max(self.now, time)
             if kind == "arrive":
                 self.arrive(data)
             elif kind == "op":
                 data(self)
+            elif kind == "restart":
+                self.restart(data)
             else:
                 del self._timers[data]
                 self._apply(data, self.endpoints[data].tick(self.now))
@@ -222,6 +248,48 @@ class Simulation:
 
     def quiescent(self) -> bool:
         return not self.in_flight and all(ep.buffered() == 0 for ep in self.endpoints)
+
+    # -- faults (sim/faults.py) -------------------------------------------------------------
+    def partition(self, groups: Sequence[Sequence[int]], until: float) -> Partition:
+        """Cut the links between ``groups`` until time ``until``, when the partition heals."""
+        cut = Partition.of(groups, until)
+        self.partitions = [c for c in self.partitions if c.until > self.now] + [cut]
+        return cut
+
+    def crash(self, pid: int, down_for: float = 0.0) -> None:
+        """Process ``pid`` loses its memory; it restarts from its last checkpoint after
+        ``down_for`` (timed mode) or at once. Packets on their way to it are lost."""
+        if self.checkpoints is None:
+            raise LocalError("crash() needs Simulation(..., checkpoints=True)")
+        self.crashes += 1
+        for p in [p for p in self.in_flight.values() if p.dst == pid]:
+            self.drop(p.id)
+        self._timers.pop(pid, None)
+        if down_for > 0 and not self.adversarial:
+            self.down[pid] = self.now + down_for
+            self._push(self.now + down_for, "restart", pid)
+        else:
+            self.restart(pid)
+
+    def restart(self, pid: int) -> None:
+        """Rebuild process ``pid`` from its last checkpoint (JSON data) and carry on."""
+        assert self.checkpoints is not None
+        self.down.pop(pid, None)
+        self.endpoints[pid] = restore_endpoint(self.checkpoints[pid])
+        self._apply(pid, [])
+
+    def is_up(self, pid: int) -> bool:
+        return pid not in self.down
+
+    def fire(self, pid: int) -> list[Action]:
+        """Adversarial mode: time jumps to ``pid``'s next deadline and its timer fires."""
+        deadline = self.endpoints[pid].next_deadline()
+        if deadline is None:
+            return []
+        self.now = max(self.now, deadline)
+        actions = self.endpoints[pid].tick(self.now)
+        self._apply(pid, actions)
+        return actions
 
     # -- internals -------------------------------------------------------------------------
     def _push(self, time: float, kind: str, data: Any) -> None:
@@ -251,13 +319,17 @@ class Simulation:
                 if self.on_stable is not None:
                     self.on_stable(self, pid, action.messages)
         ep = self.endpoints[pid]
+        if self.checkpoints is not None:
+            self.checkpoints[pid] = ep.snapshot()
         size = ep.buffered()
         if size > self.metrics.largest_buffer:
             self.metrics.largest_buffer = size
         deadline = ep.next_deadline()
-        if deadline is not None and not self.adversarial and self._timers.get(pid) != deadline:
-            self._timers[pid] = deadline
-            self._push(max(deadline, self.now), "timer", pid)
+        if deadline is not None and not self.adversarial:
+            at = max(deadline, self.now)  # a deadline already past fires now
+            if self._timers.get(pid) != at:
+                self._timers[pid] = at
+                self._push(at, "timer", pid)
 
     def _transmit(self, pid: int, t: Transmit) -> None:
         m = self.metrics
@@ -267,6 +339,9 @@ class Simulation:
         else:
             m.data_packets += 1
         m.metadata_bytes += metadata_size(t.packet)
+        if any(c.cuts(pid, t.to, self.now) for c in self.partitions):
+            m.dropped += 1
+            return
         if not self.adversarial:
             if self.network.loss and self.random.random() < self.network.loss:
                 m.dropped += 1
@@ -277,6 +352,11 @@ class Simulation:
         self._put(pid, t.to, t.packet, t.message_id)
 
     def _deliver(self, pid: int, message: Message) -> None:
+        if not self.record:
+            self.metrics.deliveries += 1
+            if self.on_deliver is not None:
+                self.on_deliver(self, pid, message)
+            return
         mid = message.id
         vc = self._vc[pid]
         for k, v in self._send_vc.get(mid, {}).items():

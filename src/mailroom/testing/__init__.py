@@ -19,6 +19,8 @@ from mailroom.testing.tagged import (
 from mailroom.testing.variants import (
     CBCASTNoOneGreater,
     CBCASTSenderOnly,
+    ReliableNoDedup,
+    ReliableNoRetransmit,
     RSTColumnOnly,
     RSTSelfDoubleCount,
 )
@@ -35,6 +37,8 @@ __all__ = [
     "Op",
     "RSTColumnOnly",
     "RSTSelfDoubleCount",
+    "ReliableNoDedup",
+    "ReliableNoRetransmit",
     "Run",
     "Scenario",
     "SequencerNoHold",

@@ -3,8 +3,12 @@
 A ``Scenario`` is a workload (a list of operations: who sends what to whom) and
 a list of choices. Replaying it runs the simulator in adversarial mode: at
 each step the enabled events are "issue the next operation", "packet k arrives"
-for every in-flight packet, and, if enabled, "duplicate packet k" and "drop
-packet k"; choice c picks event c mod (number of events). When the choices run
+for every in-flight packet, "P's timer fires" for every endpoint with a deadline
+(time jumps to it), and, if enabled, "duplicate packet k", "drop packet k",
+"P crashes" (it loses its memory and the packets on their way to it, and restarts
+from the checkpoint taken after its last step) and "P is cut off" (a partition
+isolating P for the next 5 time units, then healing); choice c picks event
+c mod (number of events). When the choices run
 out, the remaining operations are issued and the network drains oldest-first.
 Choices shrink towards 0, so a minimal counterexample issues operations early
 and delivers packets in order unless the bug needs otherwise.
@@ -104,6 +108,8 @@ def scenarios(
     duplicate: bool = True,
     drop: bool = False,
     self_sends: bool = True,
+    crash: bool = False,
+    partition: bool = False,
 ) -> Scenario:
     """Hypothesis strategy for scenarios; ``mode`` may list several op kinds to mix."""
     size = n if isinstance(n, int) else draw(st.integers(*n))
@@ -125,7 +131,8 @@ def scenarios(
             to = draw(st.sampled_from(targets))
         ops.append(Op(pid, to, f"m{i}"))
     choices = draw(st.lists(st.integers(0, 255), max_size=max_choices))
-    faults = frozenset(f for f, on in (("duplicate", duplicate), ("drop", drop)) if on)
+    options = (("duplicate", duplicate), ("drop", drop), ("crash", crash), ("partition", partition))
+    faults = frozenset(f for f, on in options if on)
     return Scenario(size, tuple(ops), tuple(choices), faults)
 
 
@@ -147,6 +154,7 @@ def replay(
         adversarial=True,
         on_deliver=on_deliver,
         on_stable=on_stable,
+        checkpoints="crash" in scenario.faults,
     )
     steps: list[str] = []
     errors: list[str] = []
@@ -156,10 +164,18 @@ def replay(
         packets = sim.packets()
         events: list[tuple[str, int]] = [("op", next_op)] if next_op < len(ops) else []
         events += [("arrive", p.id) for p in packets]
+        events += [
+            ("timer", q) for q, ep in enumerate(sim.endpoints) if ep.next_deadline() is not None
+        ]
         if "duplicate" in scenario.faults:
             events += [("duplicate", p.id) for p in packets]
         if "drop" in scenario.faults:
             events += [("drop", p.id) for p in packets]
+        choosing = step < len(scenario.choices)  # crashes and partitions end with the choices
+        if "crash" in scenario.faults and choosing:
+            events += [("crash", q) for q in range(scenario.n)]
+        if "partition" in scenario.faults and choosing:
+            events += [("partition", q) for q in range(scenario.n)]
         if not events:
             break
         choice = scenario.choices[step] if step < len(scenario.choices) else 0
@@ -174,6 +190,19 @@ def replay(
             else:
                 mid = sim.send(op.pid, op.payload, to=op.to)
             steps.append(f"{op.describe()} ({mid})")
+            continue
+        if kind == "timer":
+            sent = sum(type(a).__name__ == "Transmit" for a in sim.fire(arg))
+            steps.append(f"P{arg}'s timer fires at {sim.now:g}; it sends {sent} packet(s)")
+            continue
+        if kind == "crash":
+            sim.crash(arg)
+            steps.append(f"P{arg} crashes and restarts from its checkpoint")
+            continue
+        if kind == "partition":
+            others = [q for q in range(scenario.n) if q != arg]
+            sim.partition([[arg], others], until=sim.now + 5)
+            steps.append(f"P{arg} is cut off until time {sim.now + 5:g}")
             continue
         p = sim.in_flight[arg]
         what = f"{p.message_id}" if p.message_id is not None else type(p.packet).__name__

@@ -10,6 +10,8 @@ from mailroom.clocks import FrozenMatrix
 from mailroom.core.actions import Action, Deliver
 from mailroom.protocols.causal.broadcast import CBCAST, CBCASTPacket, _message
 from mailroom.protocols.causal.unicast import RST
+from mailroom.protocols.reliable import Reliable, ReliablePacket
+from mailroom.protocols.reliable import _message as _reliable_message
 
 
 class RSTSelfDoubleCount(RST):
@@ -88,3 +90,29 @@ class CBCASTSenderOnly(_NaiveCBCAST):
 
     def _deliverable(self, p: CBCASTPacket) -> bool:
         return p.vc[p.sender] == self._clock[p.sender] + 1
+
+
+class ReliableNoRetransmit(Reliable):
+    """Never retransmits: a lost packet is lost for good and every message behind it
+    waits forever (liveness)."""
+
+    protocol = "ReliableNoRetransmit"
+
+    def tick(self, now: float) -> list[Action]:
+        return []
+
+    def next_deadline(self) -> float | None:
+        return None
+
+
+class ReliableNoDedup(Reliable):
+    """Forgets which packets it already delivered: a duplicated or retransmitted
+    packet is delivered again (integrity)."""
+
+    protocol = "ReliableNoDedup"
+
+    def receive(self, packet: object) -> list[Action]:
+        p = self._validate(packet)
+        if isinstance(p, ReliablePacket) and p.seq <= self.received[p.sender]:
+            return [Deliver(_reliable_message(p))]
+        return super().receive(packet)

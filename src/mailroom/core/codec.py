@@ -1,0 +1,466 @@
+"""The wire codec: every registered packet to and from bytes, compact and strictly checked.
+
+The codec knows no protocol. It works over every ``@packet`` attrs class in
+``PACKET_TYPES``: a packet is its class's type tag followed by its fields in
+declaration order, so a new protocol's packets encode without codec changes.
+
+Format, version 1::
+
+    packet  := VERSION (1 byte) tag (2 bytes, big-endian) value*   # one per field
+    tag     := crc32(class name) & 0xFFFF                          # stable across runs
+    value   := kind (1 byte) body
+
+Kinds (the first byte of a value):
+
+- ``0x80..0xFF``: a small non-negative int, ``kind - 0x80`` (0..127), no body;
+- ``0`` None, ``1`` False, ``2`` True;
+- ``3`` int (-2**64 <= v < 2**64): zigzag varint (LEB128);
+- ``4`` float: 8 bytes IEEE 754, finite only;
+- ``5`` str: varint length + UTF-8; ``6`` list / ``7`` tuple: varint count + values;
+- ``8`` dict: varint count + (varint length + UTF-8 key, value) pairs, keys unique;
+- ``9`` counters (a tuple of non-negative ints): varint count + varints;
+- ``10`` sparse counters: varint count, varint non-zeros, then (gap, value) pairs,
+  gap = index - previous index - 1, values non-zero;
+- ``11`` matrix (a tuple of equally long counter tuples): varint rows, varint
+  columns, the entries row by row as varints;
+- ``12`` sparse matrix: rows, columns, non-zeros, then (gap, value) pairs over
+  the row-major positions;
+- ``13`` a nested packet (one layer carrying another's): tag + its fields;
+- ``14`` a VectorClock: a counters value (kind 9 or 10) follows;
+- ``15`` a MessageId: varint origin, varint seq.
+
+The encoder picks the smaller of the dense and sparse forms. The decoder refuses,
+with ``RemoteError``, anything it would not have produced: a wrong version, an
+unknown tag or kind, truncation, trailing bytes, over-long or non-minimal varints,
+lengths larger than the bytes left, invalid UTF-8, non-finite floats, duplicate
+keys, sparse indices out of order or out of range, zero sparse values, nesting
+deeper than 64, a ``payload`` field that is not JSON data or a packet (what
+``check_payload`` allows an application to send), and field values the packet
+class itself rejects.
+"""
+
+from __future__ import annotations
+
+import math
+import struct
+import zlib
+from typing import Any
+
+import attrs
+
+from mailroom.clocks import VectorClock
+from mailroom.core.errors import LocalError, RemoteError
+from mailroom.core.messages import MessageId, check_payload
+from mailroom.core.wire import PACKET_TYPES
+
+VERSION = 1
+MAX_DEPTH = 64
+#: Upper bound on the entries of one decoded vector or matrix (sparse forms are
+#: small on the wire but could otherwise ask for huge allocations).
+MAX_ELEMENTS = 1 << 20
+MAX_INT = 1 << 64
+
+NONE, FALSE, TRUE, INT, FLOAT, STR, LIST, TUPLE, DICT = range(9)
+COUNTERS, SPARSE, MATRIX, SPARSE_MATRIX, PACKET, VCLOCK, MSGID = range(9, 16)
+FIXINT = 0x80
+
+_FLOAT = struct.Struct(">d")
+
+
+def packet_tag(cls: type) -> int:
+    """The 16-bit type tag of a packet class: derived from its name, stable across runs."""
+    return zlib.crc32(cls.__name__.encode()) & 0xFFFF
+
+
+_tags: dict[int, type] = {}
+_tags_from: int = -1
+
+
+def _tag_table() -> dict[int, type]:
+    """Tag -> class for every registered packet (rebuilt when the registry grows)."""
+    global _tags_from
+    if _tags_from != len(PACKET_TYPES):
+        table: dict[int, type] = {}
+        for cls in PACKET_TYPES.values():
+            tag = packet_tag(cls)
+            if tag in table and table[tag] is not cls:
+                raise LocalError(
+                    f"packet classes {table[tag].__name__} and {cls.__name__} share codec "
+                    f"tag {tag}; rename one"
+                )
+            table[tag] = cls
+        _tags.clear()
+        _tags.update(table)
+        _tags_from = len(PACKET_TYPES)
+    return _tags
+
+
+# -- encoding ---------------------------------------------------------------------
+
+
+def _varint(out: bytearray, v: int) -> None:
+    while v >= 0x80:
+        out.append((v & 0x7F) | 0x80)
+        v >>= 7
+    out.append(v)
+
+
+def _varint_size(v: int) -> int:
+    return max(1, (v.bit_length() + 6) // 7)
+
+
+def _is_counters(value: tuple[Any, ...]) -> bool:
+    return all(type(v) is int and 0 <= v < MAX_INT for v in value)
+
+
+def _counters(out: bytearray, row: tuple[int, ...] | list[int]) -> None:
+    nonzero = [(k, v) for k, v in enumerate(row) if v]
+    dense = sum(_varint_size(v) for v in row)
+    sparse, prev = _varint_size(len(nonzero)), -1
+    for k, v in nonzero:
+        sparse += _varint_size(k - prev - 1) + _varint_size(v)
+        prev = k
+    if sparse < dense:
+        out.append(SPARSE)
+        _varint(out, len(row))
+        _varint(out, len(nonzero))
+        prev = -1
+        for k, v in nonzero:
+            _varint(out, k - prev - 1)
+            _varint(out, v)
+            prev = k
+    else:
+        out.append(COUNTERS)
+        _varint(out, len(row))
+        for v in row:
+            _varint(out, v)
+
+
+def _is_matrix(value: tuple[Any, ...]) -> bool:
+    if not value or not all(type(r) is tuple for r in value):
+        return False
+    cols = len(value[0])
+    return cols > 0 and all(len(r) == cols and _is_counters(r) for r in value)
+
+
+def _matrix(out: bytearray, rows: tuple[tuple[int, ...], ...]) -> None:
+    cols = len(rows[0])
+    flat = [v for r in rows for v in r]
+    nonzero = [(k, v) for k, v in enumerate(flat) if v]
+    dense = sum(_varint_size(v) for v in flat)
+    sparse, prev = _varint_size(len(nonzero)), -1
+    for k, v in nonzero:
+        sparse += _varint_size(k - prev - 1) + _varint_size(v)
+        prev = k
+    out.append(SPARSE_MATRIX if sparse < dense else MATRIX)
+    _varint(out, len(rows))
+    _varint(out, cols)
+    if sparse < dense:
+        _varint(out, len(nonzero))
+        prev = -1
+        for k, v in nonzero:
+            _varint(out, k - prev - 1)
+            _varint(out, v)
+            prev = k
+    else:
+        for v in flat:
+            _varint(out, v)
+
+
+def _str(out: bytearray, s: str) -> None:
+    try:
+        raw = s.encode("utf-8")
+    except UnicodeEncodeError:
+        raise LocalError(f"string {s[:20]!r}... is not valid Unicode text") from None
+    _varint(out, len(raw))
+    out += raw
+
+
+def _value(out: bytearray, value: Any, depth: int) -> None:
+    if depth > MAX_DEPTH:
+        raise LocalError(f"value is nested more than {MAX_DEPTH} levels deep")
+    kind = type(value)
+    if value is None:
+        out.append(NONE)
+    elif kind is bool:
+        out.append(TRUE if value else FALSE)
+    elif kind is int:
+        if 0 <= value < 0x80:
+            out.append(FIXINT | value)
+            return
+        if not -MAX_INT <= value < MAX_INT:
+            raise LocalError(f"int {value} does not fit the codec's 65 bits")
+        out.append(INT)
+        _varint(out, value * 2 if value >= 0 else -value * 2 - 1)
+    elif kind is float:
+        if not math.isfinite(value):
+            raise LocalError(f"float {value!r} is not finite")
+        out.append(FLOAT)
+        out += _FLOAT.pack(value)
+    elif kind is str:
+        out.append(STR)
+        _str(out, value)
+    elif kind is tuple:
+        if _is_matrix(value):
+            _matrix(out, value)
+        elif value and _is_counters(value):
+            _counters(out, value)
+        else:
+            out.append(TUPLE)
+            _varint(out, len(value))
+            for v in value:
+                _value(out, v, depth + 1)
+    elif kind is list:
+        out.append(LIST)
+        _varint(out, len(value))
+        for v in value:
+            _value(out, v, depth + 1)
+    elif kind is dict:
+        out.append(DICT)
+        _varint(out, len(value))
+        for k, v in value.items():
+            if type(k) is not str:
+                raise LocalError(f"dict key {k!r} is not a string")
+            _str(out, k)
+            _value(out, v, depth + 1)
+    elif kind is VectorClock:
+        out.append(VCLOCK)
+        _counters(out, value.entries)
+    elif kind is MessageId:
+        if not (_is_counters((value.origin, value.seq))):
+            raise LocalError(f"message id {value!r} holds something other than counters")
+        out.append(MSGID)
+        _varint(out, value.origin)
+        _varint(out, value.seq)
+    elif PACKET_TYPES.get(kind.__name__) is kind:
+        out.append(PACKET)
+        _packet(out, value, depth + 1)
+    else:
+        raise LocalError(
+            f"a {kind.__name__} cannot be encoded",
+            hint="packets hold ints, floats, str, None, bools, lists, tuples, dicts "
+            "with str keys, vector clocks, message ids and registered packets",
+        )
+
+
+def _packet(out: bytearray, packet: Any, depth: int) -> None:
+    cls = type(packet)
+    tag = packet_tag(cls)
+    if _tag_table().get(tag) is not cls:
+        raise LocalError(f"{cls.__name__} is not a registered @packet class")
+    out += tag.to_bytes(2, "big")
+    for f in attrs.fields(cls):
+        _value(out, getattr(packet, f.name), depth)
+
+
+def encode(packet: object) -> bytes:
+    """The bytes of a registered packet; LocalError if it holds something unencodable."""
+    cls = type(packet)
+    if PACKET_TYPES.get(cls.__name__) is not cls:
+        raise LocalError(f"{cls.__name__} is not a registered @packet class")
+    out = bytearray([VERSION])
+    _packet(out, packet, 0)
+    return bytes(out)
+
+
+def value_size(value: object) -> int:
+    """Bytes that ``value`` takes as one field of a packet."""
+    out = bytearray()
+    _value(out, value, 0)
+    return len(out)
+
+
+def metadata_bytes(packet: object) -> int:
+    """Encoded bytes of ``packet`` that are not its payload: the price of ordering."""
+    size = len(encode(packet))
+    if hasattr(packet, "payload"):
+        size -= value_size(packet.payload)
+    return size
+
+
+# -- decoding ---------------------------------------------------------------------
+
+
+class _Reader:
+    __slots__ = ("data", "pos")
+
+    def __init__(self, data: bytes) -> None:
+        self.data = data
+        self.pos = 0
+
+    def left(self) -> int:
+        return len(self.data) - self.pos
+
+    def byte(self, what: str) -> int:
+        if self.pos >= len(self.data):
+            raise RemoteError(f"packet is truncated: {what} is missing at byte {self.pos}")
+        b = self.data[self.pos]
+        self.pos += 1
+        return b
+
+    def take(self, size: int, what: str) -> bytes:
+        if size > self.left():
+            raise RemoteError(
+                f"packet is truncated: {what} needs {size} bytes, {self.left()} are left"
+            )
+        raw = self.data[self.pos : self.pos + size]
+        self.pos += size
+        return raw
+
+    def varint(self, what: str, limit: int = MAX_INT) -> int:
+        value = shift = 0
+        for i in range(10):
+            b = self.byte(what)
+            value |= (b & 0x7F) << shift
+            if not b & 0x80:
+                if b == 0 and i > 0:
+                    raise RemoteError(f"{what} is a non-minimal varint")
+                if value >= limit:
+                    raise RemoteError(f"{what} is out of range")
+                return value
+            shift += 7
+        raise RemoteError(f"{what} is a varint longer than 10 bytes")
+
+    def count(self, what: str, per_item: int = 1) -> int:
+        """A length that the remaining bytes can actually hold."""
+        n = self.varint(what)
+        if n * per_item > self.left():
+            raise RemoteError(
+                f"packet is truncated: {what} is {n} but only {self.left()} bytes are left"
+            )
+        return n
+
+    def text(self, what: str) -> str:
+        raw = self.take(self.count(what), what)
+        try:
+            return raw.decode("utf-8")
+        except UnicodeDecodeError:
+            raise RemoteError(f"{what} is not valid UTF-8") from None
+
+
+def _read_counters(r: _Reader, kind: int) -> tuple[int, ...]:
+    if kind == COUNTERS:
+        size = r.count("vector length")
+        return tuple(r.varint("vector entry") for _ in range(size))
+    if kind != SPARSE:
+        raise RemoteError(f"expected a vector, found kind {kind}")
+    size = r.varint("sparse vector length")
+    if size > MAX_ELEMENTS:
+        raise RemoteError(f"sparse vector length {size} exceeds {MAX_ELEMENTS}")
+    return tuple(_read_sparse(r, size, "sparse vector"))
+
+
+def _read_sparse(r: _Reader, size: int, what: str) -> list[int]:
+    nonzero = r.count(f"{what} non-zeros", 2)
+    flat = [0] * size
+    index = -1
+    for _ in range(nonzero):
+        index += r.varint(f"{what} gap") + 1
+        if index >= size:
+            raise RemoteError(f"{what} index {index} is out of range (size {size})")
+        value = r.varint(f"{what} entry")
+        if value == 0:
+            raise RemoteError(f"{what} lists a zero entry at index {index}")
+        flat[index] = value
+    return flat
+
+
+def _read_matrix(r: _Reader, kind: int) -> tuple[tuple[int, ...], ...]:
+    rows = r.varint("matrix rows")
+    cols = r.varint("matrix columns")
+    if rows == 0 or cols == 0:
+        raise RemoteError("a matrix has at least one row and one column")
+    if rows * cols > MAX_ELEMENTS:
+        raise RemoteError(f"matrix of {rows} x {cols} exceeds {MAX_ELEMENTS} entries")
+    if kind == MATRIX:
+        if rows * cols > r.left():
+            raise RemoteError(f"packet is truncated: {rows} x {cols} matrix does not fit")
+        flat = [r.varint("matrix entry") for _ in range(rows * cols)]
+    else:
+        flat = _read_sparse(r, rows * cols, "sparse matrix")
+    return tuple(tuple(flat[k * cols : (k + 1) * cols]) for k in range(rows))
+
+
+def _read_value(r: _Reader, depth: int) -> Any:
+    if depth > MAX_DEPTH:
+        raise RemoteError(f"packet is nested more than {MAX_DEPTH} levels deep")
+    kind = r.byte("a value")
+    if kind >= FIXINT:
+        return kind - FIXINT
+    if kind == NONE:
+        return None
+    if kind == FALSE:
+        return False
+    if kind == TRUE:
+        return True
+    if kind == INT:
+        z = r.varint("int", 2 * MAX_INT)
+        value = z >> 1 if not z & 1 else -(z >> 1) - 1
+        if 0 <= value < 0x80:
+            raise RemoteError(f"int {value} should have been a one-byte small int")
+        return value
+    if kind == FLOAT:
+        (value,) = _FLOAT.unpack(r.take(8, "float"))
+        if not math.isfinite(value):
+            raise RemoteError(f"float {value!r} is not finite")
+        return value
+    if kind == STR:
+        return r.text("string length")
+    if kind in (LIST, TUPLE):
+        items = [_read_value(r, depth + 1) for _ in range(r.count("sequence length"))]
+        return items if kind == LIST else tuple(items)
+    if kind == DICT:
+        result: dict[str, Any] = {}
+        for _ in range(r.count("dict size", 2)):
+            key = r.text("dict key length")
+            if key in result:
+                raise RemoteError(f"dict key {key!r} appears twice")
+            result[key] = _read_value(r, depth + 1)
+        return result
+    if kind in (COUNTERS, SPARSE):
+        return _read_counters(r, kind)
+    if kind in (MATRIX, SPARSE_MATRIX):
+        return _read_matrix(r, kind)
+    if kind == VCLOCK:
+        return VectorClock(_read_counters(r, r.byte("vector clock")))
+    if kind == MSGID:
+        return MessageId(r.varint("message id origin"), r.varint("message id seq"))
+    if kind == PACKET:
+        return _read_packet(r, depth + 1)
+    raise RemoteError(f"unknown value kind {kind} at byte {r.pos - 1}")
+
+
+def _read_packet(r: _Reader, depth: int) -> object:
+    tag = int.from_bytes(r.take(2, "packet type tag"), "big")
+    cls = _tag_table().get(tag)
+    if cls is None:
+        raise RemoteError(f"unknown packet type tag {tag}")
+    fields = attrs.fields(cls)
+    values = [_read_value(r, depth) for _ in fields]
+    for f, value in zip(fields, values, strict=True):
+        if f.name == "payload":  # what an application may send: JSON data or a packet
+            try:
+                check_payload(value)
+            except LocalError as exc:
+                raise RemoteError(f"{cls.__name__} payload: {exc}") from None
+    try:
+        return cls(*values)
+    except (TypeError, ValueError) as exc:
+        raise RemoteError(f"{cls.__name__} refuses its fields: {exc}") from None
+
+
+def decode(data: bytes | bytearray | memoryview) -> object:
+    """The packet in ``data``; RemoteError if the bytes are not exactly one valid packet."""
+    if not isinstance(data, bytes | bytearray | memoryview):
+        raise RemoteError(f"expected bytes, got {type(data).__name__}")
+    r = _Reader(bytes(data))
+    version = r.byte("the version byte")
+    if version != VERSION:
+        raise RemoteError(f"codec version {version} is not supported (this is version {VERSION})")
+    packet = _read_packet(r, 0)
+    if r.left():
+        raise RemoteError(f"{r.left()} trailing bytes after the packet")
+    return packet
+
+
+__all__ = ["MAX_ELEMENTS", "VERSION", "decode", "encode", "metadata_bytes", "packet_tag"]

@@ -1,0 +1,325 @@
+"""The reliable layer: a network that loses, duplicates and reorders becomes one
+where every packet is received exactly once, in order per channel.
+
+Rules, in words:
+
+- Sending: packets on the channel self -> q are numbered 1, 2, 3...; the sender
+  keeps every packet until q acknowledges it. At most ``window`` unacknowledged
+  packets are on the wire per channel; a send beyond that is kept, not sent, and
+  answered with a ``Backpressure`` action (``can_send(q)`` says when to resume).
+- Acknowledging: a receiver acknowledges cumulatively: ``ack = k`` says "I have
+  every packet 1..k from you". Every data packet (duplicates too, since the ack
+  for the first copy may have been lost) is answered with a ``ReliableAck``, and
+  data packets carry the current ack for the reverse channel as well.
+  An ack forgets the acknowledged packets: nothing grows without bound.
+- Retransmitting: a packet first gets a deadline at the next ``tick(now)`` (the
+  layer never reads a clock, so it arms new timers there), ``rto`` after it; at
+  each deadline that passes unacknowledged it is sent again and its timeout is
+  multiplied by ``backoff``, up to ``max_rto``.
+- Receiving: packet ``received[p] + 1`` from p is delivered at once, followed
+  by any consecutive ones held. Later packets up to ``received[p] + capacity``
+  wait in the mail room; beyond that they are refused (counted in ``refused``,
+  not acknowledged), and the sender's retransmission brings them again later.
+  Packets at or below ``received[p]``, or already held, are duplicates.
+- Refusing: a packet whose ack claims more than this process ever sent on that
+  channel, a zero or absurd counter, an unknown sender or a wrong destination is
+  a ``RemoteError``, and nothing changes.
+"""
+
+from __future__ import annotations
+
+import heapq
+from typing import Any
+
+import attrs
+
+from mailroom.core import validate
+from mailroom.core.actions import Action, Backpressure, Deliver, Transmit
+from mailroom.core.endpoint import EndpointBase, Snapshot, load_counts
+from mailroom.core.errors import LocalError, RemoteError
+from mailroom.core.messages import Message, MessageId, Payload
+from mailroom.core.pending import Pending, Wait
+from mailroom.core.wire import packet, packet_from_data, packet_to_data, plain, unplain
+
+
+@packet
+@attrs.frozen
+class ReliablePacket:
+    """The ``seq``-th packet on channel sender -> dest; ``msg`` is its message id's seq
+    at the sender; ``ack`` acknowledges packets dest -> sender cumulatively."""
+
+    sender: int
+    dest: int
+    seq: int
+    msg: int
+    ack: int
+    payload: Any
+
+
+@packet
+@attrs.frozen
+class ReliableAck:
+    """``sender`` has received every packet 1..ack that ``dest`` sent it."""
+
+    sender: int
+    dest: int
+    ack: int
+
+
+class _Out:
+    """A packet kept until acknowledged; ``deadline`` is None until a tick arms it."""
+
+    __slots__ = ("attempts", "deadline", "msg", "payload", "rto", "sent")
+
+    def __init__(self, msg: int, payload: Payload, rto: float) -> None:
+        self.msg = msg
+        self.payload = payload
+        self.sent = False
+        self.deadline: float | None = None
+        self.rto = rto
+        self.attempts = 0
+
+
+class Reliable(EndpointBase):
+    """Exactly-once, per-channel FIFO delivery over a lossy, duplicating network."""
+
+    protocol = "Reliable"
+
+    def __init__(
+        self,
+        pid: int,
+        n: int,
+        *,
+        rto: float = 3.0,
+        backoff: float = 2.0,
+        max_rto: float = 30.0,
+        window: int = 64,
+        capacity: int = 64,
+    ) -> None:
+        super().__init__(pid, n)
+        if not 0 < rto <= max_rto or backoff < 1:
+            raise LocalError("need 0 < rto <= max_rto and backoff >= 1")
+        if type(window) is not int or window < 1 or type(capacity) is not int or capacity < 1:
+            raise LocalError("window and capacity must be positive integers")
+        self.rto = float(rto)
+        self.backoff = float(backoff)
+        self.max_rto = float(max_rto)
+        self.window = window
+        self.capacity = capacity
+        self.now = 0.0
+        self.next_seq = [0] * n
+        self.acked = [0] * n
+        self.received = [0] * n
+        self._out: list[dict[int, _Out]] = [{} for _ in range(n)]
+        self._held: list[dict[int, ReliablePacket]] = [{} for _ in range(n)]
+        self._timers: list[tuple[float, int, int]] = []
+        self._unarmed = 0
+        self.refused = 0
+        self.retransmissions = 0
+
+    # -- sending -------------------------------------------------------------------
+    def can_send(self, to: int | None = None) -> bool:
+        """True when a send to ``to`` (or to anyone, for None) goes on the wire at once."""
+        if to is None:
+            return all(len(out) < self.window for out in self._out)
+        return len(self._out[self._check_dest(to)]) < self.window
+
+    def send(self, payload: Payload, to: int) -> list[Action]:
+        self._check_dest(to)
+        self._check_payload(payload)
+        mid = self._next_id()
+        self.next_seq[to] += 1
+        seq = self.next_seq[to]
+        entry = _Out(mid.seq, payload, self.rto)
+        self._out[to][seq] = entry
+        if seq > self.acked[to] + self.window:
+            return [Backpressure(to, seq - self.acked[to] - self.window)]
+        return [self._transmit(to, seq, entry)]
+
+    def _transmit(self, to: int, seq: int, entry: _Out) -> Transmit:
+        if not entry.sent:
+            entry.sent = True
+            self._unarmed += 1
+        packet = ReliablePacket(self.pid, to, seq, entry.msg, self.received[to], entry.payload)
+        return Transmit(to, packet, MessageId(self.pid, entry.msg))
+
+    # -- time ------------------------------------------------------------------------
+    def next_deadline(self) -> float | None:
+        if self._unarmed:
+            return self.now  # arm new packets' timers at the next tick
+        timers = self._timers
+        while timers and not self._live(*timers[0]):
+            heapq.heappop(timers)
+        return timers[0][0] if timers else None
+
+    def _live(self, deadline: float, to: int, seq: int) -> bool:
+        entry = self._out[to].get(seq)
+        return entry is not None and entry.deadline == deadline
+
+    def tick(self, now: float) -> list[Action]:
+        if now > self.now:
+            self.now = now
+        now = self.now
+        if self._unarmed:
+            for to, out in enumerate(self._out):
+                for seq, entry in out.items():
+                    if entry.sent and entry.deadline is None:
+                        self._arm(to, seq, entry, now)
+            self._unarmed = 0
+        actions: list[Action] = []
+        timers = self._timers
+        while timers and timers[0][0] <= now:
+            deadline, to, seq = heapq.heappop(timers)
+            if not self._live(deadline, to, seq):
+                continue
+            entry = self._out[to][seq]
+            entry.attempts += 1
+            entry.rto = min(entry.rto * self.backoff, self.max_rto)
+            self.retransmissions += 1
+            actions.append(self._transmit(to, seq, entry))
+            self._arm(to, seq, entry, now)
+        return actions
+
+    def _arm(self, to: int, seq: int, entry: _Out, now: float) -> None:
+        entry.deadline = now + entry.rto
+        heapq.heappush(self._timers, (entry.deadline, to, seq))
+
+    # -- receiving ---------------------------------------------------------------------
+    def _validate(self, packet: object) -> ReliablePacket | ReliableAck:
+        if type(packet) is not ReliablePacket and type(packet) is not ReliableAck:
+            raise RemoteError(
+                f"Reliable expected a ReliablePacket or ReliableAck, got {type(packet).__name__}"
+            )
+        assert isinstance(packet, ReliablePacket | ReliableAck)
+        sender = validate.pid(packet.sender, self.n)
+        validate.dest(packet.dest, self.pid, self.n)
+        ack = validate.counter(packet.ack, "ack")
+        on_wire = min(self.next_seq[sender], self.acked[sender] + self.window)
+        if ack > on_wire:
+            raise RemoteError(
+                f"ack {ack} from P{sender} acknowledges packets P{self.pid} never sent "
+                f"(it sent {on_wire})"
+            )
+        if isinstance(packet, ReliablePacket):
+            validate.positive(packet.seq, "seq")
+            validate.positive(packet.msg, "message seq")
+        return packet
+
+    def receive(self, packet: object) -> list[Action]:
+        p = self._validate(packet)
+        actions = self._acknowledged(p.sender, p.ack)
+        if isinstance(p, ReliableAck):
+            return actions
+        sender, seq = p.sender, p.seq
+        held = self._held[sender]
+        if seq <= self.received[sender] or seq in held:
+            self.duplicates += 1
+        elif seq > self.received[sender] + self.capacity:
+            self.refused += 1
+            return actions  # not acknowledged: the sender will try again
+        elif seq == self.received[sender] + 1:
+            self.received[sender] = seq
+            actions.append(Deliver(_message(p)))
+            while (nxt := held.pop(self.received[sender] + 1, None)) is not None:
+                self.received[sender] += 1
+                actions.append(Deliver(_message(nxt)))
+        else:
+            held[seq] = p
+        ack = ReliableAck(self.pid, sender, self.received[sender])
+        actions.append(Transmit(sender, ack, None))
+        return actions
+
+    def _acknowledged(self, peer: int, ack: int) -> list[Action]:
+        """Forget packets to ``peer`` up to ``ack``; send those the window now admits."""
+        if ack <= self.acked[peer]:
+            return []
+        out = self._out[peer]
+        for seq in range(self.acked[peer] + 1, ack + 1):
+            entry = out.pop(seq)
+            if entry.sent and entry.deadline is None:
+                self._unarmed -= 1
+        old_limit = self.acked[peer] + self.window
+        self.acked[peer] = ack
+        new_limit = min(ack + self.window, self.next_seq[peer])
+        return [self._transmit(peer, s, out[s]) for s in range(old_limit + 1, new_limit + 1)]
+
+    # -- introspection ---------------------------------------------------------------------
+    def buffered(self) -> int:
+        """Packets held in the mail room, waiting for earlier ones."""
+        return sum(len(h) for h in self._held)
+
+    def retained(self) -> int:
+        """Packets kept for retransmission (sent or waiting) until acknowledged."""
+        return sum(len(out) for out in self._out)
+
+    def pending(self) -> list[Pending]:
+        unit = f"packet to P{self.pid}"
+        return [
+            Pending(_message(p), (Wait(s, self.received[s], seq - 1, unit),))
+            for s, held in enumerate(self._held)
+            for seq, p in sorted(held.items())
+        ]
+
+    def snapshot(self) -> Snapshot:
+        data = self._header()
+        data["params"] = {
+            "rto": self.rto,
+            "backoff": self.backoff,
+            "max_rto": self.max_rto,
+            "window": self.window,
+            "capacity": self.capacity,
+        }
+        data["now"] = self.now
+        data["next_seq"] = list(self.next_seq)
+        data["acked"] = list(self.acked)
+        data["received"] = list(self.received)
+        data["out"] = [
+            [[seq, e.msg, plain(e.payload), e.sent, e.deadline, e.rto, e.attempts]
+             for seq, e in sorted(out.items())]
+            for out in self._out
+        ]  # fmt: skip
+        data["held"] = [[packet_to_data(p) for _, p in sorted(h.items())] for h in self._held]
+        data["refused"] = self.refused
+        data["retransmissions"] = self.retransmissions
+        return data
+
+    def _load(self, data: Snapshot) -> None:
+        params = data["params"]
+        fresh = Reliable(self.pid, self.n, **params)
+        self.rto, self.backoff, self.max_rto = fresh.rto, fresh.backoff, fresh.max_rto
+        self.window, self.capacity = fresh.window, fresh.capacity
+        self.now = float(data["now"])
+        self.next_seq[:] = load_counts(data["next_seq"], self.n, "next_seq")
+        self.acked[:] = load_counts(data["acked"], self.n, "acked")
+        self.received[:] = load_counts(data["received"], self.n, "received")
+        for to, rows in enumerate(_per_process(data["out"], self.n, "out")):
+            for seq, msg, payload, sent, deadline, rto, attempts in rows:
+                if not self.acked[to] < seq <= self.next_seq[to]:
+                    raise LocalError(f"snapshot keeps packet {seq} to P{to} outside its window")
+                entry = _Out(msg, unplain(payload), float(rto))
+                entry.sent, entry.attempts = bool(sent), int(attempts)
+                if deadline is not None:
+                    entry.deadline = float(deadline)
+                    heapq.heappush(self._timers, (entry.deadline, to, seq))
+                elif entry.sent:
+                    self._unarmed += 1
+                self._out[to][seq] = entry
+        for frm, items in enumerate(_per_process(data["held"], self.n, "held")):
+            for item in items:
+                p = packet_from_data(ReliablePacket, item)
+                self._held[frm][p.seq] = p
+        self.refused = int(data["refused"])
+        self.retransmissions = int(data["retransmissions"])
+
+
+def _per_process(value: object, n: int, what: str) -> list[Any]:
+    if not isinstance(value, list) or len(value) != n:
+        raise LocalError(f"snapshot field {what} must hold {n} lists")
+    return value
+
+
+def _message(p: ReliablePacket) -> Message:
+    return Message(MessageId(p.sender, p.msg), p.sender, p.payload)
+
+
+__all__ = ["Reliable", "ReliableAck", "ReliablePacket"]

@@ -1,0 +1,57 @@
+"""Faults beyond loss and duplication: partitions that heal, crashes and restarts.
+
+- A ``Partition`` splits the processes into groups until time ``until``: a packet
+  between two groups is lost if it is sent, or would arrive, while it lasts.
+- A crash drops a process's memory: the packets on their way to it are lost, its
+  timers stop, and packets that arrive while it is down are lost too. It restarts
+  from its last checkpoint, the ``snapshot()`` the simulator took after the last
+  step of that process (before that step's packets left: write-ahead), so what it
+  delivered or acknowledged before the crash survives it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+import attrs
+
+from mailroom.core.endpoint import ENDPOINT_TYPES, Endpoint, Snapshot
+from mailroom.core.errors import LocalError
+from mailroom.core.stack import Stack
+
+
+@attrs.frozen
+class Partition:
+    """Processes in different ``groups`` cannot talk until ``until``."""
+
+    groups: tuple[frozenset[int], ...]
+    until: float
+
+    @classmethod
+    def of(cls, groups: Iterable[Iterable[int]], until: float) -> Partition:
+        return cls(tuple(frozenset(g) for g in groups), until)
+
+    def cuts(self, src: int, dst: int, now: float) -> bool:
+        if now >= self.until:
+            return False
+        side = [k for k, g in enumerate(self.groups) if src in g]
+        return not side or dst not in self.groups[side[0]]
+
+
+def restore_endpoint(data: Snapshot) -> Any:
+    """Rebuild an endpoint or a Stack from its ``snapshot()`` data."""
+    name = data.get("protocol") if isinstance(data, dict) else None
+    if name == Stack.protocol:
+        return Stack.restore(data)
+    kind = ENDPOINT_TYPES.get(name) if isinstance(name, str) else None
+    if kind is None:
+        raise LocalError(f"snapshot names unknown protocol {name!r}")
+    return kind.restore(data)
+
+
+def checkpoint(endpoint: Endpoint) -> Snapshot:
+    return endpoint.snapshot()
+
+
+__all__ = ["Partition", "checkpoint", "restore_endpoint"]
