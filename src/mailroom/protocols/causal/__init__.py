@@ -1,6 +1,7 @@
-"""Causal order: RST unicast and CBCAST broadcast."""
+"""Causal order: RST and KS unicast, CBCAST broadcast."""
 
 from mailroom.protocols.causal.broadcast import CBCAST, CBCASTPacket
+from mailroom.protocols.causal.ks import KS, KSPacket
 from mailroom.protocols.causal.unicast import RST, RSTPacket
 
-__all__ = ["CBCAST", "RST", "CBCASTPacket", "RSTPacket"]
+__all__ = ["CBCAST", "KS", "RST", "CBCASTPacket", "KSPacket", "RSTPacket"]
