@@ -13,6 +13,8 @@ from mailroom.testing.harness import (
 from mailroom.testing.variants import (
     CBCASTNoOneGreater,
     CBCASTSenderOnly,
+    KSDestOnly,
+    KSForgetOnSend,
     ReliableNoDedup,
     ReliableNoRetransmit,
     RSTColumnOnly,
@@ -23,6 +25,8 @@ __all__ = [
     "CBCASTNoOneGreater",
     "CBCASTSenderOnly",
     "Factory",
+    "KSDestOnly",
+    "KSForgetOnSend",
     "Op",
     "RSTColumnOnly",
     "RSTSelfDoubleCount",

@@ -244,13 +244,18 @@ class KS(EndpointBase):
         for d in dests:
             log = flatten(self._piggyback(d, dests), self.n)
             actions.append(Transmit(d, KSPacket(self.pid, d, mid.seq, dests, log, payload), mid))
-        group = set(dests)
-        for entries in self._log:  # step 2: implied by M at its destinations
-            for ds in entries.values():
-                ds -= group
-        self._log[self.pid][mid.seq] = set(group)  # step 3
+        self._implied_by(dests)  # step 2
+        self._log[self.pid][mid.seq] = set(dests)  # step 3
         self._purge(range(self.n))
         return actions
+
+    def _implied_by(self, dests: tuple[int, ...]) -> None:
+        """Step 2: a message to ``dests`` implies every logged dependency at those
+        destinations, so LOG entries drop them."""
+        group = set(dests)
+        for entries in self._log:
+            for ds in entries.values():
+                ds -= group
 
     def _piggyback(self, d: int, dests: tuple[int, ...]) -> Iterator[Entry]:
         """Step 1: O_M for destination d."""
