@@ -177,7 +177,7 @@ def test_log_forgets_what_is_known_delivered_or_implied() -> None:
     b = p0.send("b", to=1)[0].packet
     # (0, 1) to P1 is implied by (0, 2) to P1: only the latest entry remains
     assert p0.log == [(0, 2, (1,))]
-    assert b.log == (0, 1, 2)  # source 0, seq 1, single destination P1 (code 1 + 1)
+    assert b.log == (1, 1, 2)  # P0 has 1 entry: seq 1, single destination P1 (code 1 + 1)
     p1.receive(a)
     p1.receive(b)
     reply = p1.send("r", to=0)[0].packet
@@ -251,17 +251,17 @@ def _mutations(p: KSPacket) -> list[tuple[str, KSPacket]]:
         ("increasing", attrs.evolve(p, dests=(2, 2))),
         ("not a process", attrs.evolve(p, dests=(2, 9))),
         ("sequence of counters", attrs.evolve(p, log=5)),
-        ("truncated", attrs.evolve(p, log=(0, 1))),
-        ("not a process", attrs.evolve(p, log=(5, 1, 0))),
-        ("at least 1", attrs.evolve(p, log=(0, 0, 0))),
-        ("negative", attrs.evolve(p, log=(0, 1, -1))),
-        ("absurdly large", attrs.evolve(p, log=(0, 2**60, 0))),
-        ("truncated", attrs.evolve(p, log=(0, 1, N + 2, 1))),
-        ("out of order", attrs.evolve(p, log=(0, 1, N + 2, 2, 1))),
-        ("out of order or repeated", attrs.evolve(p, log=(1, 1, 0, 0, 1, 0))),
-        ("out of order or repeated", attrs.evolve(p, log=(1, 1, 0, 1, 1, 0))),
-        ("claims P2", attrs.evolve(p, log=(2, 5, 0))),
-        ("not earlier than the message", attrs.evolve(p, log=(0, 2, 3))),
+        ("truncated", attrs.evolve(p, log=(1, 1))),
+        ("more than the 3 processes", attrs.evolve(p, log=(0, 0, 0, 1, 1, 0))),
+        ("at least 1", attrs.evolve(p, log=(1, 0, 0))),
+        ("negative", attrs.evolve(p, log=(1, 1, -1))),
+        ("absurdly large", attrs.evolve(p, log=(1, 2**60, 0))),
+        ("truncated", attrs.evolve(p, log=(1, 1, N + 2, 1))),
+        ("out of order", attrs.evolve(p, log=(1, 1, N + 2, 2, 1))),
+        ("not a process", attrs.evolve(p, log=(1, 1, N + 2, 0, 7))),
+        ("out of order or repeated", attrs.evolve(p, log=(2, 1, 0, 1, 0))),
+        ("claims P2", attrs.evolve(p, log=(0, 0, 1, 5, 0))),
+        ("not earlier than the message", attrs.evolve(p, log=(1, 2, 3))),
     ]
 
 

@@ -51,10 +51,12 @@ messages": an entry or destination disappears exactly when no receiver can need
 it. The delivery condition is equivalent to RST's (every causal predecessor
 addressed to P_i delivered), so KS delivers exactly when RST does.
 
-On the wire ``log`` is one flat tuple of counters: for each entry, sorted by
-(s, t), the numbers s, t and a destination code: 0 for no destinations, d + 1
-for the single destination d, or n + |Dests| followed by Dests in increasing
-order when there are two or more.
+On the wire ``log`` is one flat tuple of counters, by source s = 0, 1, ...
+(trailing sources without entries left out): the number of entries of s, then
+for each, by increasing t, the numbers t and a destination code: 0 for no
+destinations, d + 1 for the single destination d, or n + |Dests| followed by
+Dests in increasing order when there are two or more. Sources are implicit
+because nearly every source has an entry (its latest) once it has sent.
 """
 
 from __future__ import annotations
@@ -95,12 +97,19 @@ class KSPacket:
 
 def flatten(entries: Iterable[Entry], n: int) -> Row:
     """Entries (sorted by source and seq) as the flat wire form."""
-    out: list[int] = []
+    by_source: list[list[tuple[int, tuple[int, ...]]]] = [[] for _ in range(n)]
     for s, t, dests in entries:
-        if len(dests) <= 1:
-            out += (s, t, dests[0] + 1 if dests else 0)
-        else:
-            out += (s, t, n + len(dests), *dests)
+        by_source[s].append((t, dests))
+    while by_source and not by_source[-1]:
+        by_source.pop()  # trailing processes with no entry are left out
+    out: list[int] = []
+    for group in by_source:
+        out.append(len(group))
+        for t, dests in group:
+            if len(dests) <= 1:
+                out += (t, dests[0] + 1 if dests else 0)
+            else:
+                out += (t, n + len(dests), *dests)
     return tuple(out)
 
 
@@ -109,31 +118,36 @@ def parse_log(flat: object, n: int) -> list[Entry]:
     if not isinstance(flat, tuple | list):
         raise RemoteError(f"log must be a sequence of counters, got {type(flat).__name__}")
     entries: list[Entry] = []
-    pos = 0
-    previous: tuple[int, int] = (-1, 0)
+    pos, s = 0, -1
     while pos < len(flat):
-        if pos + 3 > len(flat):
-            raise RemoteError(f"log is truncated: entry at {pos} lacks its source, seq or dests")
-        s = validate.pid(flat[pos], n, f"log[{pos}] source")
-        t = validate.positive(flat[pos + 1], f"log[{pos + 1}] seq")
-        code = validate.counter(flat[pos + 2], f"log[{pos + 2}] destination code")
-        pos += 3
-        if code <= n:
-            dests: tuple[int, ...] = (code - 1,) if code else ()
-        else:
-            size = code - n
-            if size < 2 or size > n or pos + size > len(flat):
-                raise RemoteError(f"log is truncated: entry ({s}, {t}) lists {size} destinations")
-            dests = tuple(
-                validate.pid(d, n, f"log[{pos}] destination") for d in flat[pos : pos + size]
-            )
-            if any(a >= b for a, b in pairwise(dests)):
-                raise RemoteError(f"log entry ({s}, {t}) lists its destinations out of order")
-            pos += size
-        if (s, t) <= previous:
-            raise RemoteError(f"log entry ({s}, {t}) is out of order or repeated")
-        previous = (s, t)
-        entries.append((s, t, dests))
+        s += 1
+        if s >= n:
+            raise RemoteError(f"log lists entries for more than the {n} processes")
+        count = validate.counter(flat[pos], f"log[{pos}] entry count of P{s}")
+        pos += 1
+        previous = 0
+        for _ in range(count):
+            if pos + 2 > len(flat):
+                raise RemoteError(f"log is truncated: an entry of P{s} lacks its seq or dests")
+            t = validate.positive(flat[pos], f"log[{pos}] seq")
+            code = validate.counter(flat[pos + 1], f"log[{pos + 1}] destination code")
+            pos += 2
+            if code <= n:
+                dests: tuple[int, ...] = (code - 1,) if code else ()
+            else:
+                size = code - n
+                if size < 2 or size > n or pos + size > len(flat):
+                    raise RemoteError(f"log is truncated: entry ({s}, {t}) lists {size} dests")
+                dests = tuple(
+                    validate.pid(d, n, f"log[{pos}] destination") for d in flat[pos : pos + size]
+                )
+                if any(a >= b for a, b in pairwise(dests)):
+                    raise RemoteError(f"log entry ({s}, {t}) lists its destinations out of order")
+                pos += size
+            if t <= previous:
+                raise RemoteError(f"log entry ({s}, {t}) is out of order or repeated")
+            previous = t
+            entries.append((s, t, dests))
     return entries
 
 
