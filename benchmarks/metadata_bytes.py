@@ -16,7 +16,7 @@ Both runs must deliver the same messages in the same order at every process;
 the script checks that too. Each process sends ``--per-process`` messages (32 by
 default, so n = 64 is 2048 messages), about one every ``--interval`` = 10
 time units while message delays are uniform in 1..10, which keeps the whole sweep to a few
-minutes. Writes a Markdown table and a plot:
+minutes. Writes a Markdown table and a plot, and puts the table into docs/ks.md:
 
     python benchmarks/metadata_bytes.py            # docs/_static/metadata_bytes.{md,png}
     python benchmarks/metadata_bytes.py --ns 4 8   # a quick look
@@ -43,6 +43,7 @@ from mailroom.sim.simulation import NetworkModel
 ROOT = Path(__file__).resolve().parents[1]
 WORKLOADS = ("random unicast", "client-server", "broadcast as n-1 unicasts")
 PROTOCOLS = ("RST", "KS", "CBCAST")
+BEGIN, END = "<!-- metadata_bytes table -->", "<!-- end of metadata_bytes table -->"
 
 
 class Meter:
@@ -287,6 +288,12 @@ def main(argv: list[str] | None = None) -> None:
         text += "\nRandom unicast at n = 32, by send interval:\n\n"
         text += table(sorted(extra + base, key=lambda r: r["interval"]))
     (args.out / "metadata_bytes.md").write_text(text, encoding="utf-8")
+    page = ROOT / "docs" / "ks.md"
+    if args.out == ROOT / "docs" / "_static" and page.exists():
+        # the docs page shows the table between these markers: regenerate it there too
+        before, rest = page.read_text(encoding="utf-8").split(BEGIN, 1)
+        _, after = rest.split(END, 1)
+        page.write_text(f"{before}{BEGIN}\n{text}{END}{after}", encoding="utf-8")
     plot(rows, args.out / "metadata_bytes.png")
     print(text)
     print(f"wrote {args.out}/metadata_bytes.md and .png in {time.perf_counter() - started:.0f}s")
