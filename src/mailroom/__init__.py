@@ -33,7 +33,10 @@ from mailroom.protocols import (
     CausalityDetector,
     CausalityViolation,
     Fifo,
+    LamportTotalOrder,
     Reliable,
+    Sequencer,
+    Skeen,
     Unordered,
 )
 
@@ -53,6 +56,7 @@ __all__ = [
     "Endpoint",
     "Fifo",
     "LamportClock",
+    "LamportTotalOrder",
     "LocalError",
     "MailroomError",
     "Message",
@@ -61,6 +65,8 @@ __all__ = [
     "Reliable",
     "RemoteError",
     "SentMatrix",
+    "Sequencer",
+    "Skeen",
     "Stable",
     "Stack",
     "TaggedMessage",

@@ -1,9 +1,10 @@
-"""The protocols: FIFO, causal (RST, CBCAST), the unordered baseline and detection."""
+"""The protocols: FIFO, causal (RST, KS, CBCAST), total order, the unordered baseline, detection."""
 
 from mailroom.protocols.causal import CBCAST, KS, RST, CBCASTPacket, KSPacket, RSTPacket
 from mailroom.protocols.detect import CausalityDetector, CausalityViolation, is_violation
 from mailroom.protocols.fifo import Fifo, FifoPacket
 from mailroom.protocols.reliable import Reliable, ReliableAck, ReliablePacket
+from mailroom.protocols.total import LamportTotalOrder, Sequencer, Skeen
 from mailroom.protocols.unordered import Unordered, UnorderedPacket
 
 __all__ = [
@@ -16,10 +17,13 @@ __all__ = [
     "Fifo",
     "FifoPacket",
     "KSPacket",
+    "LamportTotalOrder",
     "RSTPacket",
     "Reliable",
     "ReliableAck",
     "ReliablePacket",
+    "Sequencer",
+    "Skeen",
     "Unordered",
     "UnorderedPacket",
     "is_violation",

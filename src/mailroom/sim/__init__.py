@@ -1,5 +1,6 @@
 """The deterministic simulator: network model, fault injection, trace recorder, metrics."""
 
+from mailroom.sim.faults import Partition, restore_endpoint
 from mailroom.sim.metrics import Metrics, metadata_size, varint_size
 from mailroom.sim.simulation import InFlight, NetworkModel, Simulation
 from mailroom.sim.workload import random_workload
@@ -8,8 +9,10 @@ __all__ = [
     "InFlight",
     "Metrics",
     "NetworkModel",
+    "Partition",
     "Simulation",
     "metadata_size",
     "random_workload",
+    "restore_endpoint",
     "varint_size",
 ]
