@@ -31,9 +31,10 @@ Send M (seq t) to the set D (unicast: D = {d}):
 
 Deliverable: a packet from P_k with seq t_k is deliverable at P_i when every
 entry (s, t, Dests) of O_M with i in Dests has t <= SR[s]. The sender's previous
-message to P_i is such an entry unless the sender knows it is settled, so this
-is also FIFO per channel. A packet with t_k <= SR[k], or one already held, is a
-duplicate: dropped quietly and counted.
+message to P_i is such an entry unless the sender knows it was delivered, or that
+it is implied by another message to P_i that is itself a dependency here, so
+messages on one channel are delivered in the order sent. A packet with
+t_k <= SR[k], or one already held, is a duplicate: dropped quietly and counted.
 
 After delivering M from P_k: SR[k] = t_k; add (k, t_k, D_M) to O_M and remove i
 from every entry's Dests (known delivered here); then merge O_M into LOG:
