@@ -28,6 +28,7 @@ from mailroom.core import (
 )
 from mailroom.protocols import (
     CBCAST,
+    KS,
     RST,
     CausalityDetector,
     CausalityViolation,
@@ -45,6 +46,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "CBCAST",
+    "KS",
     "RST",
     "Action",
     "Backpressure",

@@ -1,9 +1,11 @@
-"""The protocols: FIFO, causal (RST, CBCAST), total order, the unordered baseline, detection."""
+"""The protocols: FIFO, causal (RST, KS, CBCAST), total order, the unordered baseline, detection."""
 
 from mailroom.protocols.causal import (
     CBCAST,
+    KS,
     RST,
     CBCASTPacket,
+    KSPacket,
     NaiveTagged,
     RSTPacket,
     StabilityAck,
@@ -18,12 +20,14 @@ from mailroom.protocols.unordered import Unordered, UnorderedPacket
 
 __all__ = [
     "CBCAST",
+    "KS",
     "RST",
     "CBCASTPacket",
     "CausalityDetector",
     "CausalityViolation",
     "Fifo",
     "FifoPacket",
+    "KSPacket",
     "LamportTotalOrder",
     "NaiveTagged",
     "RSTPacket",

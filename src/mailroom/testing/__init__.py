@@ -19,6 +19,8 @@ from mailroom.testing.tagged import (
 from mailroom.testing.variants import (
     CBCASTNoOneGreater,
     CBCASTSenderOnly,
+    KSDestOnly,
+    KSForgetOnSend,
     ReliableNoDedup,
     ReliableNoRetransmit,
     RSTColumnOnly,
@@ -34,6 +36,8 @@ __all__ = [
     "CBCASTNoOneGreater",
     "CBCASTSenderOnly",
     "Factory",
+    "KSDestOnly",
+    "KSForgetOnSend",
     "Op",
     "RSTColumnOnly",
     "RSTSelfDoubleCount",

@@ -1,6 +1,7 @@
-"""Causal order: RST unicast, CBCAST broadcast, tagged causal stable broadcast."""
+"""Causal order: RST and KS unicast, CBCAST broadcast, tagged causal stable broadcast."""
 
 from mailroom.protocols.causal.broadcast import CBCAST, CBCASTPacket
+from mailroom.protocols.causal.ks import KS, KSPacket
 from mailroom.protocols.causal.tagged import (
     NaiveTagged,
     StabilityAck,
@@ -11,8 +12,10 @@ from mailroom.protocols.causal.unicast import RST, RSTPacket
 
 __all__ = [
     "CBCAST",
+    "KS",
     "RST",
     "CBCASTPacket",
+    "KSPacket",
     "NaiveTagged",
     "RSTPacket",
     "StabilityAck",
