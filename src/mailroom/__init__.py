@@ -32,7 +32,10 @@ from mailroom.protocols import (
     CausalityDetector,
     CausalityViolation,
     Fifo,
+    LamportTotalOrder,
     Reliable,
+    Sequencer,
+    Skeen,
     Unordered,
 )
 
@@ -51,6 +54,7 @@ __all__ = [
     "Endpoint",
     "Fifo",
     "LamportClock",
+    "LamportTotalOrder",
     "LocalError",
     "MailroomError",
     "Message",
@@ -59,6 +63,8 @@ __all__ = [
     "Reliable",
     "RemoteError",
     "SentMatrix",
+    "Sequencer",
+    "Skeen",
     "Stable",
     "Stack",
     "TaggedMessage",

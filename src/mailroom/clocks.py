@@ -174,9 +174,8 @@ class SentMatrix:
         """Entrywise maximum with another matrix, in place."""
         rows = other._rows if isinstance(other, SentMatrix) else other
         for mine, theirs in zip(self._rows, rows, strict=True):
-            for j, v in enumerate(theirs):
-                if v > mine[j]:
-                    mine[j] = v
+            if mine != list(theirs):  # most rows already agree; comparing is cheap
+                mine[:] = map(max, mine, theirs)
 
     def column(self, j: int) -> list[int]:
         return [row[j] for row in self._rows]

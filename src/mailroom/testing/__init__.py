@@ -18,6 +18,11 @@ from mailroom.testing.variants import (
     RSTColumnOnly,
     RSTSelfDoubleCount,
 )
+from mailroom.testing.variants_total import (
+    SequencerNoHold,
+    SkeenEagerDelivery,
+    SkeenNoClockRaise,
+)
 
 __all__ = [
     "CBCASTNoOneGreater",
@@ -30,6 +35,9 @@ __all__ = [
     "ReliableNoRetransmit",
     "Run",
     "Scenario",
+    "SequencerNoHold",
+    "SkeenEagerDelivery",
+    "SkeenNoClockRaise",
     "assert_properties",
     "find_counterexample",
     "replay",
