@@ -31,6 +31,8 @@ Rules, in words:
   ``outbox_limit``; beyond that the oldest are dropped and counted, which the
   reliable layer repairs). ``delays`` holds frames to a peer back for a while,
   to stage a slow link.
+- Of the reliable layer's acknowledgements to one peer produced in one step,
+  only the last is sent: they are cumulative, so it says all the others say.
 """
 
 from __future__ import annotations
@@ -54,6 +56,7 @@ from mailroom.core.messages import Message, MessageId, Payload
 from mailroom.net import frames as fr
 from mailroom.net.config import PeerTable
 from mailroom.net.store import TraceFile, read_checkpoint, write_atomic
+from mailroom.protocols.reliable import ReliableAck
 from mailroom.sim.faults import restore_endpoint
 from mailroom.trace.events import Event
 
@@ -224,6 +227,7 @@ class _Link:
         self.conn: _Outbound | None = None
         self.delay = node.delays.get(peer, 0.0)
         self.task: asyncio.Task[None] | None = None
+        self._flush_pending = False
 
     def push(self, packet: bytes, mid: MessageId | None, carries: int) -> None:
         if self.delay > 0:
@@ -238,7 +242,7 @@ class _Link:
             self.outbox.popleft()
             self.node.stats.outbox_dropped += 1
         if self.delay > 0:
-            self.flush()
+            self.flush_soon()
 
     def ready(self, conn: _Outbound) -> None:
         self.conn = conn
@@ -246,7 +250,14 @@ class _Link:
         log.info("P%d: connected to P%d", self.node.pid, self.peer)
         self.flush()
 
+    def flush_soon(self) -> None:
+        """Flush once the current callback is over: one write for a burst of steps."""
+        if not self._flush_pending:
+            self._flush_pending = True
+            asyncio.get_running_loop().call_soon(self.flush)
+
     def flush(self) -> None:
+        self._flush_pending = False
         conn = self.conn
         if conn is None or conn.sealer is None or conn.paused or conn.transport is None:
             return
@@ -474,14 +485,17 @@ class Node:
     # -- one step: record, checkpoint, transmit, deliver, re-arm --------------------------------
     def _step(self, actions: list[Action], carries: int = fr.UNICAST) -> None:
         delivered: list[Message] = []
-        sends: list[tuple[int, bytes, MessageId | None]] = []
+        transmits: list[Transmit] = []
+        last_ack: dict[int, int] = {}
         loop = asyncio.get_running_loop()
         for a in actions:
             if isinstance(a, Transmit):
                 if a.to == self.pid:
                     loop.call_soon(self._loopback, a.packet, carries)
                 else:
-                    sends.append((a.to, encode(a.packet), a.message_id))
+                    if type(a.packet) is ReliableAck:
+                        last_ack[a.to] = len(transmits)
+                    transmits.append(a)
             elif isinstance(a, Deliver):
                 m = a.message
                 delivered.append(m)
@@ -490,6 +504,13 @@ class Node:
                     self._record("deliver", m.id, m.sender, dest, m.payload)
             elif isinstance(a, Backpressure):
                 pass  # the layer keeps the packet; can_send() says when to resume
+        # Acknowledgements are cumulative: of a step's ReliableAcks to one peer, the last
+        # says everything the earlier ones say, so only it goes on the wire.
+        sends = [
+            (t.to, encode(t.packet), t.message_id)
+            for k, t in enumerate(transmits)
+            if type(t.packet) is not ReliableAck or last_ack[t.to] == k
+        ]
         self.stats.delivered += len(delivered)
         if actions or (self.trace is not None and self.trace.dirty):
             self._commit()
@@ -499,7 +520,7 @@ class Node:
                 kind = fr.BROADCAST  # a protocol forwarding another's message
             self._links[to].push(data, mid, kind)
         for to in {s[0] for s in sends}:
-            self._links[to].flush()
+            self._links[to].flush_soon()
         for m in delivered:
             if self.on_deliver is not None:
                 self.on_deliver(m)
