@@ -154,3 +154,23 @@ def test_a_node_that_comes_back_catches_up(tmp_path: Path) -> None:
 def _dup(s: socket.socket) -> socket.socket:
     """A copy of a listening socket, so that closing a node does not free the port."""
     return s.dup()
+
+
+def test_a_connection_that_never_authenticates_is_closed(monkeypatch: Any) -> None:
+    import mailroom.net.node as node_module
+
+    monkeypatch.setattr(node_module, "HANDSHAKE_TIMEOUT", 0.2)
+    socks = listening_sockets(2)
+    table = table_of(socks)
+
+    async def main() -> tuple[bool, int]:
+        node = Node(CBCAST(0, 2), table, KEY, listen=socks[0])
+        await node.start()
+        client = await asyncio.to_thread(RawClient, socks[0].getsockname()[1])
+        closed = await asyncio.to_thread(client.closed_by_peer)
+        client.close()
+        await node.close()
+        socks[1].close()
+        return closed, node.stats.timeouts
+
+    assert _run(main()) == (True, 1)

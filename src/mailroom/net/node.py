@@ -22,7 +22,8 @@ Rules, in words:
   an async iterator). Timers: ``tick(now)`` runs at ``next_deadline()`` on the
   event loop's clock.
 - Frames that are garbage, forged (bad MAC), replayed, from an unknown pid or
-  from a process whose peer-table entry does not match are dropped and counted
+  from a process whose peer-table entry does not match, and connections that
+  do not authenticate within ``HANDSHAKE_TIMEOUT``, are dropped and counted
   in ``stats``; the connection they came on is closed with a logged reason. The
   endpoint and the other connections are untouched. A packet that decodes but
   that the endpoint refuses (``RemoteError``) is dropped and counted; the
@@ -62,6 +63,9 @@ from mailroom.trace.events import Event
 
 log = logging.getLogger("mailroom.net")
 
+#: Seconds an accepted connection has to authenticate before it is closed.
+HANDSHAKE_TIMEOUT = 10.0
+
 
 @attrs.define
 class NetStats:
@@ -76,6 +80,7 @@ class NetStats:
     replayed: int = 0
     unknown_peer: int = 0
     refused: int = 0
+    timeouts: int = 0
     remote_errors: int = 0
     outbox_dropped: int = 0
     accepted: int = 0
@@ -88,7 +93,14 @@ class NetStats:
     @property
     def rejected(self) -> int:
         """Frames or connections refused for security or garbage."""
-        return self.garbage + self.bad_mac + self.replayed + self.unknown_peer + self.refused
+        return (
+            self.garbage
+            + self.bad_mac
+            + self.replayed
+            + self.unknown_peer
+            + self.refused
+            + self.timeouts
+        )
 
 
 class _Inbound(asyncio.Protocol):
@@ -102,6 +114,7 @@ class _Inbound(asyncio.Protocol):
         self.peer = -1
         self.transport: asyncio.Transport | None = None
         self.remote_host = ""
+        self.timeout: asyncio.TimerHandle | None = None
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         assert isinstance(transport, asyncio.Transport)
@@ -111,9 +124,17 @@ class _Inbound(asyncio.Protocol):
         self.node.stats.accepted += 1
         self.node._inbound.add(self)
         transport.write(fr.frame(fr.CHALLENGE, self.nonce))
+        loop = asyncio.get_running_loop()
+        self.timeout = loop.call_later(HANDSHAKE_TIMEOUT, self._no_hello)
+
+    def _no_hello(self) -> None:
+        if self.opener is None:
+            self.reject(fr.FrameError("timeouts", f"no HELLO within {HANDSHAKE_TIMEOUT} s"))
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.node._inbound.discard(self)
+        if self.timeout is not None:
+            self.timeout.cancel()
 
     def data_received(self, data: bytes) -> None:
         node = self.node
@@ -288,7 +309,9 @@ class _Link:
                     proto.transport.close()
                 if self.conn is proto:
                     self.conn = None
-            pause = 0.05
+            # A peer that hangs up before the handshake completes is refusing us:
+            # back off as if it were down. Otherwise come back at once.
+            pause = 0.05 if proto.sealer is not None else min(pause * 2, 1.0)
             await asyncio.sleep(pause)
 
 
@@ -349,6 +372,7 @@ class Node:
         self._queue: asyncio.Queue[Message | None] = asyncio.Queue()
         self._can_send = asyncio.Event()
         self._dest: dict[MessageId, tuple[int, ...]] = {}
+        self._carries: dict[MessageId, int] = {}
         self._closed = False
 
     # -- life cycle ------------------------------------------------------------------
@@ -422,9 +446,10 @@ class Node:
         self.stats.sent += 1
         if self.trace is not None:
             self._record("send", mid, self.pid, dest, payload)
+            self._carries[mid] = carries  # kept for retransmissions' frames
             if self.pid in dest:
                 self._dest[mid] = dest
-        self._step(actions, carries)
+        self._step(actions)
         return mid
 
     def can_send(self) -> bool:
@@ -472,9 +497,9 @@ class Node:
                 log.warning("P%d: dropped a packet from P%d: %s", self.pid, peer, exc)
         self._step(actions)
 
-    def _loopback(self, packet: object, carries: int) -> None:
+    def _loopback(self, packet: object) -> None:
         if not self._closed:
-            self._step(self.endpoint.receive(packet), carries)
+            self._step(self.endpoint.receive(packet))
 
     def _on_timer(self) -> None:
         self._timer = None
@@ -483,7 +508,13 @@ class Node:
             self._step(self.endpoint.tick(self.now()))
 
     # -- one step: record, checkpoint, transmit, deliver, re-arm --------------------------------
-    def _step(self, actions: list[Action], carries: int = fr.UNICAST) -> None:
+    def _carries_of(self, mid: MessageId | None) -> int:
+        """What a frame says it carries (the receiver's trace uses it for destinations)."""
+        if mid is None:
+            return fr.CONTROL
+        return self._carries.get(mid, fr.UNICAST if mid.origin == self.pid else fr.BROADCAST)
+
+    def _step(self, actions: list[Action]) -> None:
         delivered: list[Message] = []
         transmits: list[Transmit] = []
         last_ack: dict[int, int] = {}
@@ -491,7 +522,7 @@ class Node:
         for a in actions:
             if isinstance(a, Transmit):
                 if a.to == self.pid:
-                    loop.call_soon(self._loopback, a.packet, carries)
+                    loop.call_soon(self._loopback, a.packet)
                 else:
                     if type(a.packet) is ReliableAck:
                         last_ack[a.to] = len(transmits)
@@ -515,10 +546,7 @@ class Node:
         if actions or (self.trace is not None and self.trace.dirty):
             self._commit()
         for to, data, mid in sends:
-            kind = fr.CONTROL if mid is None else carries
-            if mid is not None and mid.origin != self.pid:
-                kind = fr.BROADCAST  # a protocol forwarding another's message
-            self._links[to].push(data, mid, kind)
+            self._links[to].push(data, mid, self._carries_of(mid))
         for to in {s[0] for s in sends}:
             self._links[to].flush_soon()
         for m in delivered:
