@@ -60,7 +60,8 @@ class EndpointBase:
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
-        ENDPOINT_TYPES[cls.protocol] = cls
+        if "protocol" in cls.__dict__:  # a helper subclass that inherits a name must not
+            ENDPOINT_TYPES[cls.protocol] = cls  # replace the class it borrowed it from
 
     #: Name written into snapshots; restore() refuses a snapshot of another protocol.
     protocol: ClassVar[str] = "endpoint"

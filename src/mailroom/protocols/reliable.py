@@ -194,10 +194,11 @@ class Reliable(EndpointBase):
         sender = validate.pid(packet.sender, self.n)
         validate.dest(packet.dest, self.pid, self.n)
         ack = validate.counter(packet.ack, "ack")
-        if ack > self.next_seq[sender]:
+        on_wire = min(self.next_seq[sender], self.acked[sender] + self.window)
+        if ack > on_wire:
             raise RemoteError(
                 f"ack {ack} from P{sender} acknowledges packets P{self.pid} never sent "
-                f"(it sent {self.next_seq[sender]})"
+                f"(it sent {on_wire})"
             )
         if isinstance(packet, ReliablePacket):
             validate.positive(packet.seq, "seq")

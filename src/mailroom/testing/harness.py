@@ -158,9 +158,10 @@ def replay(factory: Factory, scenario: Scenario, *, max_steps: int = 100_000) ->
             events += [("duplicate", p.id) for p in packets]
         if "drop" in scenario.faults:
             events += [("drop", p.id) for p in packets]
-        if "crash" in scenario.faults:
+        choosing = step < len(scenario.choices)  # crashes and partitions end with the choices
+        if "crash" in scenario.faults and choosing:
             events += [("crash", q) for q in range(scenario.n)]
-        if "partition" in scenario.faults:
+        if "partition" in scenario.faults and choosing:
             events += [("partition", q) for q in range(scenario.n)]
         if not events:
             break
