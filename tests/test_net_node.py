@@ -174,3 +174,17 @@ def test_a_connection_that_never_authenticates_is_closed(monkeypatch: Any) -> No
         return closed, node.stats.timeouts
 
     assert _run(main()) == (True, 1)
+
+
+def test_a_checkpoint_of_another_process_is_refused(tmp_path: Path) -> None:
+    import pytest
+
+    from mailroom.core.errors import LocalError
+    from mailroom.net.store import write_atomic
+
+    table = PeerTable.of({0: "127.0.0.1:1", 1: "127.0.0.1:2"})
+    ckpt = tmp_path / "p1.json"
+    write_atomic(ckpt, {"endpoint": CBCAST(1, 2).snapshot(), "trace": 0})
+    assert Node(CBCAST(1, 2), table, KEY, checkpoint=ckpt).stats.delivered == 0
+    with pytest.raises(LocalError):
+        Node(CBCAST(0, 2), table, KEY, checkpoint=ckpt)

@@ -344,7 +344,13 @@ class Node:
         saved = read_checkpoint(self.checkpoint_path) if self.checkpoint_path else None
         self.resumed_state: Any = None
         if saved is not None:
-            endpoint = restore_endpoint(saved["endpoint"])
+            restored = restore_endpoint(saved["endpoint"])
+            if (restored.pid, restored.n) != (endpoint.pid, endpoint.n):
+                raise LocalError(
+                    f"checkpoint {checkpoint} is of P{restored.pid} of {restored.n}, "
+                    f"not P{endpoint.pid} of {endpoint.n}"
+                )
+            endpoint = restored
             self.resumed_state = saved.get("app")
         self.endpoint = endpoint
         self.pid: int = endpoint.pid
