@@ -190,3 +190,10 @@ def test_compact_against_json() -> None:
     as_json = len(json.dumps(packet_to_data(packet), separators=(",", ":")))
     # 32 non-zeros of a 1024-entry matrix: sparse, about a tenth of dense varints
     assert codec.metadata_bytes(packet) < 80 < as_json / 20
+
+
+def test_a_payload_must_be_what_an_application_can_send() -> None:
+    for bad in [(1, 2), VectorClock((1,)), MessageId(0, 1), [1, (2,)]]:
+        data = codec.encode(FifoPacket(0, 1, 1, 1, bad))
+        with pytest.raises(RemoteError, match="FifoPacket payload"):
+            codec.decode(data)

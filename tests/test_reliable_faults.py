@@ -25,7 +25,18 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from mailroom import CBCAST, RST, Fifo, LocalError, Reliable, Stack, Unordered
+from mailroom import (
+    CBCAST,
+    RST,
+    Fifo,
+    LamportTotalOrder,
+    LocalError,
+    Reliable,
+    Sequencer,
+    Skeen,
+    Stack,
+    Unordered,
+)
 from mailroom.sim import NetworkModel, Simulation
 from mailroom.testing import (
     ReliableNoDedup,
@@ -46,6 +57,8 @@ def over_reliable(*uppers: type) -> Factory:
     return make
 
 
+ALL = ("integrity", "fifo", "causal", "total", "liveness")
+
 #: name -> (factory, operation kinds, the properties the protocol promises)
 PROTOCOLS: dict[str, tuple[Factory, tuple[str, ...], tuple[str, ...]]] = {
     "Fifo": (over_reliable(Fifo), ("unicast", "broadcast"), ("integrity", "fifo", "liveness")),
@@ -57,6 +70,11 @@ PROTOCOLS: dict[str, tuple[Factory, tuple[str, ...], tuple[str, ...]]] = {
         ("integrity", "fifo", "causal", "liveness"),
     ),
     "Unordered": (over_reliable(Unordered), ("unicast", "broadcast"), ("integrity", "liveness")),
+    # Reliable's channels are FIFO, so the total orders are FIFO and causal over it too.
+    "Sequencer": (over_reliable(Sequencer), ("broadcast",), ALL),
+    "Skeen": (over_reliable(Skeen), ("broadcast",), ALL),
+    "Lamport": (over_reliable(LamportTotalOrder), ("broadcast",), ALL),
+    "Fifo+Lamport": (over_reliable(Fifo, LamportTotalOrder), ("broadcast",), ALL),
     "Reliable": (
         lambda pid, n: Reliable(pid, n, rto=2.5),
         ("unicast",),
@@ -197,7 +215,7 @@ def test_a_third_lost_with_crashes_exact_counts() -> None:
 # -- the adversarial harness: Hypothesis picks every event -----------------------------
 
 
-@pytest.mark.parametrize("name", ["Fifo", "RST", "CBCAST", "Reliable"])
+@pytest.mark.parametrize("name", ["Fifo", "RST", "CBCAST", "Reliable", "Skeen", "Fifo+Lamport"])
 @settings(max_examples=80)
 @given(data=st.data())
 def test_harness_with_drop_duplicate_crash_partition(name: str, data: st.DataObject) -> None:

@@ -34,7 +34,9 @@ with ``RemoteError``, anything it would not have produced: a wrong version, an
 unknown tag or kind, truncation, trailing bytes, over-long or non-minimal varints,
 lengths larger than the bytes left, invalid UTF-8, non-finite floats, duplicate
 keys, sparse indices out of order or out of range, zero sparse values, nesting
-deeper than 64, and field values the packet class itself rejects.
+deeper than 64, a ``payload`` field that is not JSON data or a packet (what
+``check_payload`` allows an application to send), and field values the packet
+class itself rejects.
 """
 
 from __future__ import annotations
@@ -48,7 +50,7 @@ import attrs
 
 from mailroom.clocks import VectorClock
 from mailroom.core.errors import LocalError, RemoteError
-from mailroom.core.messages import MessageId
+from mailroom.core.messages import MessageId, check_payload
 from mailroom.core.wire import PACKET_TYPES
 
 VERSION = 1
@@ -435,6 +437,12 @@ def _read_packet(r: _Reader, depth: int) -> object:
         raise RemoteError(f"unknown packet type tag {tag}")
     fields = attrs.fields(cls)
     values = [_read_value(r, depth) for _ in fields]
+    for f, value in zip(fields, values, strict=True):
+        if f.name == "payload":  # what an application may send: JSON data or a packet
+            try:
+                check_payload(value)
+            except LocalError as exc:
+                raise RemoteError(f"{cls.__name__} payload: {exc}") from None
     try:
         return cls(*values)
     except (TypeError, ValueError) as exc:
