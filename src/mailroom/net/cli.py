@@ -94,7 +94,8 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-async def run(args: argparse.Namespace) -> int:
+async def run(args: argparse.Namespace, stop: asyncio.Event | None = None) -> int:
+    """Run one process until ``stop`` is set (by default: until SIGTERM or SIGINT)."""
     peers = PeerTable.load(args.peers)
     key = load_key(args.key_file or peers.key_file)
     endpoint = make_endpoint(
@@ -111,11 +112,12 @@ async def run(args: argparse.Namespace) -> int:
         delays=parse_delays(args.delay),
         listen=listen,
     )
-    stop = asyncio.Event()
     reached = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, stop.set)
+    if stop is None:
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, stop.set)
 
     def delivered(_: object) -> None:
         if args.expect and node.stats.delivered >= args.expect:
