@@ -21,6 +21,7 @@ from hypothesis import strategies as st
 
 from mailroom import (
     CBCAST,
+    KS,
     RST,
     Fifo,
     LamportTotalOrder,
@@ -42,11 +43,13 @@ ME = 1
 ENDPOINTS: dict[str, tuple[Callable[[int, int], Any], bool]] = {
     "Fifo": (Fifo, False),
     "RST": (RST, False),
+    "KS": (KS, False),
     "CBCAST": (CBCAST, True),
     "Unordered": (Unordered, False),
     "Reliable": (Reliable, False),
     "Reliable+Fifo": (lambda p, n: Stack(Reliable(p, n), Fifo(p, n)), False),
     "Reliable+RST": (lambda p, n: Stack(Reliable(p, n), RST(p, n)), False),
+    "Reliable+KS": (lambda p, n: Stack(Reliable(p, n), KS(p, n)), False),
     "Reliable+CBCAST": (lambda p, n: Stack(Reliable(p, n), CBCAST(p, n)), True),
     "Sequencer": (Sequencer, True),
     "Skeen": (Skeen, True),
@@ -62,6 +65,8 @@ ENDPOINTS: dict[str, tuple[Callable[[int, int], Any], bool]] = {
 ONE_ROUND = {
     "Fifo",
     "RST",
+    "KS",
+    "Reliable+KS",
     "CBCAST",
     "Reliable",
     "Reliable+Fifo",

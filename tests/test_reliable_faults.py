@@ -27,6 +27,7 @@ from hypothesis import strategies as st
 
 from mailroom import (
     CBCAST,
+    KS,
     RST,
     Fifo,
     LamportTotalOrder,
@@ -63,6 +64,7 @@ ALL = ("integrity", "fifo", "causal", "total", "liveness")
 PROTOCOLS: dict[str, tuple[Factory, tuple[str, ...], tuple[str, ...]]] = {
     "Fifo": (over_reliable(Fifo), ("unicast", "broadcast"), ("integrity", "fifo", "liveness")),
     "RST": (over_reliable(RST), ("unicast",), ("integrity", "fifo", "causal", "liveness")),
+    "KS": (over_reliable(KS), ("unicast",), ("integrity", "fifo", "causal", "liveness")),
     "CBCAST": (over_reliable(CBCAST), ("broadcast",), ("integrity", "fifo", "causal", "liveness")),
     "Fifo+CBCAST": (
         over_reliable(Fifo, CBCAST),
@@ -215,7 +217,9 @@ def test_a_third_lost_with_crashes_exact_counts() -> None:
 # -- the adversarial harness: Hypothesis picks every event -----------------------------
 
 
-@pytest.mark.parametrize("name", ["Fifo", "RST", "CBCAST", "Reliable", "Skeen", "Fifo+Lamport"])
+@pytest.mark.parametrize(
+    "name", ["Fifo", "RST", "KS", "CBCAST", "Reliable", "Skeen", "Fifo+Lamport"]
+)
 @settings(max_examples=80)
 @given(data=st.data())
 def test_harness_with_drop_duplicate_crash_partition(name: str, data: st.DataObject) -> None:

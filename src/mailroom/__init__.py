@@ -28,14 +28,17 @@ from mailroom.core import (
 )
 from mailroom.protocols import (
     CBCAST,
+    KS,
     RST,
     CausalityDetector,
     CausalityViolation,
     Fifo,
     LamportTotalOrder,
+    NaiveTagged,
     Reliable,
     Sequencer,
     Skeen,
+    TaggedCausalBroadcast,
     Unordered,
 )
 
@@ -43,6 +46,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "CBCAST",
+    "KS",
     "RST",
     "Action",
     "Backpressure",
@@ -59,6 +63,7 @@ __all__ = [
     "MailroomError",
     "Message",
     "MessageId",
+    "NaiveTagged",
     "Pending",
     "Reliable",
     "RemoteError",
@@ -67,6 +72,7 @@ __all__ = [
     "Skeen",
     "Stable",
     "Stack",
+    "TaggedCausalBroadcast",
     "TaggedMessage",
     "Transmit",
     "UnicastEndpoint",

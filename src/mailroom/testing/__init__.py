@@ -10,9 +10,17 @@ from mailroom.testing.harness import (
     replay,
     scenarios,
 )
+from mailroom.testing.tagged import (
+    delivered_tags,
+    stability_violations,
+    tag_violations,
+    unstable_violations,
+)
 from mailroom.testing.variants import (
     CBCASTNoOneGreater,
     CBCASTSenderOnly,
+    KSDestOnly,
+    KSForgetOnSend,
     ReliableNoDedup,
     ReliableNoRetransmit,
     RSTColumnOnly,
@@ -28,6 +36,8 @@ __all__ = [
     "CBCASTNoOneGreater",
     "CBCASTSenderOnly",
     "Factory",
+    "KSDestOnly",
+    "KSForgetOnSend",
     "Op",
     "RSTColumnOnly",
     "RSTSelfDoubleCount",
@@ -39,7 +49,11 @@ __all__ = [
     "SkeenEagerDelivery",
     "SkeenNoClockRaise",
     "assert_properties",
+    "delivered_tags",
     "find_counterexample",
     "replay",
     "scenarios",
+    "stability_violations",
+    "tag_violations",
+    "unstable_violations",
 ]

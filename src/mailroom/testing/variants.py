@@ -6,9 +6,12 @@ ours can. Each docstring says which property breaks and why.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 from mailroom.clocks import FrozenMatrix
 from mailroom.core.actions import Action, Deliver
 from mailroom.protocols.causal.broadcast import CBCAST, CBCASTPacket, _message
+from mailroom.protocols.causal.ks import KS, Entry
 from mailroom.protocols.causal.unicast import RST
 from mailroom.protocols.reliable import Reliable, ReliablePacket
 from mailroom.protocols.reliable import _message as _reliable_message
@@ -35,6 +38,32 @@ class RSTColumnOnly(RST):
         return tuple(
             tuple(v if j == to else 0 for j, v in enumerate(row)) for row in self.sent.freeze()
         )
+
+
+class KSDestOnly(KS):
+    """Prunes too eagerly when piggybacking: sends only the log entries that name the
+    destination (the KS analogue of RSTColumnOnly). In the Alice/Bob/Carol run m2
+    no longer tells Bob about m1 to Carol, so Bob's m3 cannot tell Carol either and
+    she delivers m3 first (causal)."""
+
+    protocol = "KSDestOnly"
+
+    def _piggyback(self, d: int, dests: tuple[int, ...]) -> Iterator[Entry]:
+        return (e for e in super()._piggyback(d, dests) if d in e[2])
+
+
+class KSForgetOnSend(KS):
+    """Prunes too eagerly after sending: treats a new message as implying every logged
+    dependency, at every destination, not only at its own. A dependency to a third
+    process is forgotten once the sender has sent anything else, and a later message
+    that causally follows it reaches that process unconstrained (causal)."""
+
+    protocol = "KSForgetOnSend"
+
+    def _implied_by(self, dests: tuple[int, ...]) -> None:
+        for entries in self._log:
+            for ds in entries.values():
+                ds.clear()
 
 
 class _NaiveCBCAST(CBCAST):

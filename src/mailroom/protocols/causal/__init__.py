@@ -1,6 +1,24 @@
-"""Causal order: RST unicast and CBCAST broadcast."""
+"""Causal order: RST and KS unicast, CBCAST broadcast, tagged causal stable broadcast."""
 
 from mailroom.protocols.causal.broadcast import CBCAST, CBCASTPacket
+from mailroom.protocols.causal.ks import KS, KSPacket
+from mailroom.protocols.causal.tagged import (
+    NaiveTagged,
+    StabilityAck,
+    TaggedCausalBroadcast,
+    TaggedPacket,
+)
 from mailroom.protocols.causal.unicast import RST, RSTPacket
 
-__all__ = ["CBCAST", "RST", "CBCASTPacket", "RSTPacket"]
+__all__ = [
+    "CBCAST",
+    "KS",
+    "RST",
+    "CBCASTPacket",
+    "KSPacket",
+    "NaiveTagged",
+    "RSTPacket",
+    "StabilityAck",
+    "TaggedCausalBroadcast",
+    "TaggedPacket",
+]

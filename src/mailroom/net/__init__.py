@@ -1,0 +1,13 @@
+"""mailroom.net: run any endpoint (or Stack) over real TCP sockets, authenticated.
+
+``Node(endpoint, peers, key)`` hosts one process's endpoint; ``PeerTable`` is the
+``pid -> host:port`` table (``peers.toml``); ``load_key`` reads the group key
+from a file or ``$MAILROOM_KEY``. ``python -m mailroom.net`` runs one process of
+a group with a scripted workload. See ``docs/runtime.md``.
+"""
+
+from mailroom.net.config import KEY_ENV, PeerTable, load_key
+from mailroom.net.frames import FrameError
+from mailroom.net.node import NetStats, Node
+
+__all__ = ["KEY_ENV", "FrameError", "NetStats", "Node", "PeerTable", "load_key"]

@@ -1,0 +1,417 @@
+"""Kshemkalyani–Singhal causal unicast and multicast: only the dependencies a receiver can need.
+
+Kshemkalyani and Singhal ("Necessary and sufficient conditions on information
+for causal message ordering and their optimal implementation", Distributed
+Computing 11, 1998). RST attaches all of SENT (n x n counters) to every
+message; KS attaches a log of dependency entries and drops every entry, and
+every destination inside an entry, that no receiver can still need.
+
+State at P_i:
+
+- ``clock``: the number of messages P_i has sent (to anyone). Message M_{s,t}
+  is P_s's t-th message, so ``t`` is the seq of its ``MessageId(s, t)``.
+- ``SR[k]``: the seq of the last message from P_k delivered here. Messages from
+  one sender are delivered here in the order sent, so every message from P_k to
+  P_i with seq <= SR[k] has been delivered.
+- ``LOG``: entries (s, t, Dests). An entry says: M_{s,t} happened before P_i's
+  present, and for each d in Dests P_i does not know that M_{s,t} has been
+  delivered at d, nor that its delivery at d is implied by a later message.
+  Within one source, only the entry with the largest t may have empty Dests; it
+  is kept because it tells peers that older entries of s are settled.
+
+Send M (seq t) to the set D (unicast: D = {d}):
+
+1. For each d in D the packet carries O_M = LOG, each entry's Dests minus the
+   other members of D (M itself, whose entry the receiver adds, covers them),
+   and minus entries with empty Dests that are not their source's latest.
+2. Afterwards every LOG entry drops D from its Dests ("implied by M": a later
+   message to d that depends on these entries also depends on M, and M waits
+   for them at d), and entries that become empty are purged.
+3. LOG gains (i, t, D).
+
+Deliverable: a packet from P_k with seq t_k is deliverable at P_i when every
+entry (s, t, Dests) of O_M with i in Dests has t <= SR[s]. The sender's previous
+message to P_i is such an entry unless the sender knows it was delivered, or that
+it is implied by another message to P_i that is itself a dependency here, so
+messages on one channel are delivered in the order sent. A packet with
+t_k <= SR[k], or one already held, is a duplicate: dropped quietly and counted.
+
+After delivering M from P_k: SR[k] = t_k; add (k, t_k, D_M) to O_M and remove i
+from every entry's Dests (known delivered here); then merge O_M into LOG:
+
+- an O_M entry (s, t) is dropped if LOG has a later entry of s but not (s, t):
+  LOG already learned that (s, t) was settled;
+- a LOG entry (s, t) is dropped if O_M has a later entry of s but not (s, t):
+  the sender had learned that (s, t) was settled;
+- entries in both keep the intersection of their Dests (each side's knowledge
+  of "delivered or implied" only removes destinations);
+- the remaining O_M entries join LOG, and empty non-latest entries are purged.
+
+Both conditions together are KS's "known delivered" and "implied by later
+messages": an entry or destination disappears exactly when no receiver can need
+it. The delivery condition is equivalent to RST's (every causal predecessor
+addressed to P_i delivered), so KS delivers exactly when RST does.
+
+On the wire ``log`` is one flat tuple of counters, by source s = 0, 1, ...
+(trailing sources without entries left out): the number of entries of s, then
+for each, by increasing t, the numbers t and a destination code: 0 for no
+destinations, d + 1 for the single destination d, or n + |Dests| followed by
+Dests in increasing order when there are two or more. Sources are implicit
+because nearly every source has an entry (its latest) once it has sent.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections import deque
+from collections.abc import Iterable, Iterator, Sequence
+from itertools import pairwise
+from typing import Any
+
+import attrs
+
+from mailroom.clocks import Row
+from mailroom.core import validate
+from mailroom.core.actions import Action, Deliver, Transmit
+from mailroom.core.endpoint import EndpointBase, Snapshot, load_counts
+from mailroom.core.errors import LocalError, RemoteError
+from mailroom.core.messages import Message, MessageId, Payload
+from mailroom.core.pending import Pending, Wait
+from mailroom.core.wire import as_row, packet, packet_from_data, packet_to_data
+
+#: One log entry: (source, seq, destinations not yet known settled).
+Entry = tuple[int, int, tuple[int, ...]]
+
+
+@packet
+@attrs.frozen
+class KSPacket:
+    """A KS message: its seq, its destination set and the pruned log O_M (flat)."""
+
+    sender: int
+    dest: int
+    seq: int
+    dests: Row = attrs.field(converter=as_row)
+    log: Row = attrs.field(converter=as_row)
+    payload: Any
+
+
+def flatten(entries: Iterable[Entry], n: int) -> Row:
+    """Entries (sorted by source and seq) as the flat wire form."""
+    by_source: list[list[tuple[int, tuple[int, ...]]]] = [[] for _ in range(n)]
+    for s, t, dests in entries:
+        by_source[s].append((t, dests))
+    while by_source and not by_source[-1]:
+        by_source.pop()  # trailing processes with no entry are left out
+    out: list[int] = []
+    for group in by_source:
+        out.append(len(group))
+        for t, dests in group:
+            if len(dests) <= 1:
+                out += (t, dests[0] + 1 if dests else 0)
+            else:
+                out += (t, n + len(dests), *dests)
+    return tuple(out)
+
+
+def parse_log(flat: object, n: int) -> list[Entry]:
+    """The entries of a wire ``log``; RemoteError naming the first problem."""
+    if not isinstance(flat, tuple | list):
+        raise RemoteError(f"log must be a sequence of counters, got {type(flat).__name__}")
+    entries: list[Entry] = []
+    pos, s = 0, -1
+    while pos < len(flat):
+        s += 1
+        if s >= n:
+            raise RemoteError(f"log lists entries for more than the {n} processes")
+        count = validate.counter(flat[pos], f"log[{pos}] entry count of P{s}")
+        pos += 1
+        previous = 0
+        for _ in range(count):
+            if pos + 2 > len(flat):
+                raise RemoteError(f"log is truncated: an entry of P{s} lacks its seq or dests")
+            t = validate.positive(flat[pos], f"log[{pos}] seq")
+            code = validate.counter(flat[pos + 1], f"log[{pos + 1}] destination code")
+            pos += 2
+            if code <= n:
+                dests: tuple[int, ...] = (code - 1,) if code else ()
+            else:
+                size = code - n
+                if size < 2 or size > n or pos + size > len(flat):
+                    raise RemoteError(f"log is truncated: entry ({s}, {t}) lists {size} dests")
+                dests = tuple(
+                    validate.pid(d, n, f"log[{pos}] destination") for d in flat[pos : pos + size]
+                )
+                if any(a >= b for a, b in pairwise(dests)):
+                    raise RemoteError(f"log entry ({s}, {t}) lists its destinations out of order")
+                pos += size
+            if t <= previous:
+                raise RemoteError(f"log entry ({s}, {t}) is out of order or repeated")
+            previous = t
+            entries.append((s, t, dests))
+    return entries
+
+
+@attrs.define
+class _Held:
+    """A received packet waiting for ``needs`` [(source, seq)], scanned from ``scan``."""
+
+    packet: KSPacket
+    needs: list[tuple[int, int]]
+    scan: int = 0
+
+
+class _Mailroom:
+    """Held KS packets: each is parked on its first unmet need, keyed by the seq it
+    waits for, and resumes its scan when SR of that source reaches it. Each need is
+    scanned once in all, so buffered delivery is amortized O(|needs|) per message."""
+
+    def __init__(self, sr: list[int]) -> None:
+        self._sr = sr
+        self._held: dict[tuple[int, int], _Held] = {}
+        self._parked: list[list[tuple[int, int, int]]] = [[] for _ in sr]
+        self._ready: deque[tuple[int, int]] = deque()
+
+    def __len__(self) -> int:
+        return len(self._held)
+
+    def holds(self, sender: int, seq: int) -> bool:
+        return (sender, seq) in self._held
+
+    def add(self, p: KSPacket, needs: list[tuple[int, int]]) -> None:
+        self._held[(p.sender, p.seq)] = _Held(p, needs)
+        self._evaluate((p.sender, p.seq))
+
+    def _evaluate(self, key: tuple[int, int]) -> None:
+        item = self._held[key]
+        sr = self._sr
+        for k in range(item.scan, len(item.needs)):
+            s, t = item.needs[k]
+            if sr[s] < t:
+                item.scan = k
+                heapq.heappush(self._parked[s], (t, *key))
+                return
+        item.scan = len(item.needs)
+        self._ready.append(key)
+
+    def pop_ready(self) -> KSPacket | None:
+        if not self._ready:
+            return None
+        return self._held.pop(self._ready.popleft()).packet
+
+    def delivered_one(self, sender: int) -> None:
+        """SR[sender] just rose: resume whatever was parked on it."""
+        parked, count = self._parked[sender], self._sr[sender]
+        while parked and parked[0][0] <= count:
+            _, s, t = heapq.heappop(parked)
+            self._evaluate((s, t))
+
+    def items(self) -> Iterator[_Held]:
+        for key in sorted(self._held):
+            yield self._held[key]
+
+
+class KS(EndpointBase):
+    """Causal unicast/multicast sending only the dependencies a receiver can still need."""
+
+    protocol = "KS"
+
+    def __init__(self, pid: int, n: int) -> None:
+        super().__init__(pid, n)
+        self._sr = [0] * n
+        #: LOG by source: seq -> destinations not yet known settled.
+        self._log: list[dict[int, set[int]]] = [{} for _ in range(n)]
+        self._buffer = _Mailroom(self._sr)
+
+    # -- the clocks, by the paper's names ----------------------------------------
+    @property
+    def sr(self) -> list[int]:
+        """SR[k]: seq of the last message from P_k delivered here."""
+        return list(self._sr)
+
+    @property
+    def log(self) -> list[Entry]:
+        """LOG as sorted (source, seq, destinations) entries."""
+        return [
+            (s, t, tuple(sorted(entries[t])))
+            for s, entries in enumerate(self._log)
+            for t in sorted(entries)
+        ]
+
+    # -- sending -------------------------------------------------------------
+    def send(self, payload: Payload, to: int) -> list[Action]:
+        """Send ``payload`` to process ``to`` (which may be this process)."""
+        self._check_dest(to)
+        self._check_payload(payload)
+        return self._send(payload, (to,))
+
+    def multicast(self, payload: Payload, to: set[int]) -> list[Action]:
+        """Send one message (one id) to every process in ``to``."""
+        if not isinstance(to, set | frozenset | list | tuple) or not to:
+            raise LocalError(f"multicast needs a non-empty set of destinations, got {to!r}")
+        dests = tuple(sorted({self._check_dest(d) for d in to}))
+        self._check_payload(payload)
+        return self._send(payload, dests)
+
+    def _send(self, payload: Payload, dests: tuple[int, ...]) -> list[Action]:
+        mid = self._next_id()
+        actions: list[Action] = []
+        for d in dests:
+            log = flatten(self._piggyback(d, dests), self.n)
+            actions.append(Transmit(d, KSPacket(self.pid, d, mid.seq, dests, log, payload), mid))
+        self._implied_by(dests)  # step 2
+        self._log[self.pid][mid.seq] = set(dests)  # step 3
+        self._purge(range(self.n))
+        return actions
+
+    def _implied_by(self, dests: tuple[int, ...]) -> None:
+        """Step 2: a message to ``dests`` implies every logged dependency at those
+        destinations, so LOG entries drop them."""
+        group = set(dests)
+        for entries in self._log:
+            for ds in entries.values():
+                ds -= group
+
+    def _piggyback(self, d: int, dests: tuple[int, ...]) -> Iterator[Entry]:
+        """Step 1: O_M for destination d."""
+        others = set(dests) - {d}
+        for s, entries in enumerate(self._log):
+            if not entries:
+                continue
+            latest = max(entries)
+            for t in sorted(entries):
+                ds = entries[t] - others
+                if ds or t == latest:
+                    yield s, t, tuple(sorted(ds))
+
+    # -- receiving -------------------------------------------------------------
+    def _validate(self, packet: object) -> tuple[KSPacket, list[Entry]]:
+        validate.expect_type(packet, KSPacket, "KS")
+        assert isinstance(packet, KSPacket)
+        sender = validate.pid(packet.sender, self.n)
+        validate.dest(packet.dest, self.pid, self.n)
+        seq = validate.positive(packet.seq, "seq")
+        dests = packet.dests
+        if not isinstance(dests, tuple) or not dests:
+            raise RemoteError("dests must be a non-empty sequence of pids")
+        for d in dests:
+            validate.pid(d, self.n, "dests entry")
+        if any(a >= b for a, b in pairwise(dests)):
+            raise RemoteError("dests must be in increasing order without repeats")
+        if self.pid not in dests:
+            raise RemoteError(f"dests {list(dests)} do not include P{self.pid}")
+        entries = parse_log(packet.log, self.n)
+        for s, t, _ in entries:
+            if s == self.pid and t > self.sent_count:
+                raise RemoteError(
+                    f"log entry ({s}, {t}) claims P{self.pid} sent {t} messages; "
+                    f"it has sent {self.sent_count}"
+                )
+            if s == sender and t >= seq:
+                raise RemoteError(
+                    f"log entry ({s}, {t}) is not earlier than the message itself (seq {seq})"
+                )
+        return packet, entries
+
+    def receive(self, packet: object) -> list[Action]:
+        p, entries = self._validate(packet)
+        if p.seq <= self._sr[p.sender] or self._buffer.holds(p.sender, p.seq):
+            self.duplicates += 1
+            return []
+        needs = [(s, t) for s, t, ds in entries if self.pid in ds]
+        self._buffer.add(p, needs)
+        return self._drain()
+
+    def _drain(self) -> list[Action]:
+        actions: list[Action] = []
+        while (p := self._buffer.pop_ready()) is not None:
+            self._sr[p.sender] = p.seq
+            self._merge(p)
+            actions.append(Deliver(_message(p)))
+            self._buffer.delivered_one(p.sender)
+        return actions
+
+    def _merge(self, p: KSPacket) -> None:
+        """Steps 3–5 after delivering ``p``: fold its O_M into LOG."""
+        incoming: list[dict[int, set[int]]] = [{} for _ in range(self.n)]
+        for s, t, listed in parse_log(p.log, self.n):
+            incoming[s][t] = set(listed)
+        incoming[p.sender][p.seq] = set(p.dests)
+        touched = []
+        for s, o in enumerate(incoming):
+            if not o:
+                continue
+            touched.append(s)
+            mine = self._log[s]
+            for known in o.values():
+                known.discard(self.pid)  # delivered here
+            latest_mine = max(mine) if mine else 0
+            latest_theirs = max(o)
+            stale_theirs = [t for t in o if t < latest_mine and t not in mine]
+            stale_mine = [t for t in mine if t < latest_theirs and t not in o]
+            for t in stale_theirs:
+                del o[t]
+            for t in stale_mine:
+                del mine[t]
+            for t, known in o.items():
+                if t in mine:
+                    mine[t] &= known
+                else:
+                    mine[t] = known
+        self._purge(touched)
+
+    def _purge(self, sources: Iterable[int]) -> None:
+        """PURGE_NULL_ENTRIES: drop empty entries that are not their source's latest."""
+        for s in sources:
+            entries = self._log[s]
+            if len(entries) > 1:
+                latest = max(entries)
+                for t in [t for t, ds in entries.items() if not ds and t != latest]:
+                    del entries[t]
+
+    # -- introspection -----------------------------------------------------------
+    def buffered(self) -> int:
+        return len(self._buffer)
+
+    def pending(self) -> list[Pending]:
+        return [
+            Pending(
+                _message(item.packet),
+                tuple(Wait(s, t - 1, t) for s, t in item.needs if self._sr[s] < t),
+            )
+            for item in self._buffer.items()
+        ]
+
+    def snapshot(self) -> Snapshot:
+        data = self._header()
+        data["sr"] = list(self._sr)
+        data["log"] = [[s, t, list(ds)] for s, t, ds in self.log]
+        data["buffer"] = [packet_to_data(item.packet) for item in self._buffer.items()]
+        return data
+
+    def _load(self, data: Snapshot) -> None:
+        self._sr[:] = load_counts(data["sr"], self.n, "sr")
+        log = data["log"]
+        if not isinstance(log, list):
+            raise LocalError("snapshot field log must be a list of [source, seq, dests]")
+        for s, t, ds in log:
+            if type(s) is not int or not 0 <= s < self.n or type(t) is not int or t < 1:
+                raise LocalError(f"snapshot log entry {[s, t, ds]!r} does not fit n={self.n}")
+            self._log[s][t] = set(load_dests(ds, self.n))
+        for item in data["buffer"]:
+            p = packet_from_data(KSPacket, item)
+            try:
+                p, entries = self._validate(p)
+            except RemoteError as exc:
+                raise LocalError(f"snapshot holds a bad packet: {exc}") from None
+            self._buffer.add(p, [(s, t) for s, t, ds in entries if self.pid in ds])
+
+
+def load_dests(value: object, n: int) -> Sequence[int]:
+    if not isinstance(value, list) or any(type(d) is not int or not 0 <= d < n for d in value):
+        raise LocalError(f"snapshot destinations {value!r} are not pids of 0..{n - 1}")
+    return value
+
+
+def _message(p: KSPacket) -> Message:
+    return Message(MessageId(p.sender, p.seq), p.sender, p.payload)

@@ -1,0 +1,372 @@
+"""KS (Kshemkalyani–Singhal): the same properties and contract as RST, the same
+deliveries as RST under the same schedule, and buggy variants the harness catches."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import attrs
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from mailroom import KS, RST, Deliver, LocalError, RemoteError
+from mailroom.codec import decode, encode, metadata_bytes
+from mailroom.protocols import KSPacket
+from mailroom.sim import Simulation
+from mailroom.testing import (
+    KSDestOnly,
+    KSForgetOnSend,
+    Op,
+    Scenario,
+    assert_properties,
+    find_counterexample,
+    replay,
+    scenarios,
+)
+
+CAUSAL = ("integrity", "fifo", "causal", "liveness")
+
+
+# -- properties: Hypothesis chooses workload and schedule -------------------------------
+
+
+@given(scenarios(mode="unicast"))
+def test_ks_is_causal_and_live(s: Scenario) -> None:
+    assert_properties(KS, s, CAUSAL)
+
+
+@given(scenarios(mode="unicast", n=(4, 6), max_ops=16, max_choices=120))
+@settings(max_examples=60)
+def test_ks_is_causal_and_live_with_more_processes(s: Scenario) -> None:
+    assert_properties(KS, s, CAUSAL)
+
+
+@given(scenarios(mode=("unicast", "multicast"), n=(2, 4)))
+@settings(max_examples=80)
+def test_ks_multicast_is_causal_and_live(s: Scenario) -> None:
+    assert_properties(KS, s, CAUSAL)
+
+
+@given(scenarios(mode="unicast", n=(2, 3), max_ops=5))
+@settings(max_examples=60)
+def test_ks_snapshot_restore_midway_changes_nothing(s: Scenario) -> None:
+    run = replay(KS, s)
+    for ep in run.sim.endpoints:
+        data = ep.snapshot()
+        assert type(ep).restore(data).snapshot() == data
+        assert json.loads(json.dumps(data)) == data
+
+
+# -- differential: KS and RST deliver the same messages at the same moments ------------------
+#
+# Both delivery rules say "every causal predecessor addressed to me is delivered",
+# so after every arrival both have delivered exactly the same set. When one arrival
+# releases several held messages, the order inside that cascade is the buffer's
+# choice (both are linear extensions of happened-before, which the causal checker
+# verifies); the timed test below pins a run where they differ.
+
+
+def _cascades(trace: Any) -> list[list[tuple[float, frozenset[Any]]]]:
+    """Per process: the deliveries of each moment (one arrival or send), as sets."""
+    out: dict[int, dict[float, set[Any]]] = {}
+    for e in trace:
+        if e.kind == "deliver":
+            out.setdefault(e.process, {}).setdefault(e.time, set()).add(e.message)
+    return [
+        [(t, frozenset(ms)) for t, ms in sorted(out.get(p, {}).items())]
+        for p in range(1 + max(out, default=0))
+    ]
+
+
+@given(scenarios(mode="unicast", n=(2, 6), max_ops=14, max_choices=120))
+@settings(max_examples=150)
+def test_ks_delivers_what_rst_delivers_at_every_step(s: Scenario) -> None:
+    ks, rst = replay(KS, s), replay(RST, s)
+    assert ks.steps == rst.steps  # same schedule, same number delivered at every step
+    assert _cascades(ks.trace) == _cascades(rst.trace)
+    assert ks.violations(CAUSAL) == []
+    # orders within a cascade may differ; as sequences they agree on these small runs
+    # far more often than not, and whenever they differ both are causal
+    assert [sorted(map(str, d)) for d in ks.sim.delivered] == [
+        sorted(map(str, d)) for d in rst.sim.delivered
+    ]
+
+
+def _timed(factory: Any, workload: str) -> Simulation:
+    from mailroom.sim.simulation import NetworkModel
+    from mailroom.sim.workload import random_workload
+
+    sim = Simulation([factory(p, 6) for p in range(6)], NetworkModel(delay=(1, 9)), seed=3)
+    if workload == "broadcast":  # as n-1 unicasts
+        for i in range(20):
+            p = i % 6
+            for q in range(6):
+                if q != p:
+                    sim.schedule(i * 0.7, lambda s, p=p, q=q, i=i: s.send(p, f"b{i}", to=q))
+    else:
+        random_workload(sim, 150, span=30.0, seed=7)
+    sim.run()
+    assert sim.quiescent()
+    return sim
+
+
+@pytest.mark.parametrize("workload", ["unicast", "broadcast"])
+def test_ks_matches_rst_on_a_timed_random_run(workload: str) -> None:
+    ks, rst = _timed(KS, workload), _timed(RST, workload)
+    assert _cascades(ks.trace) == _cascades(rst.trace)
+    from mailroom.trace import check
+
+    assert not any(check(ks.trace, CAUSAL).violations.values())
+    if workload == "unicast":
+        # one arrival at P2 releases P1's and P4's messages: RST's buffer wakes the
+        # other sender first, KS's the same sender's next message; both are causal
+        differ = [p for p in range(6) if ks.delivered[p] != rst.delivered[p]]
+        assert differ == [2]
+
+
+# -- buggy variants: pruning too eagerly is caught -------------------------------------------
+
+
+def test_ks_piggybacking_only_the_destinations_entries_is_caught() -> None:
+    run = find_counterexample(KSDestOnly, ["causal"], mode="unicast", n=3, duplicate=False)
+    assert run is not None
+    assert run.violations(["causal"])
+    assert replay(KS, run.scenario).violations(CAUSAL) == []
+
+
+def test_ks_forgetting_dependencies_after_any_send_is_caught() -> None:
+    """Pinned schedule: P0 sends m1 to P2, then m2 and m3 to P1; P1 delivers both
+    (m3's log says P0's old entries are settled, so P1 drops m1's) and sends m4 to
+    P2, which arrives before m1. Random search rarely finds this 7-step schedule."""
+    ops = (Op(0, 2, "m1"), Op(0, 1, "m2"), Op(0, 1, "m3"), Op(1, 2, "m4"))
+    s = Scenario(3, ops, (0, 0, 0, 2, 2, 0, 1))
+    (v,) = replay(KSForgetOnSend, s).violations(CAUSAL)
+    assert v.property == "causal"
+    assert replay(KS, s).violations(CAUSAL) == []
+
+
+# -- the seed's example and the log's pruning ------------------------------------------------
+
+
+def test_alice_bob_carol_with_ks() -> None:
+    sim = Simulation([KS(p, 3) for p in range(3)], adversarial=True)
+    m1 = sim.send(0, "meet at 3pm", to=2)
+    m2 = sim.send(0, "join us at 3pm?", to=1)
+    sim.arrive_message(m2, 1)
+    m3 = sim.send(1, "what meeting?", to=2)
+    assert sim.arrive_message(m3, 2) == []
+    (held,) = sim.endpoints[2].pending()
+    assert held.explain() == "P1#1 waits for 1 message from P0 (seq 1)"
+    assert [w.sender for w in held.waits] == [0]
+    delivered = sim.arrive_message(m1, 2)
+    assert [a.message.payload for a in delivered if isinstance(a, Deliver)] == [
+        "meet at 3pm",
+        "what meeting?",
+    ]
+    assert sim.endpoints[2].sr == [1, 1, 0]
+    # Carol knows m1 and m3 reached her: nothing she logs names a destination
+    assert all(not dests for _, _, dests in sim.endpoints[2].log)
+
+
+def test_log_forgets_what_is_known_delivered_or_implied() -> None:
+    p0, p1 = KS(0, 3), KS(1, 3)
+    a = p0.send("a", to=1)[0].packet
+    assert p0.log == [(0, 1, (1,))]
+    b = p0.send("b", to=1)[0].packet
+    # (0, 1) to P1 is implied by (0, 2) to P1: only the latest entry remains
+    assert p0.log == [(0, 2, (1,))]
+    assert b.log == (1, 1, 2)  # P0 has 1 entry: seq 1, single destination P1 (code 1 + 1)
+    p1.receive(a)
+    p1.receive(b)
+    reply = p1.send("r", to=0)[0].packet
+    p0.receive(reply)
+    # P0 learned that P1 delivered (0, 2): the entry keeps no destination
+    assert p0.log == [(0, 2, ()), (1, 1, ())]
+
+
+def test_ks_sends_less_than_rst_once_the_matrix_fills() -> None:
+    n = 12
+    sizes = {}
+    for factory in (KS, RST):
+        sim = Simulation([factory(p, n) for p in range(n)], seed=1)
+        for r in range(6):
+            for p in range(n):
+                sim.schedule(
+                    10.0 * r + p / n, lambda s, p=p, r=r: s.send(p, "x", to=(p + r + 1) % n)
+                )
+        sim.run()
+        sizes[factory.__name__] = sim.metrics.metadata_bytes
+    assert sizes["KS"] < sizes["RST"] / 2
+
+
+# -- the contract: same bad-input tests as RST ------------------------------------------------
+
+N = 3
+
+
+def _busy() -> tuple[KS, KSPacket]:
+    """P2 with something delivered and something buffered, plus a valid pending packet."""
+    ep, sender = KS(2, N), KS(0, N)
+    first = sender.send("a", to=2)[0].packet
+    second = sender.send("b", to=2)[0].packet
+    sender.send("c", to=1)
+    third = sender.send("d", to=2)[0].packet
+    ep.receive(first)
+    ep.receive(third)
+    assert ep.buffered() == 1
+    return ep, second
+
+
+garbage = st.one_of(
+    st.none(),
+    st.integers(),
+    st.text(),
+    st.binary(),
+    st.lists(st.integers()),
+    st.dictionaries(st.text(), st.integers()),
+)
+
+
+@given(junk=garbage)
+def test_garbage_is_a_remote_error_and_changes_nothing(junk: object) -> None:
+    ep, _ = _busy()
+    before = ep.snapshot()
+    with pytest.raises(RemoteError, match="expected"):
+        ep.receive(junk)
+    assert ep.snapshot() == before
+
+
+def _mutations(p: KSPacket) -> list[tuple[str, KSPacket]]:
+    return [
+        ("not a process", attrs.evolve(p, sender=7)),
+        ("not a process", attrs.evolve(p, sender=-1)),
+        ("integer", attrs.evolve(p, sender="0")),
+        ("arrived at", attrs.evolve(p, dest=1)),
+        ("negative", attrs.evolve(p, seq=-1)),
+        ("at least 1", attrs.evolve(p, seq=0)),
+        ("non-empty", attrs.evolve(p, dests=())),
+        ("do not include P2", attrs.evolve(p, dests=(0, 1))),
+        ("increasing", attrs.evolve(p, dests=(2, 2))),
+        ("not a process", attrs.evolve(p, dests=(2, 9))),
+        ("sequence of counters", attrs.evolve(p, log=5)),
+        ("truncated", attrs.evolve(p, log=(1, 1))),
+        ("more than the 3 processes", attrs.evolve(p, log=(0, 0, 0, 1, 1, 0))),
+        ("at least 1", attrs.evolve(p, log=(1, 0, 0))),
+        ("negative", attrs.evolve(p, log=(1, 1, -1))),
+        ("absurdly large", attrs.evolve(p, log=(1, 2**60, 0))),
+        ("truncated", attrs.evolve(p, log=(1, 1, N + 2, 1))),
+        ("out of order", attrs.evolve(p, log=(1, 1, N + 2, 2, 1))),
+        ("not a process", attrs.evolve(p, log=(1, 1, N + 2, 0, 7))),
+        ("out of order or repeated", attrs.evolve(p, log=(2, 1, 0, 1, 0))),
+        ("claims P2", attrs.evolve(p, log=(0, 0, 1, 5, 0))),
+        ("not earlier than the message", attrs.evolve(p, log=(1, 2, 3))),
+    ]
+
+
+def test_impossible_packets_are_remote_errors_naming_the_problem() -> None:
+    ep, valid = _busy()
+    before = ep.snapshot()
+    for words, bad in _mutations(valid):
+        with pytest.raises(RemoteError, match=words) as info:
+            ep.receive(bad)
+        assert info.value.hint
+        assert ep.snapshot() == before, words
+    assert sum(isinstance(a, Deliver) for a in ep.receive(valid)) == 2  # still works
+
+
+def test_duplicates_are_dropped_and_counted() -> None:
+    ep, second = _busy()
+    ep.receive(second)
+    before = ep.snapshot()
+    assert ep.receive(second) == []  # already delivered
+    assert ep.duplicates == 1
+    ep2, _ = _busy()
+    held = ep2.pending()[0]
+    sender = KS(0, N)
+    for payload in ("a", "b"):
+        sender.send(payload, to=2)
+    sender.send("c", to=1)
+    again = sender.send("d", to=2)[0].packet
+    assert (again.sender, again.seq) == (held.message.id.origin, held.message.id.seq)
+    assert ep2.receive(again) == []  # already held
+    assert ep2.duplicates == 1
+    s = Scenario(2, (Op(0, 1, "a"),), (0, 1), frozenset({"duplicate"}))
+    run = assert_properties(KS, s, ("integrity", "liveness"))
+    assert run.sim.endpoints[1].duplicates == 1
+    assert before["duplicates"] == 0
+
+
+def test_local_errors_for_bad_destinations_and_payloads() -> None:
+    ep = KS(0, N)
+    before = ep.snapshot()
+    for to in (3, -1, "1", None):
+        with pytest.raises(LocalError, match="destination"):
+            ep.send("x", to=to)  # type: ignore[arg-type]
+    for payload in (object(), {1: "x"}, float("nan"), (1, 2), b"bytes"):
+        with pytest.raises(LocalError):
+            ep.send(payload, to=1)  # type: ignore[arg-type]
+    for group in (set(), {0, 5}, "01"):
+        with pytest.raises(LocalError):
+            ep.multicast("x", to=group)  # type: ignore[arg-type]
+    assert ep.snapshot() == before
+    assert ep.send({"ok": [1, 2.5, None, True]}, to=1)[0].message_id.seq == 1
+
+
+def test_constructor_and_restore_errors() -> None:
+    with pytest.raises(LocalError):
+        KS(3, 3)
+    with pytest.raises(LocalError, match="not 'KS'"):
+        KS.restore(RST(0, 3).snapshot())
+    data = KS(0, 3).snapshot()
+    data["sr"] = [0, 0]
+    with pytest.raises(LocalError, match="sr"):
+        KS.restore(data)
+    data = KS(0, 3).snapshot()
+    data["log"] = [[7, 1, []]]
+    with pytest.raises(LocalError, match="log entry"):
+        KS.restore(data)
+    data["log"] = [[1, 1, [9]]]
+    with pytest.raises(LocalError, match="destinations"):
+        KS.restore(data)
+    del data["log"]
+    with pytest.raises(LocalError):
+        KS.restore(data)
+
+
+def test_snapshot_round_trips_and_restored_endpoint_continues() -> None:
+    ep, second = _busy()
+    data = ep.snapshot()
+    clone = KS.restore(data)
+    assert clone.snapshot() == data
+    assert json.loads(json.dumps(data)) == data
+    assert clone.receive(second) == ep.receive(second)
+    assert clone.snapshot() == ep.snapshot()
+
+
+def test_message_ids_are_predictable_and_multicast_is_one_message() -> None:
+    ep = KS(1, 3)
+    ids = [a.message_id for to in (0, 2, 1) for a in ep.send("x", to=to)]
+    assert [(m.origin, m.seq) for m in ids] == [(1, 1), (1, 2), (1, 3)]
+    actions = ep.multicast("y", to={0, 2})
+    assert [a.to for a in actions] == [0, 2]
+    assert {a.message_id for a in actions} == {ids[0].__class__(1, 4)}
+
+
+@given(scenarios(mode=("unicast", "multicast"), n=(2, 4), max_ops=6))
+@settings(max_examples=40)
+def test_ks_packets_round_trip_through_the_codec(s: Scenario) -> None:
+    run = replay(KS, s)
+    for ep in run.sim.endpoints:
+        for item in ep.snapshot()["buffer"]:
+            assert item  # held packets are plain data
+    sim = Simulation([KS(p, s.n) for p in range(s.n)], adversarial=True)
+    for op in s.ops:
+        if isinstance(op.to, int):
+            sim.send(op.pid, op.payload, to=op.to)
+        else:
+            sim.multicast(op.pid, op.payload, op.to or tuple(range(s.n)))
+    for packet in sim.packets():
+        assert decode(encode(packet.packet)) == packet.packet
+        assert metadata_bytes(packet.packet) > 0

@@ -1,0 +1,125 @@
+"""The sans-IO parts of mailroom.net: frames, the handshake, the peer table, the key."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from mailroom.core.errors import LocalError
+from mailroom.core.messages import MessageId
+from mailroom.net import KEY_ENV, PeerTable, load_key
+from mailroom.net import frames as fr
+
+KEY = b"k" * 32
+NONCE = b"n" * fr.NONCE_SIZE
+TABLE = {0: "127.0.0.1:7001", 1: "127.0.0.1:7002", 2: "127.0.0.1:7003"}
+
+
+def _pair() -> tuple[fr.Sealer, fr.Opener]:
+    return fr.Sealer(KEY, NONCE, 1, 0), fr.Opener(KEY, NONCE, 1, 0)
+
+
+def _body(data: bytes) -> bytes:
+    ((kind, body),) = fr.FrameReader().feed(data)
+    assert kind == fr.DATA
+    return body
+
+
+@given(st.lists(st.binary(max_size=64), max_size=8), st.integers(1, 7))
+def test_frames_survive_any_split_of_the_stream(packets: list[bytes], chunk: int) -> None:
+    sealer, opener = _pair()
+    stream = b"".join(
+        sealer.seal(p, MessageId(1, k + 1), fr.UNICAST) for k, p in enumerate(packets)
+    )
+    reader = fr.FrameReader()
+    got = []
+    for i in range(0, len(stream), chunk):
+        for kind, body in reader.feed(stream[i : i + chunk]):
+            assert kind == fr.DATA
+            got.append(opener.open(body))
+    assert [d.packet for d in got] == packets
+    assert [d.message_id for d in got] == [MessageId(1, k + 1) for k in range(len(packets))]
+
+
+def test_bad_mac_is_a_forgery() -> None:
+    sealer, opener = _pair()
+    forged = fr.Sealer(b"x" * 32, NONCE, 1, 0).seal(b"p", None, fr.CONTROL)
+    with pytest.raises(fr.FrameError) as err:
+        opener.open(_body(forged))
+    assert err.value.reason == "bad_mac"
+    tampered = bytearray(sealer.seal(b"payload", None, fr.CONTROL))
+    tampered[-40] ^= 1
+    with pytest.raises(fr.FrameError) as err:
+        opener.open(_body(bytes(tampered)))
+    assert err.value.reason == "bad_mac"
+
+
+def test_a_frame_opens_once_and_only_on_its_connection() -> None:
+    sealer, opener = _pair()
+    frame = sealer.seal(b"p", None, fr.CONTROL)
+    opener.open(_body(frame))
+    with pytest.raises(fr.FrameError) as err:
+        opener.open(_body(frame))
+    assert err.value.reason == "replayed"
+    other = fr.Opener(KEY, b"m" * fr.NONCE_SIZE, 1, 0)  # another connection's nonce
+    with pytest.raises(fr.FrameError) as err:
+        other.open(_body(frame))
+    assert err.value.reason == "bad_mac"
+    wrong_way = fr.Opener(KEY, NONCE, 0, 1)  # same nonce, other direction
+    with pytest.raises(fr.FrameError):
+        wrong_way.open(_body(frame))
+
+
+@pytest.mark.parametrize(
+    "data",
+    [b"\x00\x00\x00\x00\x03", b"\xff\xff\xff\xff\x03", b"\x00\x00\x00\x02\x09x", b"GET / HTTP/1.1"],
+)
+def test_garbage_is_refused(data: bytes) -> None:
+    with pytest.raises(fr.FrameError) as err:
+        fr.FrameReader().feed(data)
+    assert err.value.reason == "garbage"
+
+
+def test_hello_checks_pid_and_mac() -> None:
+    digest = fr.table_digest(TABLE)
+    ((_, body),) = fr.FrameReader().feed(fr.hello(KEY, NONCE, 2, 0, digest))
+    h = fr.read_hello(KEY, NONCE, body, {0, 1, 2})
+    assert (h.sender, h.dest, h.digest) == (2, 0, digest)
+    with pytest.raises(fr.FrameError) as err:
+        fr.read_hello(KEY, NONCE, body, {0, 1})
+    assert err.value.reason == "unknown_peer"
+    with pytest.raises(fr.FrameError) as err:
+        fr.read_hello(KEY, b"o" * fr.NONCE_SIZE, body, {0, 1, 2})  # a replayed HELLO
+    assert err.value.reason == "bad_mac"
+    assert fr.table_digest({**TABLE, 2: "127.0.0.1:7004"}) != digest
+
+
+def test_peer_table_from_toml(tmp_path: Path) -> None:
+    path = tmp_path / "peers.toml"
+    path.write_text(
+        'key_file = "group.key"\n[peers]\n0 = "127.0.0.1:7001"\n'
+        '[peers.1]\nname = "bob"\naddress = "127.0.0.1:7002"\n'
+    )
+    table = PeerTable.load(path)
+    assert table.n == 2
+    assert table.addresses[1] == ("127.0.0.1", 7002)
+    assert table.name(1) == "bob" and table.name(0) == "P0"
+    assert table.key_file == tmp_path / "group.key"
+    for bad in ['[peers]\n1 = "127.0.0.1:7001"\n', '[peers]\n0 = "nowhere"\n', "x = 1\n"]:
+        path.write_text(bad)
+        with pytest.raises(LocalError):
+            PeerTable.load(path)
+
+
+def test_key_from_file_or_environment(tmp_path: Path) -> None:
+    key_file = tmp_path / "k"
+    key_file.write_text("0123456789abcdef0123\n")
+    assert load_key(key_file, env={}) == b"0123456789abcdef0123"
+    assert load_key(None, env={KEY_ENV: "fedcba9876543210fedc"}) == b"fedcba9876543210fedc"
+    with pytest.raises(LocalError):
+        load_key(None, env={})
+    with pytest.raises(LocalError):
+        load_key(None, env={KEY_ENV: "short"})
