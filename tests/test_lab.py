@@ -153,3 +153,22 @@ def test_c_fifo_order_is_weaker_counterexample_found() -> None:
         assert found is not None
         assert len(found.scenario.ops) == 3  # the Alice/Bob/Carol shape, found first
         assert found.violations[0].property == fails
+
+
+class ForgetsStepTwo(MatrixLab):
+    protocol = "lab.test.ForgetsStepTwo"
+
+    def after_delivery(self, p: Any) -> None:
+        self.deliv.increment(p.sender)
+        self.sent.merge(p.sent)
+
+
+@given(scenarios(mode="unicast", n=(1, 4), max_ops=10))
+def test_knob_step_two_decides_nothing(s: Scenario) -> None:
+    diff = compare(RST, ForgetsStepTwo, s)  # deliveries only
+    assert diff is None, diff.describe()
+
+
+def test_knob_step_two_keeps_sent_exact() -> None:
+    diff = find_difference(RST, ForgetsStepTwo, state=rst_state, max_examples=100)
+    assert diff is not None and "after its call" in diff.reason

@@ -182,7 +182,7 @@ def layout(
                 # Never arrived: a short stub a third of the way towards q.
                 end = (start[0] + (x - start[0]) / 3, srow + 0.6)
                 arrows.append(Arrow("lost", name(m), m, q, start, end, bad))
-    notes = tuple(_rename(v.explain(), names) for v in violations)
+    notes = tuple(_rename(f"[{v.property}] {v.reason}", names) for v in violations)
     return Layout(
         procs,
         tuple(labels.get(p, f"P{p}") for p in procs),

@@ -56,7 +56,12 @@ def plot_layout(lay: Layout, ax: Any = None, *, title: str = "") -> Any:
                 ax.text(x1 + (x2 - x1) * 0.3, y1 + (y2 - y1) * 0.3 - 0.12, a.name, color=colour)
         elif a.kind == "held":
             ax.text(
-                x1 + 0.16, (y1 + y2) / 2, f"{a.name} held", color=colour, fontsize=8, style="italic"
+                x1 + 0.16,
+                min(y1 + 0.6, (y1 + y2) / 2),
+                f"{a.name} held",
+                color=colour,
+                fontsize=8,
+                style="italic",
             )
     for m in lay.marks:
         colour = BAD if m.bad else INK

@@ -46,7 +46,7 @@ def _arrow(a: Arrow) -> list[str]:
             f"M{x1:.1f},{y1:.1f} C{x1 + bulge:.1f},{y1:.1f} "
             f"{x2 + bulge:.1f},{y2:.1f} {x2:.1f},{y2:.1f}"
         )
-        lx, ly = x1 + bulge * 0.8, (y1 + y2) / 2
+        lx, ly = x1 + bulge * 0.8, min(y1 + ROW * 0.6, (y1 + y2) / 2)
     else:
         path = f"M{x1:.1f},{y1:.1f} L{x2:.1f},{y2:.1f}"
         lx, ly = x1 + (x2 - x1) * 0.3, y1 + (y2 - y1) * 0.3 - 4
