@@ -31,6 +31,9 @@ from mailroom.protocols import (
     CausalityDetector,
     CausalityViolation,
     Fifo,
+    LamportTotalOrder,
+    Sequencer,
+    Skeen,
     Unordered,
 )
 
@@ -48,6 +51,7 @@ __all__ = [
     "Endpoint",
     "Fifo",
     "LamportClock",
+    "LamportTotalOrder",
     "LocalError",
     "MailroomError",
     "Message",
@@ -55,6 +59,8 @@ __all__ = [
     "Pending",
     "RemoteError",
     "SentMatrix",
+    "Sequencer",
+    "Skeen",
     "Stable",
     "Stack",
     "TaggedMessage",

@@ -7,6 +7,7 @@ import sys
 from collections.abc import Sequence
 
 from mailroom.cli.demo import RUNS, run_demo
+from mailroom.cli.demo_total import TOTAL_RUNS, run_total_demo
 from mailroom.cli.simulate import PROTOCOLS, run_check, run_simulate
 
 
@@ -20,9 +21,9 @@ def build_parser() -> argparse.ArgumentParser:
     demo = sub.add_parser("demo", help="seed 000's Alice/Bob/Carol run, step by step")
     demo.add_argument(
         "--protocol",
-        choices=[*RUNS, "all"],
+        choices=[*RUNS, *TOTAL_RUNS, "all"],
         default="all",
-        help="which protocol to show (default: all three)",
+        help="which protocol to show (default: all)",
     )
 
     sim = sub.add_parser("simulate", help="simulate a random workload and check the trace")
@@ -55,8 +56,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     if args.command == "demo":
-        chosen = list(RUNS) if args.protocol == "all" else [args.protocol]
-        run_demo(sys.stdout, chosen)
+        chosen = [*RUNS, *TOTAL_RUNS] if args.protocol == "all" else [args.protocol]
+        run_demo(sys.stdout, [p for p in chosen if p in RUNS])
+        run_total_demo(sys.stdout, [p for p in chosen if p in TOTAL_RUNS])
         return 0
     if args.command == "simulate":
         return run_simulate(args, parser)

@@ -6,7 +6,7 @@ import argparse
 from collections.abc import Callable
 
 from mailroom.core.endpoint import Endpoint
-from mailroom.protocols import CBCAST, RST, Fifo, Unordered
+from mailroom.protocols import CBCAST, RST, Fifo, LamportTotalOrder, Sequencer, Skeen, Unordered
 from mailroom.sim.simulation import NetworkModel, Simulation
 from mailroom.sim.workload import random_workload
 from mailroom.trace.checkers import PROPERTIES, check
@@ -19,6 +19,9 @@ PROTOCOLS: dict[str, tuple[Callable[[int, int], Endpoint], str, tuple[str, ...]]
     "fifo": (Fifo, "unicast", ("integrity", "fifo", "liveness")),
     "rst": (RST, "unicast", ("integrity", "fifo", "causal", "liveness")),
     "cbcast": (CBCAST, "broadcast", ("integrity", "fifo", "causal", "liveness")),
+    "sequencer": (Sequencer, "broadcast", ("integrity", "total", "liveness")),
+    "skeen": (Skeen, "broadcast", ("integrity", "total", "liveness")),
+    "lamport": (LamportTotalOrder.stack, "broadcast", PROPERTIES),
 }
 
 

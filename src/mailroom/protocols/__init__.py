@@ -1,8 +1,9 @@
-"""The protocols: FIFO, causal (RST, CBCAST), the unordered baseline and detection."""
+"""The protocols: FIFO, causal (RST, CBCAST), total order, the unordered baseline, detection."""
 
 from mailroom.protocols.causal import CBCAST, RST, CBCASTPacket, RSTPacket
 from mailroom.protocols.detect import CausalityDetector, CausalityViolation, is_violation
 from mailroom.protocols.fifo import Fifo, FifoPacket
+from mailroom.protocols.total import LamportTotalOrder, Sequencer, Skeen
 from mailroom.protocols.unordered import Unordered, UnorderedPacket
 
 __all__ = [
@@ -13,7 +14,10 @@ __all__ = [
     "CausalityViolation",
     "Fifo",
     "FifoPacket",
+    "LamportTotalOrder",
     "RSTPacket",
+    "Sequencer",
+    "Skeen",
     "Unordered",
     "UnorderedPacket",
     "is_violation",

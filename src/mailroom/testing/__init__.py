@@ -16,6 +16,11 @@ from mailroom.testing.variants import (
     RSTColumnOnly,
     RSTSelfDoubleCount,
 )
+from mailroom.testing.variants_total import (
+    SequencerNoHold,
+    SkeenEagerDelivery,
+    SkeenNoClockRaise,
+)
 
 __all__ = [
     "CBCASTNoOneGreater",
@@ -26,6 +31,9 @@ __all__ = [
     "RSTSelfDoubleCount",
     "Run",
     "Scenario",
+    "SequencerNoHold",
+    "SkeenEagerDelivery",
+    "SkeenNoClockRaise",
     "assert_properties",
     "find_counterexample",
     "replay",

@@ -1,0 +1,60 @@
+"""Known-buggy total-order variants: the harness must catch each one.
+
+Each docstring says which property breaks and why.
+"""
+
+from __future__ import annotations
+
+from mailroom.core.actions import Action, Deliver
+from mailroom.protocols.total.sequencer import Sequencer, SequencerOrder
+from mailroom.protocols.total.sequencer import _message as _ordered_message
+from mailroom.protocols.total.skeen import Skeen
+from mailroom.protocols.total.skeen import _message as _skeen_message
+
+
+class SkeenNoClockRaise(Skeen):
+    """Does not raise the clock to the final numbers it learns (seed 003's proof,
+    step 3): a process that delivered B can later propose for A a number below
+    B's, so A is ordered before B elsewhere (total)."""
+
+    protocol = "SkeenNoClockRaise"
+
+    def _learn(self, final: int) -> None:
+        pass
+
+
+class SkeenEagerDelivery(Skeen):
+    """Delivers a message as soon as its number is final, without waiting for the
+    other held messages to be final: one of those may still end up with a smaller
+    number, which other processes deliver first (total)."""
+
+    protocol = "SkeenEagerDelivery"
+
+    def _drain(self) -> list[Action]:
+        ready = sorted((h for h in self._held.values() if h.final), key=lambda h: h.key)
+        actions: list[Action] = []
+        for h in ready:
+            mid = _skeen_message(h.message).id
+            del self._held[mid]
+            self.finals[mid] = h.number
+            actions.append(Deliver(_skeen_message(h.message)))
+        return actions
+
+
+class SequencerNoHold(Sequencer):
+    """Delivers numbered messages as they arrive, ignoring the numbers: two
+    processes that receive them in different orders deliver them differently
+    (total)."""
+
+    protocol = "SequencerNoHold"
+
+    def __init__(self, pid: int, n: int, sequencer: int = 0) -> None:
+        super().__init__(pid, n, sequencer)
+        self._seen: set[int] = set()
+
+    def _on_order(self, p: SequencerOrder) -> list[Action]:
+        if p.number in self._seen:
+            self.duplicates += 1
+            return []
+        self._seen.add(p.number)
+        return [Deliver(_ordered_message(p))]
