@@ -32,8 +32,10 @@ from mailroom.protocols import (
     CausalityViolation,
     Fifo,
     LamportTotalOrder,
+    NaiveTagged,
     Sequencer,
     Skeen,
+    TaggedCausalBroadcast,
     Unordered,
 )
 
@@ -56,6 +58,7 @@ __all__ = [
     "MailroomError",
     "Message",
     "MessageId",
+    "NaiveTagged",
     "Pending",
     "RemoteError",
     "SentMatrix",
@@ -63,6 +66,7 @@ __all__ = [
     "Skeen",
     "Stable",
     "Stack",
+    "TaggedCausalBroadcast",
     "TaggedMessage",
     "Transmit",
     "UnicastEndpoint",

@@ -62,6 +62,14 @@ class Stack:
     def multicast(self, payload: Payload, to: set[int]) -> list[Action]:
         return self._from(len(self.layers) - 1, self.top.multicast(payload, to=to))
 
+    def consume(self, message_id: MessageId | None = None) -> list[Action]:
+        """The application takes a delivery (tagged causal broadcast on top); a no-op
+        when the upper layer has no consume step."""
+        consume = getattr(self.top, "consume", None)
+        if consume is None:
+            return []
+        return self._from(len(self.layers) - 1, consume(message_id))
+
     # -- the network's side --------------------------------------------------------------
     def receive(self, packet: object) -> list[Action]:
         return self._from(0, self.layers[0].receive(packet))

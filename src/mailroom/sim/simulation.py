@@ -12,7 +12,9 @@ Two ways to drive it:
 
 Every application send and delivery, and every arrival of a packet carrying an
 application message, is recorded as a trace ``Event``; ``vc`` is the vector
-time of application events (sends and deliveries).
+time of application events (sends and deliveries). An endpoint with a
+``consume(message_id)`` method is told when the application takes each
+delivery (just before ``on_deliver`` runs); ``on_stable`` sees Stable reports.
 """
 
 from __future__ import annotations
@@ -66,6 +68,7 @@ class InFlight:
 
 
 DeliverHook = Callable[["Simulation", int, Message], None]
+StableHook = Callable[["Simulation", int, tuple[MessageId, ...]], None]
 
 
 class Simulation:
@@ -80,6 +83,7 @@ class Simulation:
         adversarial: bool = False,
         run: str = "run",
         on_deliver: DeliverHook | None = None,
+        on_stable: StableHook | None = None,
     ) -> None:
         self.endpoints = list(endpoints)
         self.n = len(self.endpoints)
@@ -93,12 +97,15 @@ class Simulation:
         self.adversarial = adversarial
         self.run_name = run
         self.on_deliver = on_deliver
+        self.on_stable = on_stable
         self.now = 0.0
         self.in_flight: dict[int, InFlight] = {}
         self.trace: list[Event] = []
         self.metrics = Metrics()
         self.delivered: list[list[Message]] = [[] for _ in range(self.n)]
         self.stable: list[list[MessageId]] = [[] for _ in range(self.n)]
+        #: (pid, message, len(trace) when the Stable action was applied)
+        self.stable_log: list[tuple[int, MessageId, int]] = []
         self._next_packet = 0
         self._queue: list[tuple[float, int, str, Any]] = []
         self._order = 0
@@ -239,6 +246,10 @@ class Simulation:
                 self._deliver(pid, action.message)
             elif isinstance(action, Stable):
                 self.stable[pid].extend(action.messages)
+                mark = len(self.trace)
+                self.stable_log.extend((pid, m, mark) for m in action.messages)
+                if self.on_stable is not None:
+                    self.on_stable(self, pid, action.messages)
         ep = self.endpoints[pid]
         size = ep.buffered()
         if size > self.metrics.largest_buffer:
@@ -277,8 +288,15 @@ class Simulation:
         self.delivered[pid].append(message)
         if mid in self._sent_at:
             self.metrics.record_delay(self.now - self._sent_at[mid])
+        # Endpoints with an explicit consume step (tagged causal broadcast) learn
+        # here that the application takes the message; what that triggers
+        # (acknowledgements, Stable reports) follows the application's handling.
+        consume = getattr(self.endpoints[pid], "consume", None)
+        follow: list[Action] = consume(mid) if consume is not None else []
         if self.on_deliver is not None:
             self.on_deliver(self, pid, message)
+        if follow:
+            self._apply(pid, follow)
 
     def _record(
         self,

@@ -10,6 +10,12 @@ from mailroom.testing.harness import (
     replay,
     scenarios,
 )
+from mailroom.testing.tagged import (
+    delivered_tags,
+    stability_violations,
+    tag_violations,
+    unstable_violations,
+)
 from mailroom.testing.variants import (
     CBCASTNoOneGreater,
     CBCASTSenderOnly,
@@ -35,7 +41,11 @@ __all__ = [
     "SkeenEagerDelivery",
     "SkeenNoClockRaise",
     "assert_properties",
+    "delivered_tags",
     "find_counterexample",
     "replay",
     "scenarios",
+    "stability_violations",
+    "tag_violations",
+    "unstable_violations",
 ]

@@ -22,7 +22,7 @@ from hypothesis.errors import NoSuchExample
 from mailroom.core.actions import Deliver
 from mailroom.core.endpoint import Endpoint
 from mailroom.core.errors import RemoteError
-from mailroom.sim.simulation import Simulation
+from mailroom.sim.simulation import DeliverHook, Simulation, StableHook
 from mailroom.trace.checkers import PROPERTIES, Violation, check
 from mailroom.trace.events import Event
 
@@ -129,9 +129,25 @@ def scenarios(
     return Scenario(size, tuple(ops), tuple(choices), faults)
 
 
-def replay(factory: Factory, scenario: Scenario, *, max_steps: int = 100_000) -> Run:
-    """Run ``scenario`` against endpoints made by ``factory(pid, n)``."""
-    sim = Simulation([factory(pid, scenario.n) for pid in range(scenario.n)], adversarial=True)
+def replay(
+    factory: Factory,
+    scenario: Scenario,
+    *,
+    max_steps: int = 100_000,
+    on_deliver: DeliverHook | None = None,
+    on_stable: StableHook | None = None,
+) -> Run:
+    """Run ``scenario`` against endpoints made by ``factory(pid, n)``.
+
+    ``on_deliver`` and ``on_stable`` are passed to the Simulation: the application
+    may send from inside its delivery handling (the callback model).
+    """
+    sim = Simulation(
+        [factory(pid, scenario.n) for pid in range(scenario.n)],
+        adversarial=True,
+        on_deliver=on_deliver,
+        on_stable=on_stable,
+    )
     steps: list[str] = []
     errors: list[str] = []
     ops = list(scenario.ops)

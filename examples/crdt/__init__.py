@@ -1,0 +1,18 @@
+"""Operation-based CRDTs on tagged causal stable broadcast (Baquero, Almeida, Shoker 2014).
+
+The middleware delivers each operation once, in causal order, with a vector
+clock tag that characterizes happens-before precisely, and later reports it
+causally stable. So the data types carry no timestamps of their own: they keep
+a partially ordered log of the operations that still matter, keyed by the
+delivered tags, and prune it when operations become stable.
+
+- ``AWSet``: add-wins set (an add wins over a concurrent remove);
+- ``MVRegister``: multi-value register (concurrent writes are all kept);
+- ``Replica``: one process, an endpoint and a data type wired together.
+"""
+
+from crdt.awset import AWSet
+from crdt.mvregister import MVRegister
+from crdt.replica import Replica
+
+__all__ = ["AWSet", "MVRegister", "Replica"]

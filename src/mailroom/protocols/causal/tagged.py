@@ -1,0 +1,349 @@
+"""Tagged causal stable broadcast (seed 002; Baquero, Almeida and Shoker 2014).
+
+A causal broadcast whose deliveries carry ``message.tag``, a vector clock that
+characterizes happens-before *precisely*, and which reports causally stable
+messages with ``Stable`` actions.
+
+Happens-before is what the application sees: its sends and its deliveries
+(seed 002). The middleware hands out a delivery with a ``Deliver`` action, but
+the application only *sees* it when it takes it, which is later when deliveries
+wait in a queue (the two-thread model) or when the application sends from
+inside the handling of an earlier delivery of the same batch (the callback
+model). So the API has an explicit step:
+
+- ``consume(message_id)``: the application takes the next delivered message.
+  Call it for each ``Deliver``, in order, when the application starts handling
+  it (``Simulation`` does this for you). Own messages need no consuming.
+- ``broadcast(payload)``: stamped at once, at the moment the application
+  issues it, with the application's clock, never from a send queue.
+
+Why an explicit step: a sans-IO endpoint returns a whole batch of deliveries
+from one ``receive``; it cannot know how far the application got through it.
+Stamping sends with the middleware's clock (``NaiveTagged``) tags a send as
+after every message handed out, including those the application has not looked
+at yet: concurrent messages become ordered (seed 002, section 3).
+
+State at P_i:
+
+- ``delivered[k]``: messages from P_k handed to the application (middleware);
+- ``clock[k]`` (the application's clock): P_k's messages the application has
+  sent (k = i) or consumed. Broadcast: clock[i] += 1, tag = clock. Consume m:
+  clock = max(clock, m.tag).
+- ``knows[j]``: what P_j's application had seen, as far as P_i knows: the tag of
+  the last message from P_j that P_i consumed, or an acknowledgement from P_j
+  (usable once P_i consumed every message P_j had sent before it). Row i is
+  ``clock``.
+
+Deliverable: m from P_j with tag T when T[j] == delivered[j] + 1 and
+T[k] <= delivered[k] for every k != j (CBCAST's rule, on precise tags, so a
+message never waits for one its sender's application had not seen).
+
+Stable: the frontier is the entrywise minimum of ``knows``; a consumed m from
+P_o with seq s is stable at P_i when frontier[o] >= s: every application has
+seen m, and everything P_i consumes from now on was sent after its sender saw
+m, so it is in m's causal future. Stable messages are reported in delivery
+order, as the longest stable prefix of P_i's deliveries, and then forgotten:
+the endpoint keeps no per-message state for them. This is the paper's
+definition, at the reporting process: a message concurrent with m may still be
+in flight to another process, which will not report m stable before delivering it.
+
+Knowledge spreads in tags and in ``StabilityAck`` control packets carrying the
+application's clock: one after every ``ack_every`` consumed messages not yet
+announced by a broadcast or an acknowledgement (``None``: only when the
+application calls ``announce()``).
+
+Bad input: a tag of the wrong dimension, a zero own entry, or an entry for
+P_i beyond the messages P_i has sent (a future the sender cannot know) is a
+RemoteError; the state is unchanged. Duplicates, and echoes of this process's
+own broadcasts and acknowledgements, are dropped and counted.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Sequence
+from typing import Any
+
+import attrs
+
+from mailroom.clocks import Row, VectorClock
+from mailroom.core import validate
+from mailroom.core.actions import Action, Deliver, Stable, Transmit
+from mailroom.core.endpoint import EndpointBase, Snapshot, load_counts
+from mailroom.core.errors import LocalError, RemoteError
+from mailroom.core.messages import MessageId, Payload, TaggedMessage
+from mailroom.core.pending import Pending
+from mailroom.core.wire import as_row, packet, packet_from_data, packet_to_data
+from mailroom.protocols._buffer import DependencyBuffer
+
+
+@packet
+@attrs.frozen
+class TaggedPacket:
+    """A broadcast and its tag; its seq is ``tag[sender]``."""
+
+    sender: int
+    tag: Row = attrs.field(converter=as_row)
+    payload: Any
+
+
+@packet
+@attrs.frozen
+class StabilityAck:
+    """A control packet: what the sender's application has seen (its clock)."""
+
+    sender: int
+    clock: Row = attrs.field(converter=as_row)
+
+
+def _max_into(target: list[int], other: Sequence[int]) -> None:
+    for k, v in enumerate(other):
+        if v > target[k]:
+            target[k] = v
+
+
+def _matrix(value: object, n: int, what: str) -> list[list[int]]:
+    if not isinstance(value, list) or len(value) != n:
+        raise LocalError(f"snapshot field {what} must be {n} x {n}")
+    return [load_counts(row, n, f"{what}[{k}]") for k, row in enumerate(value)]
+
+
+class TaggedCausalBroadcast(EndpointBase):
+    """Causal broadcast with precise vector-clock tags and causal stability."""
+
+    protocol = "TaggedCausalBroadcast"
+
+    def __init__(self, pid: int, n: int, *, ack_every: int | None = 1) -> None:
+        super().__init__(pid, n)
+        if ack_every is not None and (type(ack_every) is not int or ack_every < 1):
+            raise LocalError(f"ack_every must be a positive integer or None, got {ack_every!r}")
+        self.ack_every = ack_every
+        self._delivered = [0] * n
+        self._clock = [0] * n
+        self._knows = [[0] * n for _ in range(n)]
+        self._knows[pid] = self._clock
+        self._acks = [[0] * n for _ in range(n)]
+        self._unannounced = 0
+        self._unconsumed: deque[tuple[MessageId, Row]] = deque()
+        self._unstable: deque[MessageId] = deque()
+        self._buffer: DependencyBuffer[TaggedPacket] = DependencyBuffer(self._delivered)
+
+    # -- clocks ------------------------------------------------------------------
+    @property
+    def clock(self) -> VectorClock:
+        """The application's clock: its sends and consumed deliveries; sends carry it."""
+        return VectorClock(self._clock)
+
+    @property
+    def delivered(self) -> VectorClock:
+        """Messages per origin handed to the application (consumed or not)."""
+        return VectorClock(self._delivered)
+
+    @property
+    def stable_clock(self) -> VectorClock:
+        """The stability frontier: entrywise minimum of what every application has seen."""
+        return VectorClock(min(col) for col in zip(*self._knows, strict=True))
+
+    def _stamp(self) -> Row:
+        """The tag of a broadcast being issued now."""
+        return tuple(self._clock)
+
+    # -- the application's side ---------------------------------------------------
+    def broadcast(self, payload: Payload) -> list[Action]:
+        """Send ``payload`` to every process, tagged now; the sender delivers it at once."""
+        self._check_payload(payload)
+        mid = self._next_id()
+        self._clock[self.pid] += 1
+        self._delivered[self.pid] += 1
+        tag = self._stamp()
+        self._unannounced = 0  # the tag tells everyone what we have seen
+        self._unstable.append(mid)
+        packet = TaggedPacket(self.pid, tag, payload)
+        actions: list[Action] = [
+            Transmit(to, packet, mid) for to in range(self.n) if to != self.pid
+        ]
+        actions.append(Deliver(TaggedMessage(mid, self.pid, payload, VectorClock(tag))))
+        return actions + self._stabilize()
+
+    def consume(self, message_id: MessageId | None = None) -> list[Action]:
+        """The application takes the next delivered message (``message_id``, if given).
+
+        Returns acknowledgements to transmit and ``Stable`` reports. Own
+        messages are seen when sent: consuming one is accepted and does nothing.
+        """
+        if message_id is not None and message_id.origin == self.pid:
+            if not 1 <= message_id.seq <= self.sent_count:
+                raise LocalError(f"{message_id} was never sent by P{self.pid}")
+            return []
+        if not self._unconsumed:
+            raise LocalError("no delivered message is waiting to be consumed")
+        mid, tag = self._unconsumed[0]
+        if message_id is not None and message_id != mid:
+            raise LocalError(f"the next delivered message is {mid}, not {message_id}")
+        self._unconsumed.popleft()
+        _max_into(self._clock, tag)
+        _max_into(self._knows[mid.origin], tag)
+        self._use_ack(mid.origin)
+        self._unstable.append(mid)
+        self._unannounced += 1
+        actions: list[Action] = []
+        if self.ack_every is not None and self._unannounced >= self.ack_every:
+            actions += self.announce()
+        return actions + self._stabilize()
+
+    def consume_all(self) -> list[Action]:
+        """Consume every delivered message (for an application that took them all)."""
+        actions: list[Action] = []
+        while self._unconsumed:
+            actions += self.consume()
+        return actions
+
+    def unconsumed(self) -> list[MessageId]:
+        """Delivered messages the application has not consumed yet, in order."""
+        return [mid for mid, _ in self._unconsumed]
+
+    def announce(self) -> list[Action]:
+        """Tell every other process what this application has seen (a StabilityAck)."""
+        self._unannounced = 0
+        ack = StabilityAck(self.pid, tuple(self._clock))
+        return [Transmit(to, ack, None) for to in range(self.n) if to != self.pid]
+
+    # -- the network's side -------------------------------------------------------------
+    def _check_own_entry(self, vector: Sequence[int], what: str) -> None:
+        if vector[self.pid] > self.sent_count:
+            raise RemoteError(
+                f"{what}[{self.pid}] = {vector[self.pid]} claims P{self.pid} broadcast more "
+                f"than it has ({self.sent_count}): a future the sender cannot know"
+            )
+
+    def _validate(self, packet: object) -> TaggedPacket:
+        validate.expect_type(packet, TaggedPacket, self.protocol)
+        assert isinstance(packet, TaggedPacket)
+        sender = validate.pid(packet.sender, self.n)
+        tag = validate.vector(packet.tag, self.n, "tag")
+        validate.positive(tag[sender], f"tag[{sender}] (the sender's own entry)")
+        self._check_own_entry(tag, "tag")
+        return packet
+
+    def _validate_ack(self, packet: StabilityAck) -> StabilityAck:
+        sender = validate.pid(packet.sender, self.n)
+        clock = validate.vector(packet.clock, self.n, "acknowledged clock")
+        self._check_own_entry(clock, "acknowledged clock")
+        if sender == self.pid and any(a > c for a, c in zip(clock, self._clock, strict=True)):
+            raise RemoteError(
+                f"an acknowledgement from P{self.pid} itself claims more than P{self.pid} "
+                f"has seen ({list(clock)} > {self._clock})"
+            )
+        return packet
+
+    def receive(self, packet: object) -> list[Action]:
+        if type(packet) is StabilityAck:
+            ack = self._validate_ack(packet)
+            if ack.sender == self.pid:  # the echo of our own acknowledgement
+                self.duplicates += 1
+                return []
+            _max_into(self._acks[ack.sender], ack.clock)
+            self._use_ack(ack.sender)
+            return self._stabilize()
+        p = self._validate(packet)
+        index = p.tag[p.sender] - 1
+        if index < self._delivered[p.sender] or self._buffer.holds(p.sender, index):
+            self.duplicates += 1
+            return []
+        self._buffer.add(p.sender, index, p.tag, p)
+        actions: list[Action] = []
+        while (q := self._buffer.pop_ready()) is not None:
+            self._delivered[q.sender] += 1
+            message = _message(q)
+            self._unconsumed.append((message.id, q.tag))
+            actions.append(Deliver(message))
+            self._buffer.delivered_one(q.sender)
+        return actions
+
+    # -- stability --------------------------------------------------------------------------
+    def _use_ack(self, j: int) -> None:
+        """An ack from P_j counts once every message P_j sent before it is consumed here."""
+        ack = self._acks[j]
+        if ack[j] <= self._clock[j]:
+            _max_into(self._knows[j], ack)
+
+    def _stabilize(self) -> list[Action]:
+        stable: list[MessageId] = []
+        knows, unstable = self._knows, self._unstable
+        while unstable and all(row[unstable[0].origin] >= unstable[0].seq for row in knows):
+            stable.append(unstable.popleft())
+        return [Stable(tuple(stable))] if stable else []
+
+    # -- introspection -------------------------------------------------------------------
+    def buffered(self) -> int:
+        return len(self._buffer)
+
+    def retained(self) -> int:
+        """Per-message entries held: buffered, delivered but unconsumed, not yet stable."""
+        return len(self._buffer) + len(self._unconsumed) + len(self._unstable)
+
+    def pending(self) -> list[Pending]:
+        return [
+            Pending(_message(p), self._buffer.waits(s, i, "seq"))
+            for s, i, p in self._buffer.items()
+        ]
+
+    def snapshot(self) -> Snapshot:
+        data = self._header()
+        data["ack_every"] = self.ack_every
+        data["delivered"] = list(self._delivered)
+        data["clock"] = list(self._clock)
+        data["knows"] = [list(row) for row in self._knows]
+        data["acks"] = [list(row) for row in self._acks]
+        data["unannounced"] = self._unannounced
+        data["unconsumed"] = [[m.origin, m.seq, list(tag)] for m, tag in self._unconsumed]
+        data["unstable"] = [[m.origin, m.seq] for m in self._unstable]
+        data["buffer"] = [packet_to_data(p) for _, _, p in self._buffer.items()]
+        return data
+
+    def _load(self, data: Snapshot) -> None:
+        ack_every = data["ack_every"]
+        if ack_every is not None and (type(ack_every) is not int or ack_every < 1):
+            raise LocalError(f"snapshot field ack_every is {ack_every!r}")
+        self.ack_every = ack_every
+        self._delivered[:] = load_counts(data["delivered"], self.n, "delivered")
+        self._clock[:] = load_counts(data["clock"], self.n, "clock")
+        for j, row in enumerate(_matrix(data["knows"], self.n, "knows")):
+            self._knows[j][:] = row
+        for j, row in enumerate(_matrix(data["acks"], self.n, "acks")):
+            self._acks[j][:] = row
+        self._unannounced = int(data["unannounced"])
+        for origin, seq, tag in data["unconsumed"]:
+            self._unconsumed.append(
+                (MessageId(origin, seq), tuple(load_counts(tag, self.n, "tag")))
+            )
+        for origin, seq in data["unstable"]:
+            self._unstable.append(MessageId(origin, seq))
+        for item in data["buffer"]:
+            p = packet_from_data(TaggedPacket, item)
+            self._buffer.add(p.sender, p.tag[p.sender] - 1, p.tag, p)
+
+
+class NaiveTagged(TaggedCausalBroadcast):
+    """Known-buggy: exposes the middleware's internal vector clock as the tag.
+
+    A broadcast is stamped with every message handed out so far, including
+    deliveries the application has not consumed yet (seed 002, section 3). In the
+    callback model a send issued while handling the first of a batch of
+    deliveries is tagged as after the rest of the batch: concurrent messages are
+    over-ordered, and receivers make it wait for messages it does not depend on.
+    """
+
+    protocol = "NaiveTagged"
+
+    def _stamp(self) -> Row:
+        return tuple(self._delivered)
+
+
+def _message(p: TaggedPacket) -> TaggedMessage:
+    return TaggedMessage(
+        MessageId(p.sender, p.tag[p.sender]), p.sender, p.payload, VectorClock(p.tag)
+    )
+
+
+__all__ = ["NaiveTagged", "StabilityAck", "TaggedCausalBroadcast", "TaggedPacket"]
