@@ -29,7 +29,7 @@ copyright = "2026, the mailroom authors"
 extensions = ["myst_nb", "sphinx.ext.autodoc", "sphinx.ext.viewcode"]
 html_theme = "furo"
 html_title = "mailroom"
-exclude_patterns = ["_build", "jupyter_execute", ".ipynb_checkpoints"]
+exclude_patterns = ["_build", "jupyter_execute", ".ipynb_checkpoints", "notebooks/*/**"]
 myst_enable_extensions = ["colon_fence", "deflist"]
 myst_heading_anchors = 3
 nb_execution_mode = "force"
@@ -120,8 +120,11 @@ def _generate(app: Any) -> None:
     if target.exists():
         shutil.rmtree(target)
     target.mkdir()
-    for nb in sorted((ROOT / "examples").glob("*.ipynb")):
-        shutil.copy(nb, target / nb.name)
+    for item in sorted((ROOT / "examples").iterdir()):
+        if item.suffix == ".ipynb":
+            shutil.copy(item, target / item.name)
+        elif (item / "__init__.py").exists():  # a package the notebooks import (crdt)
+            shutil.copytree(item, target / item.name, ignore=shutil.ignore_patterns("__pycache__"))
 
 
 def setup(app: Any) -> dict[str, Any]:

@@ -71,6 +71,33 @@ def rst_under_loss() -> Diagram:
     return draw(sim.trace, labels=ABC, check=["causal", "liveness"], title="RST when m1 is lost")
 
 
+def tagged_naive() -> Diagram:
+    """Seed 002's callback run under NaiveTagged: x is tagged after b, which P2's
+    application had not seen; the tag checker's violation is highlighted."""
+    from mailroom import NaiveTagged, TaggedMessage
+    from mailroom.testing import tag_violations
+
+    def reply(sim: Simulation, pid: int, m: object) -> None:
+        if pid == 2 and isinstance(m, TaggedMessage) and m.payload == "a":
+            sim.broadcast(2, "x")
+
+    sim = Simulation([NaiveTagged(p, 3) for p in range(3)], adversarial=True, on_deliver=reply)
+    a = sim.broadcast(0, "a")
+    sim.arrive_message(a, 1)
+    b = sim.broadcast(1, "b")
+    sim.arrive_message(b, 2)
+    sim.arrive_message(a, 2)
+    while sim.in_flight:
+        sim.arrive(min(sim.in_flight))
+    names = {e.message: str(e.payload) for e in sim.trace if e.kind == "send"}
+    return draw(
+        sim.trace,
+        names=names,
+        violations=tag_violations(sim),
+        title="NaiveTagged over-orders x after b",
+    )
+
+
 def lab_column_for_deliv() -> Diagram:
     from mailroom.lab import ColumnForDeliv, counterexample
 
@@ -93,6 +120,7 @@ FIGURES: dict[str, Callable[[], Diagram]] = {
     "fifo-alice-bob-carol": fifo_alice_bob_carol,
     "cbcast-chat-room": cbcast_chat_room,
     "rst-under-loss": rst_under_loss,
+    "tagged-naive": tagged_naive,
     "lab-column-for-deliv": lab_column_for_deliv,
     "lab-fifo-is-weaker": lab_fifo_is_weaker,
 }
