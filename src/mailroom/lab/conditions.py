@@ -29,10 +29,10 @@ and at random, for property tests. Both build ordinary harness scenarios:
 The answers (docs/lab.md): the three are equivalent. C1 implies C2 and C3
 directly (s1 < s2 gives s1 -> s2; r2 < r1 gives r2 -> r1). C2 implies C1: if
 s1 -> s2 through other processes, the chain leaves s1's process by some later
-send s' < ... whose delivery r' comes at or before s2, so s1 < s' and
-r' -> r1 breaks C2. C3 implies C1: the chain r2 -> r1 reaches r1's process by
-some message whose delivery r3 < r1, and s1 -> s3, which breaks C3. Each is
-strictly stronger than FIFO.
+send s' (s1 < s') whose delivery r' comes at or before s2, so r' -> r1: the
+pair (m1, m') breaks C2. C3 implies C1: the chain r2 -> r1 reaches r1's
+process by some message m3 delivered at r3 < r1 and sent after r2, so
+s1 -> s3: the pair (m1, m3) breaks C3. Each is strictly stronger than FIFO.
 """
 
 from __future__ import annotations
