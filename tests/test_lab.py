@@ -172,3 +172,10 @@ def test_knob_step_two_decides_nothing(s: Scenario) -> None:
 def test_knob_step_two_keeps_sent_exact() -> None:
     diff = find_difference(RST, ForgetsStepTwo, state=rst_state, max_examples=100)
     assert diff is not None and "after its call" in diff.reason
+
+
+def test_searches_have_no_deadline() -> None:
+    """Notebooks load no test profile: a slow example must not become a failure."""
+    from mailroom.lab.explore import search_settings
+
+    assert search_settings(10).deadline is None

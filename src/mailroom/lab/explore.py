@@ -29,7 +29,7 @@ from mailroom.core.endpoint import Endpoint, Snapshot
 from mailroom.core.messages import MessageId, Payload
 from mailroom.core.pending import Pending
 from mailroom.diagram.draw import Diagram, draw
-from mailroom.testing.harness import Factory, Run, Scenario, find_counterexample, replay, scenarios
+from mailroom.testing.harness import Factory, Run, Scenario, replay, scenarios
 from mailroom.trace.checkers import Violation
 
 
@@ -54,6 +54,18 @@ class Finding:
         return draw(self.run.trace, violations=self.violations, title=title)
 
 
+def search_settings(max_examples: int) -> settings:
+    """Deterministic, no example database, and no deadline: a loaded machine (or a
+    notebook, where no test profile is loaded) must not turn slowness into failures."""
+    return settings(
+        max_examples=max_examples,
+        database=None,
+        derandomize=True,
+        deadline=None,
+        suppress_health_check=list(HealthCheck),
+    )
+
+
 def counterexample(
     factory: Factory,
     properties: Iterable[str],
@@ -61,11 +73,20 @@ def counterexample(
     max_examples: int = 500,
     **scenario_options: object,
 ) -> Finding | None:
-    """A minimal schedule on which ``factory``'s endpoints break a property, or None."""
+    """A minimal schedule on which ``factory``'s endpoints break a property, or None.
+
+    The same search as ``mailroom.testing.find_counterexample``, with ``search_settings``.
+    """
     props = tuple(properties)
-    run = find_counterexample(factory, props, max_examples=max_examples, **scenario_options)
-    if run is None:
+    try:
+        found = find(
+            scenarios(**scenario_options),  # type: ignore[arg-type]
+            lambda s: bool(replay(factory, s).violations(props)),
+            settings=search_settings(max_examples),
+        )
+    except NoSuchExample:
         return None
+    run = replay(factory, found)
     return Finding(run, tuple(run.violations(props)))
 
 
@@ -197,12 +218,7 @@ def find_difference(
         found = find(
             scenarios(**scenario_options),  # type: ignore[arg-type]
             lambda s: compare(a, b, s, state=state) is not None,
-            settings=settings(
-                max_examples=max_examples,
-                database=None,
-                derandomize=True,
-                suppress_health_check=list(HealthCheck),
-            ),
+            settings=search_settings(max_examples),
         )
     except NoSuchExample:
         return None
