@@ -51,7 +51,7 @@ def plot_layout(lay: Layout, ax: Any = None, *, title: str = "") -> Any:
             ax.plot([x2], [y2], marker="x", color=colour, ms=9, mew=2, zorder=3)
         if a.kind in ("message", "lost"):
             if vertical:
-                ax.text(x1 + 0.22, (y1 + y2) / 2, a.name, color=colour, fontsize=9)
+                ax.text(x1 + 0.22, min(y1 + 0.6, (y1 + y2) / 2), a.name, color=colour, fontsize=9)
             else:
                 ax.text(x1 + (x2 - x1) * 0.3, y1 + (y2 - y1) * 0.3 - 0.12, a.name, color=colour)
         elif a.kind == "held":

@@ -182,7 +182,7 @@ def as_violations(name: str, pairs: Sequence[tuple[Copy, Copy]], run: str) -> li
             tuple(sorted({a.dest, b.dest})),
             (a.message, b.message),
             (a.deliver.seq, b.deliver.seq),
-            f"{name} fails: s({a.message}) {SYMBOLS[name][0]} s({b.message}) but "
+            f"s({a.message}) {SYMBOLS[name][0]} s({b.message}) but "
             f"r({b.message}) at P{b.dest} {SYMBOLS[name][1]} r({a.message}) at P{a.dest}",
         )
         for a, b in pairs
