@@ -48,6 +48,7 @@ def test_subpackages_export_what_they_list() -> None:
         "mailroom.trace",
         "mailroom.testing",
         "mailroom.diagram",
+        "mailroom.lab",
         "mailroom.clocks",
     ):
         mod = importlib.import_module(pkg)

@@ -261,6 +261,7 @@ def find_counterexample(
                 max_examples=max_examples,
                 database=None,
                 derandomize=True,
+                deadline=None,
                 suppress_health_check=list(HealthCheck),
             ),
         )

@@ -1,0 +1,79 @@
+"""Space-time diagrams on matplotlib axes (needs the ``viz`` extra).
+
+The same picture as the SVG renderer: vertical process lines, time downwards,
+solid arrows for messages, dashed arcs for the time a message is held in the
+mail room, crosses for lost copies, red for violations. matplotlib is imported
+inside the function, so ``mailroom.diagram`` imports without it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from mailroom.diagram.layout import Layout
+from mailroom.diagram.svg import BAD, FAINT, HELD, INK
+
+
+def plot_layout(lay: Layout, ax: Any = None, *, title: str = "") -> Any:
+    """Draw ``lay`` on ``ax`` (a new figure if None) and return the axes."""
+    import matplotlib.pyplot as plt
+    from matplotlib.patches import FancyArrowPatch
+
+    if ax is None:
+        _, ax = plt.subplots(
+            figsize=(1.2 + 2.0 * max(len(lay.processes), 1), 0.8 + 0.42 * lay.rows)
+        )
+    bottom = lay.rows
+    for p, label in zip(lay.processes, lay.labels, strict=True):
+        x = lay.x(p)
+        ax.plot([x, x], [-0.6, bottom], color="#b0bec5", lw=2, zorder=1)
+        ax.text(x, -0.9, label, ha="center", va="bottom", fontweight="bold", color=INK)
+    for a in lay.arrows:
+        colour = BAD if a.bad else {"message": INK, "held": HELD}.get(a.kind, FAINT)
+        vertical = a.start[0] == a.end[0]
+        style = "dashed" if a.kind in ("held", "duplicate") else "solid"
+        rad = -0.5 if vertical else 0.0
+        ax.add_patch(
+            FancyArrowPatch(
+                a.start,
+                a.end,
+                arrowstyle="-" if a.kind == "lost" else "-|>",
+                mutation_scale=12,
+                color=colour,
+                lw=1.0 if a.kind == "duplicate" else 1.6,
+                linestyle=style,
+                connectionstyle=f"arc3,rad={rad}",
+                zorder=2,
+            )
+        )
+        (x1, y1), (x2, y2) = a.start, a.end
+        if a.kind == "lost":
+            ax.plot([x2], [y2], marker="x", color=colour, ms=9, mew=2, zorder=3)
+        if a.kind in ("message", "lost"):
+            if vertical:
+                ax.text(x1 + 0.22, min(y1 + 0.6, (y1 + y2) / 2), a.name, color=colour, fontsize=9)
+            else:
+                ax.text(x1 + (x2 - x1) * 0.3, y1 + (y2 - y1) * 0.3 - 0.12, a.name, color=colour)
+        elif a.kind == "held":
+            ax.text(
+                x1 + 0.16,
+                min(y1 + 0.6, (y1 + y2) / 2),
+                f"{a.name} held",
+                color=colour,
+                fontsize=8,
+                style="italic",
+            )
+    for m in lay.marks:
+        colour = BAD if m.bad else INK
+        if m.kind == "receive":
+            ax.plot(*m.at, marker="o", ms=5, mfc="white", mec=colour, zorder=4)
+        else:
+            ax.plot(*m.at, marker="o", ms=9 if m.bad else 6, color=colour, zorder=4)
+    for i, note in enumerate(lay.notes):
+        ax.text(-0.4, bottom + 0.5 + 0.45 * i, note, color=BAD, fontsize=9, ha="left", va="top")
+    ax.set_xlim(-0.6, max(len(lay.processes) - 1, 0) + 0.8)
+    ax.set_ylim(bottom + 0.4 + 0.45 * len(lay.notes), -1.2)
+    ax.axis("off")
+    if title:
+        ax.set_title(title)
+    return ax

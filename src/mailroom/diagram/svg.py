@@ -1,0 +1,131 @@
+"""Space-time diagrams as SVG text, with no dependencies (for notebooks and docs).
+
+Processes are vertical lines, time runs downwards. Messages are solid arrows;
+the time a message is held in the mail room is a dashed arc down the
+receiver's line (seed 000); a lost copy ends in a cross; duplicates are faint;
+arrows and deliveries that take part in a violation are red, and the
+violations are listed under the diagram.
+"""
+
+from __future__ import annotations
+
+from html import escape
+
+from mailroom.diagram.layout import Arrow, Layout, Mark
+
+COLUMN = 150.0
+ROW = 34.0
+LEFT = 70.0
+TOP = 48.0
+INK = "#1f3b5a"
+HELD = "#d98c00"
+BAD = "#c62828"
+FAINT = "#9e9e9e"
+
+
+def _px(point: tuple[float, float]) -> tuple[float, float]:
+    return LEFT + point[0] * COLUMN, TOP + point[1] * ROW
+
+
+def _colour(arrow: Arrow) -> str:
+    if arrow.bad:
+        return BAD
+    return {"message": INK, "held": HELD, "lost": FAINT, "duplicate": FAINT}[arrow.kind]
+
+
+def _arrow(a: Arrow) -> list[str]:
+    (x1, y1), (x2, y2) = _px(a.start), _px(a.end)
+    colour = _colour(a)
+    marker = "bad" if a.bad else a.kind
+    dash = ' stroke-dasharray="6 4"' if a.kind in ("held", "duplicate") else ""
+    width = 1.0 if a.kind == "duplicate" else 1.6
+    out = []
+    if x1 == x2:  # held interval or a message to oneself: an arc to the right
+        bulge = 28.0 if a.kind == "held" else 40.0
+        path = (
+            f"M{x1:.1f},{y1:.1f} C{x1 + bulge:.1f},{y1:.1f} "
+            f"{x2 + bulge:.1f},{y2:.1f} {x2:.1f},{y2:.1f}"
+        )
+        lx, ly = x1 + bulge * 0.8, min(y1 + ROW * 0.6, (y1 + y2) / 2)
+    else:
+        path = f"M{x1:.1f},{y1:.1f} L{x2:.1f},{y2:.1f}"
+        lx, ly = x1 + (x2 - x1) * 0.3, y1 + (y2 - y1) * 0.3 - 4
+    end = "" if a.kind == "lost" else f' marker-end="url(#arrow-{marker})"'
+    out.append(
+        f'<path d="{path}" fill="none" stroke="{colour}" stroke-width="{width}"{dash}{end}>'
+        f"<title>{escape(a.name)} ({a.kind}) to P{a.dest}</title></path>"
+    )
+    if a.kind == "lost":
+        out.append(
+            f'<path d="M{x2 - 5:.1f},{y2 - 5:.1f} L{x2 + 5:.1f},{y2 + 5:.1f} '
+            f'M{x2 - 5:.1f},{y2 + 5:.1f} L{x2 + 5:.1f},{y2 - 5:.1f}" '
+            f'stroke="{colour}" stroke-width="2"/>'
+        )
+    if a.kind in ("message", "lost"):
+        out.append(
+            f'<text x="{lx:.1f}" y="{ly:.1f}" font-size="11" fill="{colour}">'
+            f"{escape(a.name)}</text>"
+        )
+    elif a.kind == "held":
+        out.append(
+            f'<text x="{lx + 4:.1f}" y="{ly:.1f}" font-size="10" fill="{colour}" '
+            f'font-style="italic">{escape(a.name)} held</text>'
+        )
+    return out
+
+
+def _mark(m: Mark) -> str:
+    x, y = _px(m.at)
+    colour = BAD if m.bad else INK
+    if m.kind == "receive":
+        return f'<circle cx="{x:.1f}" cy="{y:.1f}" r="3" fill="white" stroke="{colour}"/>'
+    radius = 6 if m.bad else 3.5
+    title = f"<title>{m.kind} {escape(m.name)} at P{m.process}</title>"
+    return f'<circle cx="{x:.1f}" cy="{y:.1f}" r="{radius}" fill="{colour}">{title}</circle>'
+
+
+def render_svg(lay: Layout, *, title: str = "") -> str:
+    """The SVG document for a laid-out diagram."""
+    width = LEFT * 2 + max(len(lay.processes) - 1, 0) * COLUMN + 60
+    bottom = TOP + lay.rows * ROW
+    height = bottom + 20 + 16 * len(lay.notes) + (20 if title else 0)
+    out = [
+        f'<svg xmlns="http://www.w3.org/2000/svg" width="{width:.0f}" height="{height:.0f}" '
+        f'viewBox="0 0 {width:.0f} {height:.0f}" font-family="sans-serif">',
+        '<rect width="100%" height="100%" fill="white"/>',
+        "<defs>",
+    ]
+    for key, colour in (
+        ("message", INK),
+        ("held", HELD),
+        ("duplicate", FAINT),
+        ("lost", FAINT),
+        ("bad", BAD),
+    ):
+        out.append(
+            f'<marker id="arrow-{key}" viewBox="0 0 10 10" refX="9" refY="5" markerWidth="7" '
+            f'markerHeight="7" orient="auto-start-reverse"><path d="M0,0 L10,5 L0,10 z" '
+            f'fill="{colour}"/></marker>'
+        )
+    out.append("</defs>")
+    for p, label in zip(lay.processes, lay.labels, strict=True):
+        x = LEFT + lay.x(p) * COLUMN
+        out.append(
+            f'<text x="{x:.1f}" y="{TOP - 22:.1f}" font-size="13" text-anchor="middle" '
+            f'font-weight="bold" fill="{INK}">{escape(label)}</text>'
+        )
+        out.append(
+            f'<line x1="{x:.1f}" y1="{TOP - 12:.1f}" x2="{x:.1f}" y2="{bottom:.1f}" '
+            f'stroke="#b0bec5" stroke-width="2"/>'
+        )
+    for a in lay.arrows:
+        out.extend(_arrow(a))
+    out.extend(_mark(m) for m in lay.marks)
+    y = bottom + 20
+    for note in lay.notes:
+        out.append(f'<text x="10" y="{y:.1f}" font-size="12" fill="{BAD}">{escape(note)}</text>')
+        y += 16
+    if title:
+        out.append(f'<text x="10" y="{y:.1f}" font-size="12" fill="{INK}">{escape(title)}</text>')
+    out.append("</svg>")
+    return "\n".join(out)

@@ -1,0 +1,195 @@
+"""RST-style causal unicast written to be read and changed: the lab's workbench.
+
+``MatrixLab`` is Raynal–Schiper–Toueg causal unicast (seed 000) with each rule
+in its own small method, and a mail room that is a plain list rescanned after
+every delivery. It trades the speed of ``mailroom.RST`` for clarity: to try a
+variant, subclass it and override one rule. The lab's variants:
+
+- ``IncrementFirst`` (seed 000's hunch, and seed 003's send rule): increment
+  SENT[i][j] *before* attaching it; the deliverable condition gains the "one
+  greater" clause SENT_m[j][i] == DELIV_i[j] + 1 for the sender j; the
+  post-delivery step 2 (SENT_i[j][i] += 1) goes away, because the merge with
+  SENT_m already brings that count in.
+- ``ColumnForDeliv`` (seed 000's question, taken literally): drop DELIV and read
+  column i of SENT_i instead. Wrong for self-sends: the sender counted its own
+  message in SENT_i[i][i] when it sent it, so the column claims a self-message
+  is delivered while it is still on its way.
+- ``ColumnForDelivSelfCounter``: the repair: column i of SENT for every other
+  process, and a single counter for self-messages delivered.
+- ``Seed003Matrix``: seed 003's protocol exactly as the lecture states it:
+  increment first, and the local matrix M plays DELIV's part (M[k][j] at j
+  takes consecutive values as messages from k are delivered). It shares
+  ``ColumnForDeliv``'s self-send corner.
+
+Lab endpoints trust their input (no RemoteError checks): they are for exploring
+rules under the harness, not for production. Duplicates are dropped by id.
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from mailroom.clocks import DelivVector, SentMatrix
+from mailroom.core.actions import Action, Deliver, Transmit
+from mailroom.core.endpoint import EndpointBase, Snapshot
+from mailroom.core.errors import RemoteError
+from mailroom.core.messages import Message, MessageId, Payload
+from mailroom.core.pending import Pending, Wait
+from mailroom.protocols.causal.unicast import RSTPacket
+
+
+class MatrixLab(EndpointBase):
+    """Seed 000's RST, one rule per method, for subclassing."""
+
+    protocol = "lab.RST"
+    #: Increment SENT[i][j] before attaching it (True) or after (False, RST).
+    increment_first: ClassVar[bool] = False
+
+    def __init__(self, pid: int, n: int) -> None:
+        super().__init__(pid, n)
+        self.sent = SentMatrix(n)
+        self.deliv = DelivVector(n)
+        self.held: list[RSTPacket] = []
+        self.seen: set[MessageId] = set()
+
+    # -- the rules ------------------------------------------------------------------
+    def delivered_from(self, k: int) -> int:
+        """How many messages from k this process counts as delivered (DELIV_i[k])."""
+        return self.deliv[k]
+
+    def deliverable(self, p: RSTPacket) -> bool:
+        """Seed 000: for all k, DELIV_i[k] >= SENT_m[k][i]."""
+        i = self.pid
+        return all(self.delivered_from(k) >= p.sent[k][i] for k in range(self.n))
+
+    def after_delivery(self, p: RSTPacket) -> None:
+        """Seed 000's three steps (step 2 skipped for self-sends, which the sender counted)."""
+        j = p.sender
+        self.deliv.increment(j)
+        if j != self.pid:
+            self.sent.increment(j, self.pid)
+        self.sent.merge(p.sent)
+
+    # -- plumbing --------------------------------------------------------------------
+    def send(self, payload: Payload, to: int) -> list[Action]:
+        self._check_dest(to)
+        self._check_payload(payload)
+        mid = self._next_id()
+        if self.increment_first:
+            self.sent.increment(self.pid, to)
+        packet = RSTPacket(self.pid, to, mid.seq, self.sent.freeze(), payload)
+        if not self.increment_first:
+            self.sent.increment(self.pid, to)
+        return [Transmit(to, packet, mid)]
+
+    def receive(self, packet: object) -> list[Action]:
+        if not isinstance(packet, RSTPacket):
+            raise RemoteError(f"expected an RSTPacket, got {type(packet).__name__}")
+        mid = MessageId(packet.sender, packet.seq)
+        if mid in self.seen:
+            self.duplicates += 1
+            return []
+        self.seen.add(mid)
+        self.held.append(packet)
+        actions: list[Action] = []
+        progress = True
+        while progress:
+            progress = False
+            for p in list(self.held):
+                if self.deliverable(p):
+                    self.held.remove(p)
+                    self.after_delivery(p)
+                    actions.append(
+                        Deliver(Message(MessageId(p.sender, p.seq), p.sender, p.payload))
+                    )
+                    progress = True
+        return actions
+
+    def buffered(self) -> int:
+        return len(self.held)
+
+    def pending(self) -> list[Pending]:
+        i = self.pid
+        out = []
+        for p in self.held:
+            waits = tuple(
+                Wait(k, self.delivered_from(k), p.sent[k][i], f"message to P{i}")
+                for k in range(self.n)
+                if self.delivered_from(k) < p.sent[k][i]
+            )
+            reason = "" if waits else "a rule this variant never satisfies"
+            out.append(
+                Pending(Message(MessageId(p.sender, p.seq), p.sender, p.payload), waits, reason)
+            )
+        return out
+
+    def snapshot(self) -> Snapshot:
+        data = self._header()
+        data["sent"] = self.sent.tolist()
+        data["deliv"] = self.deliv.tolist()
+        return data
+
+
+class IncrementFirst(MatrixLab):
+    """Seed 000's hunch: increment before sending, "one greater" clause, no step 2."""
+
+    protocol = "lab.IncrementFirst"
+    increment_first = True
+
+    def deliverable(self, p: RSTPacket) -> bool:
+        i, j = self.pid, p.sender
+        return p.sent[j][i] == self.deliv[j] + 1 and all(
+            self.deliv[k] >= p.sent[k][i] for k in range(self.n) if k != j
+        )
+
+    def after_delivery(self, p: RSTPacket) -> None:
+        self.deliv.increment(p.sender)
+        self.sent.merge(p.sent)
+
+
+class ColumnForDeliv(MatrixLab):
+    """Seed 000's question taken literally: DELIV_i is column i of SENT_i."""
+
+    protocol = "lab.ColumnForDeliv"
+
+    def delivered_from(self, k: int) -> int:
+        return self.sent[k, self.pid]
+
+
+class ColumnForDelivSelfCounter(MatrixLab):
+    """Column i of SENT_i for other processes; one counter for self-messages delivered."""
+
+    protocol = "lab.ColumnForDelivSelfCounter"
+
+    def delivered_from(self, k: int) -> int:
+        return self.deliv[k] if k == self.pid else self.sent[k, self.pid]
+
+
+class Seed003Matrix(MatrixLab):
+    """Seed 003's matrix protocol verbatim: increment M[i][j] and piggyback M; at j,
+    deliver when T[k][j] <= M[k][j] for k != i and T[i][j] == M[i][j] + 1, then
+    M = max(M, T). No DELIV vector at all."""
+
+    protocol = "lab.Seed003Matrix"
+    increment_first = True
+
+    def delivered_from(self, k: int) -> int:
+        return self.sent[k, self.pid]
+
+    def deliverable(self, p: RSTPacket) -> bool:
+        i, j = p.sender, self.pid  # the lecture's names: i sends to j
+        m, t = self.sent, p.sent
+        return t[i][j] == m[i, j] + 1 and all(t[k][j] <= m[k, j] for k in range(self.n) if k != i)
+
+    def after_delivery(self, p: RSTPacket) -> None:
+        self.deliv.increment(p.sender)  # kept only for inspection; no rule reads it
+        self.sent.merge(p.sent)
+
+
+VARIANTS: tuple[type[MatrixLab], ...] = (
+    MatrixLab,
+    IncrementFirst,
+    ColumnForDeliv,
+    ColumnForDelivSelfCounter,
+    Seed003Matrix,
+)
