@@ -163,11 +163,10 @@ def with_clocks(spark: Any, app: Any, hb: str) -> Any:
         need = app.select("run").distinct()
     else:
         need = (
-            app.groupBy("run")
-            .agg(F.sum(F.col("vc").isNull().cast("int")).alias("missing"))
-            .where("missing > 0")
-            .select("run")
+            app.where("vc IS NULL").select("run").distinct().persist()
         )
+        if need.isEmpty():  # every run carries its clocks: no Python pass at all
+            return app
     todo = app.join(need, "run", "left_semi").select(*EVENT_DDL_COLUMNS)
     computed = spark.createDataFrame(
         todo.rdd.map(lambda r: (r.run, r)).groupByKey().flatMap(_compute_run), EVENT_DDL
@@ -205,9 +204,9 @@ def _violation(
         F.col("run"),
         F.expr(f"transform({processes}, x -> CAST(x AS long))").alias("processes"),
         F.expr(
-            "array("
+            "CAST(array("
             + ", ".join(f"named_struct('origin', {o}, 'seq', {q})" for o, q in messages)
-            + ")"
+            + ") AS array<struct<origin:long,seq:long>>)"
         ).alias("messages"),
         F.expr(f"transform({positions}, x -> CAST(x AS long))").alias("positions"),
         F.expr(reason).alias("reason"),
@@ -234,14 +233,14 @@ def check_trace(
         raise ValueError(f"mode must be one of {list(MODES)}, got {mode!r}")
     if hb not in HB_MODES:
         raise ValueError(f"hb must be one of {list(HB_MODES)}, got {hb!r}")
-    ev = loaded.events
+    ev = loaded.events.persist()
     app = ev.where("kind IN ('send', 'deliver')")
     needs_clocks = {"causal", "clock"} & set(properties)
     if needs_clocks:
         app = with_clocks(spark, app, hb)
     # previous clock at the same process
     w_proc = Window.partitionBy("run", "process").orderBy("seq")
-    app = app.withColumn("pred", F.lag("vc").over(w_proc))
+    app = app.withColumn("pred", F.lag("vc").over(w_proc)).persist()
     sends_all = ev.where("kind = 'send'")
     w_send = Window.partitionBy("run", "mo", "ms").orderBy(F.col("seq").desc())
     sends = (
