@@ -28,7 +28,7 @@ import pyarrow.parquet as pq
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
-from mailroom.trace.parquet import parquet_schema  # noqa: E402
+from mailroom.trace.parquet import parquet_schema
 
 
 class Writer:

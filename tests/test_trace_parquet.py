@@ -14,7 +14,7 @@ from mailroom.trace.events import Event, TraceError
 
 pytest.importorskip("pyarrow")
 
-from mailroom.trace.parquet import event_row, read_parquet, write_parquet  # noqa: E402
+from mailroom.trace.parquet import event_row, read_parquet, write_parquet
 
 
 def test_round_trip(tmp_path: Path) -> None:
@@ -25,7 +25,9 @@ def test_round_trip(tmp_path: Path) -> None:
     assert write_parquet(sim.trace, path, batch=7) == len(sim.trace)
     back = read_parquet(path)
     assert back == sim.trace
-    assert [(e.vc, e.time, e.payload) for e in back] == [(e.vc, e.time, e.payload) for e in sim.trace]
+    assert [(e.vc, e.time, e.payload) for e in back] == [
+        (e.vc, e.time, e.payload) for e in sim.trace
+    ]
 
 
 def test_empty_and_bad(tmp_path: Path) -> None:

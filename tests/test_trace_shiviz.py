@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 
 from mailroom.core.messages import MessageId
+from mailroom.protocols import Unordered
 from mailroom.sim.simulation import NetworkModel, Simulation
 from mailroom.sim.workload import random_workload
-from mailroom.protocols import Unordered
 from mailroom.trace.checkers import check
 from mailroom.trace.events import Event, TraceError
 from mailroom.trace.shiviz import (
@@ -99,8 +99,9 @@ def test_bad_records_and_bad_parsers() -> None:
 
 
 def _unordered_trace() -> list[Event]:
-    sim = Simulation([Unordered(p, 3) for p in range(3)], NetworkModel(delay=(1, 10)), seed=3,
-                     run="u")
+    sim = Simulation(
+        [Unordered(p, 3) for p in range(3)], NetworkModel(delay=(1, 10)), seed=3, run="u"
+    )
     random_workload(sim, 20, mode="broadcast", seed=3)
     sim.run()
     return sim.trace

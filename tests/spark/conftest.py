@@ -10,7 +10,7 @@ import pytest
 
 pytest.importorskip("pyspark")
 
-from mailroom.spark import get_session  # noqa: E402
+from mailroom.spark import get_session
 
 
 @pytest.fixture(scope="session")

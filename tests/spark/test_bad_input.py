@@ -25,7 +25,12 @@ GOOD = [
 
 def _keys(rows: list[Any]) -> set[tuple[str, str, tuple[int, ...], tuple[MessageId, ...]]]:
     return {
-        (r.property, r.run, tuple(r.processes), tuple(MessageId(m.origin, m.seq) for m in r.messages))
+        (
+            r.property,
+            r.run,
+            tuple(r.processes),
+            tuple(MessageId(m.origin, m.seq) for m in r.messages),
+        )
         for r in rows
     }
 
@@ -35,19 +40,43 @@ def test_jsonl_bad_rows_are_reported_and_the_rest_checked(spark: Any, tmp_path: 
     write_jsonl(GOOD, path)
     bad = [
         {"run": "r", "process": 1, "seq": 3, "kind": "deliver", "sender": 0, "dest": [1]},
-        {"run": "r", "process": 1, "seq": 4, "kind": "teleport", "message": [0, 1],
-         "sender": 0, "dest": [1]},
-        {"run": "r", "process": 1, "seq": 5, "kind": "deliver", "message": [0, 9],
-         "sender": 0, "dest": [1], "vc": {"0": 2, "1": 3}},
-        {"run": "r", "process": 1, "seq": 6, "kind": "deliver", "message": [0, 1],
-         "sender": 0, "dest": [1], "vc": {"x": -1}},
+        {
+            "run": "r",
+            "process": 1,
+            "seq": 4,
+            "kind": "teleport",
+            "message": [0, 1],
+            "sender": 0,
+            "dest": [1],
+        },
+        {
+            "run": "r",
+            "process": 1,
+            "seq": 5,
+            "kind": "deliver",
+            "message": [0, 9],
+            "sender": 0,
+            "dest": [1],
+            "vc": {"0": 2, "1": 3},
+        },
+        {
+            "run": "r",
+            "process": 1,
+            "seq": 6,
+            "kind": "deliver",
+            "message": [0, 1],
+            "sender": 0,
+            "dest": [1],
+            "vc": {"x": -1},
+        },
     ]
     with open(path, "a") as out:
         for row in bad:
             out.write(json.dumps(row) + "\n")
         out.write("{not json\n")
-    report = check_trace(spark, load_trace(spark, [str(path)], "jsonl"), (*PROPERTIES, "clock"),
-                         mode="full")
+    report = check_trace(
+        spark, load_trace(spark, [str(path)], "jsonl"), (*PROPERTIES, "clock"), mode="full"
+    )
     reasons = sorted(r.reason for r in report.invalid.collect())
     assert reasons == sorted(
         [
@@ -67,7 +96,9 @@ def test_jsonl_bad_rows_are_reported_and_the_rest_checked(spark: Any, tmp_path: 
         Event("r", 1, 6, "deliver", MessageId(0, 1), 0, (1,)),
     ]
     ref = check(usable)
-    want = {(v.property, v.run, v.processes, v.messages) for p in PROPERTIES for v in ref.violations[p]}
+    want = {
+        (v.property, v.run, v.processes, v.messages) for p in PROPERTIES for v in ref.violations[p]
+    }
     got = _keys(report.violations.collect())
     assert {k for k in got if k[0] != "clock"} == want
     assert ("fifo", "r", (1,), (MessageId(0, 1), MessageId(0, 2))) in want
@@ -79,7 +110,7 @@ def test_jsonl_bad_rows_are_reported_and_the_rest_checked(spark: Any, tmp_path: 
 
 def test_parquet_bad_rows_and_a_wrong_clock(spark: Any, tmp_path: Path) -> None:
     pa = pytest.importorskip("pyarrow")
-    from mailroom.trace.parquet import event_row, parquet_schema
+    from mailroom.trace.parquet import event_row
 
     rows = [event_row(e) for e in GOOD]
     rows[3]["vc"] = [(0, 2), (1, 5)]  # P1's own entry jumps from 1 to 5
@@ -89,8 +120,9 @@ def test_parquet_bad_rows_and_a_wrong_clock(spark: Any, tmp_path: Path) -> None:
     path = tmp_path / "bad.parquet"
     write_parquet(rows, path)
     assert pa.parquet.read_table(str(path)).num_rows == 7
-    report = check_trace(spark, load_trace(spark, [str(path)], "parquet"), (*PROPERTIES, "clock"),
-                         mode="full")
+    report = check_trace(
+        spark, load_trace(spark, [str(path)], "parquet"), (*PROPERTIES, "clock"), mode="full"
+    )
     reasons = sorted(r.reason for r in report.invalid.collect())
     assert reasons == [
         "malformed clock: field 'vc' must map pids to non-negative counters",

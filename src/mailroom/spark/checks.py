@@ -155,16 +155,13 @@ def _compute_run(item: tuple[str, Iterable[Any]]) -> Iterator[tuple[Any, ...]]:
 
 def with_clocks(spark: Any, app: Any, hb: str) -> Any:
     """Send and deliver events with ``vc`` given or computed per run (see header)."""
-    from pyspark.sql import functions as F
 
     if hb == "given":
         return app
     if hb == "compute":
         need = app.select("run").distinct()
     else:
-        need = (
-            app.where("vc IS NULL").select("run").distinct().persist()
-        )
+        need = app.where("vc IS NULL").select("run").distinct().persist()
         if need.isEmpty():  # every run carries its clocks: no Python pass at all
             return app
     todo = app.join(need, "run", "left_semi").select(*EVENT_DDL_COLUMNS)
@@ -246,12 +243,22 @@ def check_trace(
     sends = (
         sends_all.withColumn("_rn", F.row_number().over(w_send))
         .where("_rn = 1")
-        .select("run", "mo", "ms", F.col("dest").alias("sdest"), F.col("seq").alias("sseq"),
-                F.col("time").alias("stime"), F.col("process").alias("sproc"))
+        .select(
+            "run",
+            "mo",
+            "ms",
+            F.col("dest").alias("sdest"),
+            F.col("seq").alias("sseq"),
+            F.col("time").alias("stime"),
+            F.col("process").alias("sproc"),
+        )
     )
-    send_vc = app.where("kind = 'send'").withColumn(
-        "_rn", F.row_number().over(w_send)
-    ).where("_rn = 1").select("run", "mo", "ms", F.col("vc").alias("sc"))
+    send_vc = (
+        app.where("kind = 'send'")
+        .withColumn("_rn", F.row_number().over(w_send))
+        .where("_rn = 1")
+        .select("run", "mo", "ms", F.col("vc").alias("sc"))
+    )
     deliveries = ev.where("kind = 'deliver'")
     w_dm = Window.partitionBy("run", "process", "mo", "ms").orderBy("seq")
     parts: list[Any] = []
@@ -271,18 +278,19 @@ def check_trace(
         )
         bad = d.withColumn("reason", F.expr(reason)).where("reason IS NOT NULL")
         parts.append(
-            _violation(bad, "integrity", "array(process)", [("mo", "ms")], "array(seq)",
-                       "reason")
+            _violation(bad, "integrity", "array(process)", [("mo", "ms")], "array(seq)", "reason")
         )
 
     first = deliveries.withColumn("_rn", F.row_number().over(w_dm)).where("_rn = 1").drop("_rn")
 
     if "fifo" in properties:
         if mode == "full":
-            a = first.select("run", "process", "mo", F.col("ms").alias("ms2"),
-                             F.col("seq").alias("pos2"))
-            b = first.select("run", "process", "mo", F.col("ms").alias("ms1"),
-                             F.col("seq").alias("pos1"))
+            a = first.select(
+                "run", "process", "mo", F.col("ms").alias("ms2"), F.col("seq").alias("pos2")
+            )
+            b = first.select(
+                "run", "process", "mo", F.col("ms").alias("ms1"), F.col("seq").alias("pos1")
+            )
             pairs = a.join(b, ["run", "process", "mo"]).where("pos2 < pos1 AND ms1 < ms2")
         else:
             w = (
@@ -293,13 +301,22 @@ def check_trace(
             pairs = (
                 first.withColumn("_best", F.max(F.struct("ms", "seq")).over(w))
                 .where("_best.ms > ms")
-                .select("run", "process", "mo", F.col("ms").alias("ms1"),
-                        F.col("seq").alias("pos1"), F.col("_best.ms").alias("ms2"),
-                        F.col("_best.seq").alias("pos2"))
+                .select(
+                    "run",
+                    "process",
+                    "mo",
+                    F.col("ms").alias("ms1"),
+                    F.col("seq").alias("pos1"),
+                    F.col("_best.ms").alias("ms2"),
+                    F.col("_best.seq").alias("pos2"),
+                )
             )
         parts.append(
             _violation(
-                pairs, "fifo", "array(process)", [("mo", "ms1"), ("mo", "ms2")],
+                pairs,
+                "fifo",
+                "array(process)",
+                [("mo", "ms1"), ("mo", "ms2")],
                 "array(pos1, pos2)",
                 f"format_string('P%d delivered %s before %s, sent before it', process, "
                 f"{_m('mo', 'ms2')}, {_m('mo', 'ms1')})",
@@ -312,11 +329,23 @@ def check_trace(
             .join(send_vc, ["run", "mo", "ms"])
             .where("sc IS NOT NULL")
         )
-        a = dc.select("run", "process", F.col("seq").alias("pos2"), F.col("mo").alias("mo2"),
-                      F.col("ms").alias("ms2"), F.col("sc").alias("sc2"))
+        a = dc.select(
+            "run",
+            "process",
+            F.col("seq").alias("pos2"),
+            F.col("mo").alias("mo2"),
+            F.col("ms").alias("ms2"),
+            F.col("sc").alias("sc2"),
+        )
         if mode == "full":
-            b = dc.select("run", "process", F.col("seq").alias("pos1"), F.col("mo").alias("mo1"),
-                          F.col("ms").alias("ms1"), F.col("sc").alias("sc1"))
+            b = dc.select(
+                "run",
+                "process",
+                F.col("seq").alias("pos1"),
+                F.col("mo").alias("mo1"),
+                F.col("ms").alias("ms1"),
+                F.col("sc").alias("sc1"),
+            )
             pairs = a.join(b, ["run", "process"]).where(
                 "pos2 < pos1 AND forall(map_keys(sc1), k -> sc1[k] <= "
                 "coalesce(try_element_at(sc2, k), 0)) AND exists(map_keys(sc2), k -> "
@@ -337,8 +366,14 @@ def check_trace(
                     "c1 IS NOT NULL AND CASE WHEN mo = process THEN coalesce(_self, 0) >= c1 "
                     "ELSE coalesce(try_element_at(pred, mo), 0) >= c1 END"
                 )
-                .select("run", "process", F.col("seq").alias("pos1"), F.col("mo").alias("mo1"),
-                        F.col("ms").alias("ms1"), "c1")
+                .select(
+                    "run",
+                    "process",
+                    F.col("seq").alias("pos1"),
+                    F.col("mo").alias("mo1"),
+                    F.col("ms").alias("ms1"),
+                    "c1",
+                )
             )
             pairs = (
                 cand.join(a, ["run", "process"])
@@ -349,7 +384,10 @@ def check_trace(
             )
         parts.append(
             _violation(
-                pairs, "causal", "array(process)", [("mo1", "ms1"), ("mo2", "ms2")],
+                pairs,
+                "causal",
+                "array(process)",
+                [("mo1", "ms1"), ("mo2", "ms2")],
                 "array(pos1, pos2)",
                 f"format_string('P%d delivered %s before %s, whose send happened before it', "
                 f"process, {_m('mo2', 'ms2')}, {_m('mo1', 'ms1')})",
@@ -361,10 +399,24 @@ def check_trace(
         fq = first.select("run", "mo", "ms", F.col("process").alias("q"), F.col("seq").alias("qp"))
         both = fp.join(fq, ["run", "mo", "ms"]).where("p < q")
         if mode == "full":
-            x = both.select("run", "p", "q", F.col("mo").alias("mo1"), F.col("ms").alias("ms1"),
-                            F.col("pp").alias("pp1"), F.col("qp").alias("qp1"))
-            y = both.select("run", "p", "q", F.col("mo").alias("mo2"), F.col("ms").alias("ms2"),
-                            F.col("pp").alias("pp2"), F.col("qp").alias("qp2"))
+            x = both.select(
+                "run",
+                "p",
+                "q",
+                F.col("mo").alias("mo1"),
+                F.col("ms").alias("ms1"),
+                F.col("pp").alias("pp1"),
+                F.col("qp").alias("qp1"),
+            )
+            y = both.select(
+                "run",
+                "p",
+                "q",
+                F.col("mo").alias("mo2"),
+                F.col("ms").alias("ms2"),
+                F.col("pp").alias("pp2"),
+                F.col("qp").alias("qp2"),
+            )
             pairs = x.join(y, ["run", "p", "q"]).where("pp1 < pp2 AND qp2 < qp1")
         else:
             w = (
@@ -375,15 +427,26 @@ def check_trace(
             pairs = (
                 both.withColumn("_best", F.max(F.struct("qp", "pp", "mo", "ms")).over(w))
                 .where("_best.qp > qp")
-                .select("run", "p", "q", F.col("_best.mo").alias("mo1"),
-                        F.col("_best.ms").alias("ms1"), F.col("_best.pp").alias("pp1"),
-                        F.col("_best.qp").alias("qp1"), F.col("mo").alias("mo2"),
-                        F.col("ms").alias("ms2"), F.col("pp").alias("pp2"),
-                        F.col("qp").alias("qp2"))
+                .select(
+                    "run",
+                    "p",
+                    "q",
+                    F.col("_best.mo").alias("mo1"),
+                    F.col("_best.ms").alias("ms1"),
+                    F.col("_best.pp").alias("pp1"),
+                    F.col("_best.qp").alias("qp1"),
+                    F.col("mo").alias("mo2"),
+                    F.col("ms").alias("ms2"),
+                    F.col("pp").alias("pp2"),
+                    F.col("qp").alias("qp2"),
+                )
             )
         parts.append(
             _violation(
-                pairs, "total", "array(p, q)", [("mo1", "ms1"), ("mo2", "ms2")],
+                pairs,
+                "total",
+                "array(p, q)",
+                [("mo1", "ms1"), ("mo2", "ms2")],
                 "array(pp1, pp2, qp1, qp2)",
                 f"format_string('P%d delivered %s before %s, P%d the other way round', p, "
                 f"{_m('mo1', 'ms1')}, {_m('mo2', 'ms2')}, q)",
@@ -400,8 +463,14 @@ def check_trace(
         got = deliveries.select("run", F.col("process").alias("q"), "mo", "ms")
         missing = owed.join(got, ["run", "q", "mo", "ms"], "left_anti")
         parts.append(
-            _violation(missing, "liveness", "array(q)", [("mo", "ms")], "array(sseq)",
-                       f"format_string('P%d never delivered %s', q, {_m('mo', 'ms')})")
+            _violation(
+                missing,
+                "liveness",
+                "array(q)",
+                [("mo", "ms")],
+                "array(sseq)",
+                f"format_string('P%d never delivered %s', q, {_m('mo', 'ms')})",
+            )
         )
 
     if "clock" in properties:
@@ -432,7 +501,11 @@ def check_trace(
         )
         parts.append(
             _violation(
-                bad, "clock", "array(process)", [("mo", "ms")], "array(seq)",
+                bad,
+                "clock",
+                "array(process)",
+                [("mo", "ms")],
+                "array(seq)",
                 "format_string('P%d event %d (%s %s): clock %s, expected %s', process, seq, kind, "
                 f"{_m('mo', 'ms')}, to_json(vc), to_json(_exp))",
             )

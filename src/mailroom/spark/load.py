@@ -59,9 +59,7 @@ def event_tuple(e: Event) -> tuple[Any, ...]:
 def events_frame(spark: Any, events: Iterable[Event]) -> Loaded:
     """Events already in memory (tests, small traces) as a ``Loaded`` with no invalid rows."""
     rows = [event_tuple(e) for e in events]
-    return Loaded(
-        spark.createDataFrame(rows, EVENT_DDL), spark.createDataFrame([], INVALID_DDL)
-    )
+    return Loaded(spark.createDataFrame(rows, EVENT_DDL), spark.createDataFrame([], INVALID_DDL))
 
 
 def _parse_line(item: tuple[tuple[str, str], int]) -> Iterator[tuple[str, tuple[Any, ...]]]:
@@ -101,11 +99,12 @@ def read_jsonl_frame(spark: Any, paths: Sequence[str]) -> Loaded:
     """JSON Lines files as Spark tables (parsed on the executors)."""
     sc = spark.sparkContext
     parts = [
-        sc.textFile(str(p)).map(lambda line, src=str(p): (src, line)).zipWithIndex()
-        for p in paths
+        sc.textFile(str(p)).map(lambda line, src=str(p): (src, line)).zipWithIndex() for p in paths
     ]
     parsed = sc.union(parts).flatMap(_parse_line).cache()
-    events = spark.createDataFrame(parsed.filter(lambda x: x[0] == "ok").map(lambda x: x[1]), EVENT_DDL)
+    events = spark.createDataFrame(
+        parsed.filter(lambda x: x[0] == "ok").map(lambda x: x[1]), EVENT_DDL
+    )
     invalid = spark.createDataFrame(
         parsed.filter(lambda x: x[0] == "bad").map(lambda x: x[1]), INVALID_DDL
     )
@@ -172,9 +171,7 @@ def read_parquet_frame(spark: Any, paths: Sequence[str]) -> Loaded:
         "run",
         "process",
         "seq",
-        F.lit("malformed clock: field 'vc' must map pids to non-negative counters").alias(
-            "reason"
-        ),
+        F.lit("malformed clock: field 'vc' must map pids to non-negative counters").alias("reason"),
     )
     events = tagged.where("_reason IS NULL").select(
         "run",

@@ -131,8 +131,9 @@ def check_shiviz(
     if send_regex and deliver_regex:
         events, _ = to_events(log, send_regex, deliver_regex)
         if events:
-            causal = check_trace(spark, events_frame(spark, events), ("causal",), mode="full",
-                                 hb="given")
+            causal = check_trace(
+                spark, events_frame(spark, events), ("causal",), mode="full", hb="given"
+            )
             violations = violations.unionByName(causal.violations)
         checked = ("clock", "causal")
     invalid = spark.createDataFrame(
