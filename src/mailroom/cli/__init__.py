@@ -6,9 +6,10 @@ import argparse
 import sys
 from collections.abc import Sequence
 
+from mailroom.cli.check import add_check_parser, run_check
 from mailroom.cli.demo import RUNS, run_demo
 from mailroom.cli.demo_total import TOTAL_RUNS, run_total_demo
-from mailroom.cli.simulate import PROTOCOLS, run_check, run_simulate
+from mailroom.cli.simulate import PROTOCOLS, run_simulate
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -42,13 +43,7 @@ def build_parser() -> argparse.ArgumentParser:
     sim.add_argument("--duplicate", type=float, default=0.0, help="duplication probability")
     sim.add_argument("--trace", help="write the trace as JSON Lines to this file")
 
-    chk = sub.add_parser("check", help="check JSON Lines traces with the reference checkers")
-    chk.add_argument("traces", nargs="+", help="trace files (JSON Lines)")
-    chk.add_argument(
-        "--properties",
-        default="integrity,fifo,causal,total,liveness",
-        help="comma-separated properties to check",
-    )
+    add_check_parser(sub)
     return parser
 
 

@@ -1,4 +1,4 @@
-"""``mailroom simulate`` and ``mailroom check`` (reference checkers on JSON Lines)."""
+"""``mailroom simulate``: a random workload in the simulator, checked by the reference checkers."""
 
 from __future__ import annotations
 
@@ -10,8 +10,7 @@ from mailroom.protocols import CBCAST, RST, Fifo, LamportTotalOrder, Sequencer, 
 from mailroom.sim.simulation import NetworkModel, Simulation
 from mailroom.sim.workload import random_workload
 from mailroom.trace.checkers import PROPERTIES, check
-from mailroom.trace.events import TraceError
-from mailroom.trace.jsonl import read_jsonl, write_jsonl
+from mailroom.trace.jsonl import write_jsonl
 
 #: name -> (factory, workload mode, properties the protocol promises)
 PROTOCOLS: dict[str, tuple[Callable[[int, int], Endpoint], str, tuple[str, ...]]] = {
@@ -55,22 +54,3 @@ def run_simulate(args: argparse.Namespace, parser: argparse.ArgumentParser) -> i
         print(f"\ntrace written to {args.trace}")
     broken = [p for p in promised if report.count(p)]
     return 1 if broken else 0
-
-
-def run_check(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
-    props = [p.strip() for p in args.properties.split(",") if p.strip()]
-    unknown = [p for p in props if p not in PROPERTIES]
-    if unknown:
-        parser.exit(2, f"mailroom check: unknown properties {unknown}\n")
-    events = []
-    for path in args.traces:
-        try:
-            events += read_jsonl(path)
-        except OSError as exc:
-            parser.exit(2, f"mailroom check: cannot read {path}: {exc.strerror}\n")
-        except TraceError as exc:
-            parser.exit(2, f"mailroom check: {exc}\n")
-    report = check(events, props)
-    print(f"checked {len(events)} events")
-    print(report.summary())
-    return 0 if report.ok else 1

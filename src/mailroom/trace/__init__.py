@@ -1,4 +1,5 @@
-"""Traces: the event schema, JSON Lines reading and writing, and the reference checkers."""
+"""Traces: the event schema, JSON Lines, Parquet and ShiViz reading and writing, and the
+reference checkers."""
 
 from mailroom.trace.checkers import (
     CHECKERS,
@@ -16,6 +17,15 @@ from mailroom.trace.checkers import (
 )
 from mailroom.trace.events import KINDS, Event, TraceError
 from mailroom.trace.jsonl import read_jsonl, write_jsonl
+from mailroom.trace.parquet import read_parquet, write_parquet
+from mailroom.trace.shiviz import (
+    ShivizEvent,
+    ShivizLog,
+    neighbourhood,
+    parse_shiviz,
+    read_shiviz,
+    write_shiviz,
+)
 
 __all__ = [
     "CHECKERS",
@@ -23,6 +33,8 @@ __all__ = [
     "PROPERTIES",
     "Event",
     "Report",
+    "ShivizEvent",
+    "ShivizLog",
     "TraceError",
     "Violation",
     "check",
@@ -32,7 +44,13 @@ __all__ = [
     "check_liveness",
     "check_total",
     "happened_before",
+    "neighbourhood",
+    "parse_shiviz",
     "read_jsonl",
+    "read_parquet",
+    "read_shiviz",
     "send_clocks",
     "write_jsonl",
+    "write_parquet",
+    "write_shiviz",
 ]

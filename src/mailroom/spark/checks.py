@@ -1,0 +1,540 @@
+"""The properties of DESIGN.md checked on Spark, row for row like the reference checkers.
+
+Rules, in words (``mailroom.trace.checkers`` is the oracle; its header defines the
+canonical violation sets, and ``mode="full"`` reproduces them exactly):
+
+- Only send and deliver events take part in happens-before; receives are ignored.
+  A delivery's position is its ``seq``; FIFO, causal and total order look at each
+  process's *first* delivery of each message.
+- Happens-before (``hb``): a run whose send and deliver events all carry ``vc``
+  uses those clocks ("given"); any other run gets clocks computed by one
+  sequential pass per run on an executor ("compute": the reference algorithm, a
+  process ticks its own entry at each send and delivery, and a delivery first
+  merges its send's clock). Clocks stay sparse maps.
+- Clock validation (property ``clock``): each send or delivery's ``vc`` must be
+  its process's previous clock with its own entry plus one, merged (entrywise
+  max) with its message's send clock for a delivery. One pass: a window lag per
+  process and one join with the sends.
+- integrity: per delivery, never sent / not a destination / delivered again.
+- fifo: (q, m1, m2), same origin, m1 sent first, q delivers m2 first.
+- causal: (q, m1, m2) with send(m1) -> send(m2), q delivers m2 first.
+- total: (p, q, m1, m2), p < q, p delivers m1 before m2, q the other way round.
+- liveness: (q, m), q a destination of m that never delivered it; with an
+  ``in_flight`` cut-off, messages sent less than that long before the run's
+  last event are still in flight and not reported.
+- ``mode="full"`` reports every pair, as the reference does (pairwise joins:
+  fine for simulator-sized runs). ``mode="summary"`` scales: one row per
+  violating later delivery (fifo, causal) or per violating (p, q, m2) (total),
+  each with one witness pair that is in the full set; the set of violating
+  deliveries is the same as the full set's. Causal summary uses the clock
+  trick (send(m1) -> e iff sc(m1)[origin] <= vc(e)[origin]), so it assumes
+  the clocks passed validation.
+- Deliveries of messages that were never sent are also rows of ``invalid``.
+Nothing is collected to the driver except the per-property counts.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import attrs
+
+from mailroom.spark.load import EVENT_DDL, INVALID_DDL, Loaded
+from mailroom.trace.checkers import PROPERTIES
+
+#: The five reference properties plus clock validation.
+SPARK_PROPERTIES = (*PROPERTIES, "clock")
+MODES = ("summary", "full")
+HB_MODES = ("auto", "given", "compute")
+
+VIOLATION_DDL = (
+    "property string, run string, processes array<long>, "
+    "messages array<struct<origin:long,seq:long>>, positions array<long>, reason string"
+)
+
+_MSG = "format_string('P%d#%d', {0}, {1})"
+
+
+def _m(o: str, s: str) -> str:
+    return _MSG.format(o, s)
+
+
+@attrs.frozen
+class SparkReport:
+    """Violation rows (``VIOLATION_DDL``), invalid rows and counts per checked property."""
+
+    checked: tuple[str, ...]
+    violations: Any
+    invalid: Any
+    counts: dict[str, int]
+    invalid_count: int
+    mode: str
+
+    @property
+    def ok(self) -> bool:
+        return not any(self.counts.values())
+
+    def first(self, prop: str, k: int = 3) -> list[Any]:
+        """The first ``k`` violations of ``prop`` (by run and positions)."""
+        return list(
+            self.violations.where(f"property = '{prop}'")
+            .orderBy("run", "positions", "processes")
+            .limit(k)
+            .collect()
+        )
+
+    def summary(self, k: int = 3) -> str:
+        lines = []
+        for prop in self.checked:
+            n = self.counts.get(prop, 0)
+            lines.append(f"{prop:10s} {'ok' if not n else f'{n} violation(s)'}")
+            if n:
+                lines.extend(f"    run {r.run}: {r.reason}" for r in self.first(prop, k))
+        lines.append(f"{'invalid':10s} {self.invalid_count} row(s)")
+        if self.invalid_count:
+            for r in self.invalid.orderBy("source", "line").limit(k).collect():
+                where = f"{r.source}:{r.line}" if r.line is not None else f"run {r.run}"
+                lines.append(f"    {where}: {r.reason}")
+        return "\n".join(lines)
+
+    def write(self, out: str | Path) -> None:
+        """Write ``violations/`` and ``invalid/`` (Parquet) and ``summary.json`` to ``out``."""
+        out = Path(out)
+        out.mkdir(parents=True, exist_ok=True)
+        self.violations.write.mode("overwrite").parquet(str(out / "violations"))
+        self.invalid.write.mode("overwrite").parquet(str(out / "invalid"))
+        summary = {
+            "checked": list(self.checked),
+            "mode": self.mode,
+            "violations": self.counts,
+            "invalid": self.invalid_count,
+        }
+        (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
+        (out / "summary.txt").write_text(self.summary() + "\n")
+
+
+def _compute_run(item: tuple[str, Iterable[Any]]) -> Iterator[tuple[Any, ...]]:
+    """The reference clock algorithm over one run's send and deliver events."""
+    run, rows = item
+    hist: dict[int, list[Any]] = {}
+    for r in rows:
+        hist.setdefault(r.process, []).append(r)
+    for h in hist.values():
+        h.sort(key=lambda r: r.seq)
+    sent = {(r.mo, r.ms) for h in hist.values() for r in h if r.kind == "send"}
+    clocks: dict[tuple[int, int], dict[int, int]] = {}
+    now: dict[int, dict[int, int]] = {p: {} for p in hist}
+    cursor = dict.fromkeys(hist, 0)
+    progress = True
+    while progress:
+        progress = False
+        for p, h in hist.items():
+            while cursor[p] < len(h):
+                r = h[cursor[p]]
+                vc = now[p]
+                m = (r.mo, r.ms)
+                if r.kind == "deliver" and m in sent:
+                    if m not in clocks:
+                        break
+                    for k, v in clocks[m].items():
+                        if v > vc.get(k, 0):
+                            vc[k] = v
+                vc[p] = vc.get(p, 0) + 1
+                if r.kind == "send":
+                    clocks[m] = dict(vc)
+                yield (run, *r[1:8], dict(vc), r.time)
+                cursor[p] += 1
+                progress = True
+    for p, h in hist.items():  # stuck behind a send that never gets a clock
+        for r in h[cursor[p] :]:
+            yield (run, *r[1:8], None, r.time)
+
+
+def with_clocks(spark: Any, app: Any, hb: str) -> Any:
+    """Send and deliver events with ``vc`` given or computed per run (see header)."""
+
+    if hb == "given":
+        return app
+    if hb == "compute":
+        need = app.select("run").distinct()
+    else:
+        need = app.where("vc IS NULL").select("run").distinct().persist()
+        if need.isEmpty():  # every run carries its clocks: no Python pass at all
+            return app
+    todo = app.join(need, "run", "left_semi").select(*EVENT_DDL_COLUMNS)
+    computed = spark.createDataFrame(
+        todo.rdd.map(lambda r: (r.run, r)).groupByKey().flatMap(_compute_run), EVENT_DDL
+    )
+    kept = app.join(need, "run", "left_anti").select(*EVENT_DDL_COLUMNS)
+    return kept.unionByName(computed)
+
+
+EVENT_DDL_COLUMNS = [
+    "run",
+    "process",
+    "seq",
+    "kind",
+    "mo",
+    "ms",
+    "sender",
+    "dest",
+    "vc",
+    "time",
+]
+
+
+def _violation(
+    df: Any,
+    prop: str,
+    processes: str,
+    messages: Sequence[tuple[str, str]],
+    positions: str,
+    reason: str,
+) -> Any:
+    from pyspark.sql import functions as F
+
+    return df.select(
+        F.lit(prop).alias("property"),
+        F.col("run"),
+        F.expr(f"transform({processes}, x -> CAST(x AS long))").alias("processes"),
+        F.expr(
+            "CAST(array("
+            + ", ".join(f"named_struct('origin', {o}, 'seq', {q})" for o, q in messages)
+            + ") AS array<struct<origin:long,seq:long>>)"
+        ).alias("messages"),
+        F.expr(f"transform({positions}, x -> CAST(x AS long))").alias("positions"),
+        F.expr(reason).alias("reason"),
+    )
+
+
+def check_trace(
+    spark: Any,
+    loaded: Loaded,
+    properties: Sequence[str] = PROPERTIES,
+    *,
+    mode: str = "summary",
+    hb: str = "auto",
+    in_flight: float | None = None,
+) -> SparkReport:
+    """Check ``properties`` (of ``SPARK_PROPERTIES``) on every run of ``loaded``."""
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F
+
+    unknown = [p for p in properties if p not in SPARK_PROPERTIES]
+    if unknown:
+        raise ValueError(f"unknown properties {unknown}; choose from {list(SPARK_PROPERTIES)}")
+    if mode not in MODES:
+        raise ValueError(f"mode must be one of {list(MODES)}, got {mode!r}")
+    if hb not in HB_MODES:
+        raise ValueError(f"hb must be one of {list(HB_MODES)}, got {hb!r}")
+    ev = loaded.events.persist()
+    app = ev.where("kind IN ('send', 'deliver')")
+    needs_clocks = {"causal", "clock"} & set(properties)
+    if needs_clocks:
+        app = with_clocks(spark, app, hb)
+    # previous clock at the same process
+    w_proc = Window.partitionBy("run", "process").orderBy("seq")
+    app = app.withColumn("pred", F.lag("vc").over(w_proc)).persist()
+    sends_all = ev.where("kind = 'send'")
+    w_send = Window.partitionBy("run", "mo", "ms").orderBy(F.col("seq").desc())
+    sends = (
+        sends_all.withColumn("_rn", F.row_number().over(w_send))
+        .where("_rn = 1")
+        .select(
+            "run",
+            "mo",
+            "ms",
+            F.col("dest").alias("sdest"),
+            F.col("seq").alias("sseq"),
+            F.col("time").alias("stime"),
+            F.col("process").alias("sproc"),
+        )
+    )
+    send_vc = (
+        app.where("kind = 'send'")
+        .withColumn("_rn", F.row_number().over(w_send))
+        .where("_rn = 1")
+        .select("run", "mo", "ms", F.col("vc").alias("sc"))
+    )
+    deliveries = ev.where("kind = 'deliver'")
+    w_dm = Window.partitionBy("run", "process", "mo", "ms").orderBy("seq")
+    parts: list[Any] = []
+
+    if "integrity" in properties:
+        d = deliveries.withColumn("_rn", F.row_number().over(w_dm)).join(
+            sends, ["run", "mo", "ms"], "left"
+        )
+        reason = (
+            "CASE WHEN sdest IS NULL THEN format_string('P%d delivered %s, which was never sent',"
+            f" process, {_m('mo', 'ms')})"
+            " WHEN NOT array_contains(sdest, process) THEN format_string("
+            f"'P%d delivered %s, which was sent only to %s', process, {_m('mo', 'ms')},"
+            " concat('[', array_join(sdest, ', '), ']'))"
+            " WHEN _rn > 1 THEN format_string('P%d delivered %s more than once', process, "
+            f"{_m('mo', 'ms')}) END"
+        )
+        bad = d.withColumn("reason", F.expr(reason)).where("reason IS NOT NULL")
+        parts.append(
+            _violation(bad, "integrity", "array(process)", [("mo", "ms")], "array(seq)", "reason")
+        )
+
+    first = deliveries.withColumn("_rn", F.row_number().over(w_dm)).where("_rn = 1").drop("_rn")
+
+    if "fifo" in properties:
+        if mode == "full":
+            a = first.select(
+                "run", "process", "mo", F.col("ms").alias("ms2"), F.col("seq").alias("pos2")
+            )
+            b = first.select(
+                "run", "process", "mo", F.col("ms").alias("ms1"), F.col("seq").alias("pos1")
+            )
+            pairs = a.join(b, ["run", "process", "mo"]).where("pos2 < pos1 AND ms1 < ms2")
+        else:
+            w = (
+                Window.partitionBy("run", "process", "mo")
+                .orderBy("seq")
+                .rowsBetween(Window.unboundedPreceding, -1)
+            )
+            pairs = (
+                first.withColumn("_best", F.max(F.struct("ms", "seq")).over(w))
+                .where("_best.ms > ms")
+                .select(
+                    "run",
+                    "process",
+                    "mo",
+                    F.col("ms").alias("ms1"),
+                    F.col("seq").alias("pos1"),
+                    F.col("_best.ms").alias("ms2"),
+                    F.col("_best.seq").alias("pos2"),
+                )
+            )
+        parts.append(
+            _violation(
+                pairs,
+                "fifo",
+                "array(process)",
+                [("mo", "ms1"), ("mo", "ms2")],
+                "array(pos1, pos2)",
+                f"format_string('P%d delivered %s before %s, sent before it', process, "
+                f"{_m('mo', 'ms2')}, {_m('mo', 'ms1')})",
+            )
+        )
+
+    if "causal" in properties:
+        dc = (
+            first.select("run", "process", "seq", "mo", "ms")
+            .join(send_vc, ["run", "mo", "ms"])
+            .where("sc IS NOT NULL")
+        )
+        a = dc.select(
+            "run",
+            "process",
+            F.col("seq").alias("pos2"),
+            F.col("mo").alias("mo2"),
+            F.col("ms").alias("ms2"),
+            F.col("sc").alias("sc2"),
+        )
+        if mode == "full":
+            b = dc.select(
+                "run",
+                "process",
+                F.col("seq").alias("pos1"),
+                F.col("mo").alias("mo1"),
+                F.col("ms").alias("ms1"),
+                F.col("sc").alias("sc1"),
+            )
+            pairs = a.join(b, ["run", "process"]).where(
+                "pos2 < pos1 AND forall(map_keys(sc1), k -> sc1[k] <= "
+                "coalesce(try_element_at(sc2, k), 0)) AND exists(map_keys(sc2), k -> "
+                "sc2[k] > coalesce(try_element_at(sc1, k), 0))"
+            )
+        else:
+            preds = app.where("kind = 'deliver'").select("run", "process", "seq", "pred")
+            w = (
+                Window.partitionBy("run", "process")
+                .orderBy("seq")
+                .rowsBetween(Window.unboundedPreceding, -1)
+            )
+            cand = (
+                dc.join(preds, ["run", "process", "seq"], "left")
+                .withColumn("c1", F.expr("try_element_at(sc, mo)"))
+                .withColumn("_self", F.max(F.expr("try_element_at(sc, process)")).over(w))
+                .where(
+                    "c1 IS NOT NULL AND CASE WHEN mo = process THEN coalesce(_self, 0) >= c1 "
+                    "ELSE coalesce(try_element_at(pred, mo), 0) >= c1 END"
+                )
+                .select(
+                    "run",
+                    "process",
+                    F.col("seq").alias("pos1"),
+                    F.col("mo").alias("mo1"),
+                    F.col("ms").alias("ms1"),
+                    "c1",
+                )
+            )
+            pairs = (
+                cand.join(a, ["run", "process"])
+                .where("pos2 < pos1 AND coalesce(try_element_at(sc2, mo1), 0) >= c1")
+                .groupBy("run", "process", "pos1", "mo1", "ms1")
+                .agg(F.min(F.struct("pos2", "mo2", "ms2")).alias("_w"))
+                .select("run", "process", "pos1", "mo1", "ms1", "_w.pos2", "_w.mo2", "_w.ms2")
+            )
+        parts.append(
+            _violation(
+                pairs,
+                "causal",
+                "array(process)",
+                [("mo1", "ms1"), ("mo2", "ms2")],
+                "array(pos1, pos2)",
+                f"format_string('P%d delivered %s before %s, whose send happened before it', "
+                f"process, {_m('mo2', 'ms2')}, {_m('mo1', 'ms1')})",
+            )
+        )
+
+    if "total" in properties:
+        fp = first.select("run", "mo", "ms", F.col("process").alias("p"), F.col("seq").alias("pp"))
+        fq = first.select("run", "mo", "ms", F.col("process").alias("q"), F.col("seq").alias("qp"))
+        both = fp.join(fq, ["run", "mo", "ms"]).where("p < q")
+        if mode == "full":
+            x = both.select(
+                "run",
+                "p",
+                "q",
+                F.col("mo").alias("mo1"),
+                F.col("ms").alias("ms1"),
+                F.col("pp").alias("pp1"),
+                F.col("qp").alias("qp1"),
+            )
+            y = both.select(
+                "run",
+                "p",
+                "q",
+                F.col("mo").alias("mo2"),
+                F.col("ms").alias("ms2"),
+                F.col("pp").alias("pp2"),
+                F.col("qp").alias("qp2"),
+            )
+            pairs = x.join(y, ["run", "p", "q"]).where("pp1 < pp2 AND qp2 < qp1")
+        else:
+            w = (
+                Window.partitionBy("run", "p", "q")
+                .orderBy("pp")
+                .rowsBetween(Window.unboundedPreceding, -1)
+            )
+            pairs = (
+                both.withColumn("_best", F.max(F.struct("qp", "pp", "mo", "ms")).over(w))
+                .where("_best.qp > qp")
+                .select(
+                    "run",
+                    "p",
+                    "q",
+                    F.col("_best.mo").alias("mo1"),
+                    F.col("_best.ms").alias("ms1"),
+                    F.col("_best.pp").alias("pp1"),
+                    F.col("_best.qp").alias("qp1"),
+                    F.col("mo").alias("mo2"),
+                    F.col("ms").alias("ms2"),
+                    F.col("pp").alias("pp2"),
+                    F.col("qp").alias("qp2"),
+                )
+            )
+        parts.append(
+            _violation(
+                pairs,
+                "total",
+                "array(p, q)",
+                [("mo1", "ms1"), ("mo2", "ms2")],
+                "array(pp1, pp2, qp1, qp2)",
+                f"format_string('P%d delivered %s before %s, P%d the other way round', p, "
+                f"{_m('mo1', 'ms1')}, {_m('mo2', 'ms2')}, q)",
+            )
+        )
+
+    if "liveness" in properties:
+        owed = sends.select("run", "mo", "ms", "sseq", "stime", F.explode("sdest").alias("q"))
+        if in_flight is not None:
+            end = ev.groupBy("run").agg(F.max("time").alias("_end"))
+            owed = owed.join(end, "run", "left").where(
+                f"stime IS NULL OR _end IS NULL OR stime <= _end - {float(in_flight)!r}"
+            )
+        got = deliveries.select("run", F.col("process").alias("q"), "mo", "ms")
+        missing = owed.join(got, ["run", "q", "mo", "ms"], "left_anti")
+        parts.append(
+            _violation(
+                missing,
+                "liveness",
+                "array(q)",
+                [("mo", "ms")],
+                "array(sseq)",
+                f"format_string('P%d never delivered %s', q, {_m('mo', 'ms')})",
+            )
+        )
+
+    if "clock" in properties:
+        checked = app.where("vc IS NOT NULL").join(send_vc, ["run", "mo", "ms"], "left")
+        expected = (
+            "map_filter(map_from_arrays(_keys, transform(_keys, k -> CASE WHEN k = process "
+            "THEN coalesce(try_element_at(_p, k), 0) + 1 ELSE greatest(coalesce("
+            "try_element_at(_p, k), 0), coalesce(try_element_at(_s, k), 0)) END)), "
+            "(k, v) -> v > 0)"
+        )
+        bad = (
+            checked.withColumn("_p", F.expr("coalesce(pred, map())").cast("map<long,long>"))
+            .withColumn(
+                "_s",
+                F.expr("CASE WHEN kind = 'deliver' THEN coalesce(sc, map()) ELSE map() END").cast(
+                    "map<long,long>"
+                ),
+            )
+            .withColumn(
+                "_keys",
+                F.expr("array_distinct(concat(map_keys(_p), map_keys(_s), array(process)))"),
+            )
+            .withColumn("_exp", F.expr(expected))
+            .where(
+                "array_sort(map_entries(map_filter(vc, (k, v) -> v > 0))) "
+                "!= array_sort(map_entries(_exp))"
+            )
+        )
+        parts.append(
+            _violation(
+                bad,
+                "clock",
+                "array(process)",
+                [("mo", "ms")],
+                "array(seq)",
+                "format_string('P%d event %d (%s %s): clock %s, expected %s', process, seq, kind, "
+                f"{_m('mo', 'ms')}, to_json(vc), to_json(_exp))",
+            )
+        )
+
+    if parts:
+        violations = parts[0]
+        for part in parts[1:]:
+            violations = violations.unionByName(part)
+    else:
+        violations = spark.createDataFrame([], VIOLATION_DDL)
+    never_sent = deliveries.join(sends, ["run", "mo", "ms"], "left_anti").select(
+        F.lit("trace").alias("source"),
+        F.lit(None).cast("long").alias("line"),
+        "run",
+        "process",
+        "seq",
+        F.expr(f"format_string('delivery of %s, which was never sent', {_m('mo', 'ms')})").alias(
+            "reason"
+        ),
+    )
+    invalid = loaded.invalid.unionByName(never_sent)
+    violations = violations.persist()
+    invalid = invalid.persist()
+    counts = {p: 0 for p in properties}
+    for row in violations.groupBy("property").count().collect():
+        counts[row["property"]] = int(row["count"])
+    return SparkReport(tuple(properties), violations, invalid, counts, invalid.count(), mode)
+
+
+def empty_invalid(spark: Any) -> Any:
+    return spark.createDataFrame([], INVALID_DDL)

@@ -1,0 +1,137 @@
+"""Bad rows land in the ``invalid`` table with their reason; the rest is still checked."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from mailroom.core.messages import MessageId
+from mailroom.spark import check_trace, load_trace
+from mailroom.trace.checkers import PROPERTIES, check
+from mailroom.trace.events import Event
+from mailroom.trace.jsonl import write_jsonl
+from mailroom.trace.parquet import write_parquet
+
+GOOD = [
+    Event("r", 0, 1, "send", MessageId(0, 1), 0, (1,), {0: 1}),
+    Event("r", 0, 2, "send", MessageId(0, 2), 0, (1,), {0: 2}),
+    Event("r", 1, 1, "deliver", MessageId(0, 2), 0, (1,), {0: 2, 1: 1}),
+    Event("r", 1, 2, "deliver", MessageId(0, 1), 0, (1,), {0: 2, 1: 2}),
+]
+
+
+def _keys(rows: list[Any]) -> set[tuple[str, str, tuple[int, ...], tuple[MessageId, ...]]]:
+    return {
+        (
+            r.property,
+            r.run,
+            tuple(r.processes),
+            tuple(MessageId(m.origin, m.seq) for m in r.messages),
+        )
+        for r in rows
+    }
+
+
+def test_jsonl_bad_rows_are_reported_and_the_rest_checked(spark: Any, tmp_path: Path) -> None:
+    path = tmp_path / "bad.jsonl"
+    write_jsonl(GOOD, path)
+    bad = [
+        {"run": "r", "process": 1, "seq": 3, "kind": "deliver", "sender": 0, "dest": [1]},
+        {
+            "run": "r",
+            "process": 1,
+            "seq": 4,
+            "kind": "teleport",
+            "message": [0, 1],
+            "sender": 0,
+            "dest": [1],
+        },
+        {
+            "run": "r",
+            "process": 1,
+            "seq": 5,
+            "kind": "deliver",
+            "message": [0, 9],
+            "sender": 0,
+            "dest": [1],
+            "vc": {"0": 2, "1": 3},
+        },
+        {
+            "run": "r",
+            "process": 1,
+            "seq": 6,
+            "kind": "deliver",
+            "message": [0, 1],
+            "sender": 0,
+            "dest": [1],
+            "vc": {"x": -1},
+        },
+    ]
+    with open(path, "a") as out:
+        for row in bad:
+            out.write(json.dumps(row) + "\n")
+        out.write("{not json\n")
+    report = check_trace(
+        spark, load_trace(spark, [str(path)], "jsonl"), (*PROPERTIES, "clock"), mode="full"
+    )
+    reasons = sorted(r.reason for r in report.invalid.collect())
+    assert reasons == sorted(
+        [
+            "missing field 'message'",
+            "unknown kind 'teleport' (expected one of send, receive, deliver)",
+            "delivery of P0#9, which was never sent",
+            "malformed clock: field 'vc' must map pids to counters",
+            "not JSON (Expecting property name enclosed in double quotes)",
+        ]
+    )
+    lines = sorted(r.line for r in report.invalid.collect() if r.line is not None)
+    assert lines == [5, 6, 8, 9]
+    # the usable rows: GOOD, the never-sent delivery and the clockless duplicate delivery
+    usable = [
+        *GOOD,
+        Event("r", 1, 5, "deliver", MessageId(0, 9), 0, (1,), {0: 2, 1: 3}),
+        Event("r", 1, 6, "deliver", MessageId(0, 1), 0, (1,)),
+    ]
+    ref = check(usable)
+    want = {
+        (v.property, v.run, v.processes, v.messages) for p in PROPERTIES for v in ref.violations[p]
+    }
+    got = _keys(report.violations.collect())
+    assert {k for k in got if k[0] != "clock"} == want
+    assert ("fifo", "r", (1,), (MessageId(0, 1), MessageId(0, 2))) in want
+    assert ("integrity", "r", (1,), (MessageId(0, 9),)) in want
+    assert ("integrity", "r", (1,), (MessageId(0, 1),)) in want
+    # the run lost a clock, so its clocks were computed: no clock violations
+    assert report.counts["clock"] == 0
+
+
+def test_parquet_bad_rows_and_a_wrong_clock(spark: Any, tmp_path: Path) -> None:
+    pa = pytest.importorskip("pyarrow")
+    from mailroom.trace.parquet import event_row
+
+    rows = [event_row(e) for e in GOOD]
+    rows[3]["vc"] = [(0, 2), (1, 5)]  # P1's own entry jumps from 1 to 5
+    rows.append({**event_row(GOOD[0]), "seq": 7, "kind": None})
+    rows.append({**event_row(GOOD[0]), "seq": 8, "kind": "bounce"})
+    rows.append({**event_row(GOOD[0]), "run": "r2", "seq": 9, "vc": [(0, -3)]})
+    path = tmp_path / "bad.parquet"
+    write_parquet(rows, path)
+    assert pa.parquet.read_table(str(path)).num_rows == 7
+    report = check_trace(
+        spark, load_trace(spark, [str(path)], "parquet"), (*PROPERTIES, "clock"), mode="full"
+    )
+    reasons = sorted(r.reason for r in report.invalid.collect())
+    assert reasons == [
+        "malformed clock: field 'vc' must map pids to non-negative counters",
+        "missing field 'kind'",
+        "unknown kind 'bounce'",
+    ]
+    clock = [r for r in report.violations.collect() if r.property == "clock"]
+    assert [(tuple(r.processes), tuple(r.positions)) for r in clock] == [((1,), (2,))]
+    assert "expected" in clock[0].reason
+    assert report.counts["fifo"] == 1
+    # run r2 lost its only clock and is still checked (its clocks are computed)
+    assert report.counts["integrity"] == 0

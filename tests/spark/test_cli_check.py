@@ -1,0 +1,141 @@
+"""``mailroom check`` end to end on the shared SparkSession: report directory and exit codes."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from mailroom.cli import main
+from mailroom.core.messages import MessageId
+from mailroom.trace.events import Event
+from mailroom.trace.jsonl import write_jsonl
+from mailroom.trace.parquet import write_parquet
+
+CLEAN = [
+    Event("r", 0, 1, "send", MessageId(0, 1), 0, (1,), {0: 1}),
+    Event("r", 1, 1, "receive", MessageId(0, 1), 0, (1,)),
+    Event("r", 1, 2, "deliver", MessageId(0, 1), 0, (1,), {0: 1, 1: 1}),
+]
+FIFO_BROKEN = [
+    Event("r", 0, 1, "send", MessageId(0, 1), 0, (1,), {0: 1}),
+    Event("r", 0, 2, "send", MessageId(0, 2), 0, (1,), {0: 2}),
+    Event("r", 1, 1, "deliver", MessageId(0, 2), 0, (1,), {0: 2, 1: 1}),
+    Event("r", 1, 2, "deliver", MessageId(0, 1), 0, (1,), {0: 2, 1: 2}),
+]
+
+
+def test_clean_trace_exits_0_and_writes_a_report(
+    spark: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    write_jsonl(CLEAN, tmp_path / "t.jsonl")
+    out = tmp_path / "report"
+    assert (
+        main(["check", str(tmp_path / "t.jsonl"), "--master", "local[2]", "--out", str(out)]) == 0
+    )
+    text = capsys.readouterr().out
+    assert "checked 3 events in 1 run(s)" in text and "fifo       ok" in text
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["violations"] == dict.fromkeys(
+        ["integrity", "fifo", "causal", "total", "liveness"], 0
+    )
+    assert (out / "violations").is_dir() and (out / "invalid").is_dir()
+
+
+def test_violations_exit_1_with_witnesses(
+    spark: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    write_parquet(FIFO_BROKEN, tmp_path / "t.parquet")
+    out = tmp_path / "report"
+    code = main(
+        [
+            "check",
+            str(tmp_path / "t.parquet"),
+            "--properties",
+            "fifo,causal,clock",
+            "--out",
+            str(out),
+        ]
+    )
+    assert code == 1
+    text = capsys.readouterr().out
+    assert "fifo       1 violation(s)" in text
+    assert "P1 delivered P0#2 before P0#1, sent before it" in text
+    assert "clock      ok" in text
+    rows = spark.read.parquet(str(out / "violations")).collect()
+    assert sorted((r.property, tuple(r.positions)) for r in rows) == [
+        ("causal", (2, 1)),
+        ("fifo", (2, 1)),
+    ]
+
+
+def test_shiviz_log_checks_what_its_clocks_allow(
+    spark: Any, shiviz_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code = main(
+        [
+            "check",
+            str(shiviz_dir / "simple-reliable-broadcast.log"),
+            "--send-regex",
+            r"Initiating RBBroadcast\((?<message>DataMessage\(\d+,\w+\))\)",
+            "--deliver-regex",
+            r"RBDeliver of message (?<message>DataMessage\(\d+,\w+\))",
+            "--out",
+            str(tmp_path / "r"),
+        ]
+    )
+    text = capsys.readouterr().out
+    assert code == 0, text
+    assert "checked 39 ShiViz records in 1 execution(s), 3 hosts" in text
+    assert "checked: clock, causal" in text
+
+
+def test_a_tampered_shiviz_log_has_clock_violations(
+    spark: Any, shiviz_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    lines = (shiviz_dir / "RpcClientServer.log").read_text().splitlines()
+    # the server's 3rd event claims to know the client's 9th, which never happens
+    i = next(k for k, line in enumerate(lines) if line.startswith('server {"server":3'))
+    lines[i] = 'server {"server":3, "client":9}'
+    log = tmp_path / "tampered.log"
+    log.write_text("\n".join(lines) + "\n")
+    assert main(["check", str(log), "--out", str(tmp_path / "r")]) == 1
+    text = capsys.readouterr().out
+    assert "clock      " in text and "names event 9 of client, which is not in the log" in text
+    assert "causal needs --send-regex/--deliver-regex" in text
+
+
+@pytest.mark.parametrize(
+    ("argv", "reason"),
+    [
+        (["check", "nope.jsonl"], "cannot read nope.jsonl: no such file"),
+        (["check", "{trace}", "--properties", "fifo,speed"], "unknown properties ['speed']"),
+        (["check", "{empty}"], "no usable events"),
+        (["check", "{trace}", "--format", "shiviz", "--parser", "(?<host>"], "not a regular"),
+        (["check", "{trace}", "--format", "parquet"], "cannot load"),
+    ],
+)
+def test_unusable_input_exits_2_with_one_line(
+    spark: Any,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    argv: list[str],
+    reason: str,
+) -> None:
+    write_jsonl(CLEAN, tmp_path / "t.jsonl")
+    (tmp_path / "e.jsonl").write_text('{"run": "r"}\n')
+    argv = [a.format(trace=tmp_path / "t.jsonl", empty=tmp_path / "e.jsonl") for a in argv] + [
+        "--out",
+        str(tmp_path / "r"),
+    ]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert reason in err and err.count("\n") == 1
+
+
+def test_reference_engine_still_works(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    write_jsonl(FIFO_BROKEN, tmp_path / "t.jsonl")
+    assert main(["check", str(tmp_path / "t.jsonl"), "--engine", "reference"]) == 1
+    assert "fifo       1 violation(s)" in capsys.readouterr().out
