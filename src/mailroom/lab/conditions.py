@@ -46,7 +46,7 @@ from hypothesis import strategies as st
 from mailroom.core.messages import MessageId
 from mailroom.lab.explore import Finding
 from mailroom.testing.harness import Factory, Op, Scenario, replay
-from mailroom.trace.checkers import Violation
+from mailroom.trace.checkers import Violation, propagate_clocks
 from mailroom.trace.events import Event
 
 Clock = dict[int, int]
@@ -66,32 +66,12 @@ def event_clocks(events: Sequence[Event]) -> dict[tuple[int, int], Clock]:
     """Vector time of every send and deliver event, keyed by (process, seq)."""
     hist: dict[int, list[Event]] = defaultdict(list)
     for e in events:
-        if e.kind != "receive":
-            hist[e.process].append(e)
+        hist[e.process].append(e)
     for h in hist.values():
         h.sort(key=lambda e: e.seq)
-    sends = {e.message: e for e in events if e.kind == "send"}
-    clocks: dict[tuple[int, int], Clock] = {}
-    now: dict[int, Clock] = {p: {} for p in hist}
-    cursor = dict.fromkeys(hist, 0)
-    progress = True
-    while progress:
-        progress = False
-        for p, h in hist.items():
-            while cursor[p] < len(h):
-                e = h[cursor[p]]
-                vc = now[p]
-                if e.kind == "deliver" and e.message in sends:
-                    s = sends[e.message]
-                    if (s.process, s.seq) not in clocks:
-                        break  # its send is not processed yet
-                    for k, v in clocks[(s.process, s.seq)].items():
-                        vc[k] = max(vc.get(k, 0), v)
-                vc[p] = vc.get(p, 0) + 1
-                clocks[(p, e.seq)] = dict(vc)
-                cursor[p] += 1
-                progress = True
-    return clocks
+    sent = {e.message for e in events if e.kind == "send"}
+    stamped = propagate_clocks(hist, lambda e: e.kind, lambda e: e.message, sent)
+    return {(e.process, e.seq): vc for e, vc in stamped if vc is not None}
 
 
 def copies(events: Sequence[Event]) -> list[Copy]:

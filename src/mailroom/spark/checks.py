@@ -43,7 +43,7 @@ from typing import Any
 import attrs
 
 from mailroom.spark.load import EVENT_DDL, INVALID_DDL, Loaded
-from mailroom.trace.checkers import PROPERTIES
+from mailroom.trace.checkers import PROPERTIES, propagate_clocks
 
 #: The five reference properties plus clock validation.
 SPARK_PROPERTIES = (*PROPERTIES, "clock")
@@ -125,32 +125,8 @@ def _compute_run(item: tuple[str, Iterable[Any]]) -> Iterator[tuple[Any, ...]]:
     for h in hist.values():
         h.sort(key=lambda r: r.seq)
     sent = {(r.mo, r.ms) for h in hist.values() for r in h if r.kind == "send"}
-    clocks: dict[tuple[int, int], dict[int, int]] = {}
-    now: dict[int, dict[int, int]] = {p: {} for p in hist}
-    cursor = dict.fromkeys(hist, 0)
-    progress = True
-    while progress:
-        progress = False
-        for p, h in hist.items():
-            while cursor[p] < len(h):
-                r = h[cursor[p]]
-                vc = now[p]
-                m = (r.mo, r.ms)
-                if r.kind == "deliver" and m in sent:
-                    if m not in clocks:
-                        break
-                    for k, v in clocks[m].items():
-                        if v > vc.get(k, 0):
-                            vc[k] = v
-                vc[p] = vc.get(p, 0) + 1
-                if r.kind == "send":
-                    clocks[m] = dict(vc)
-                yield (run, *r[1:8], dict(vc), r.time)
-                cursor[p] += 1
-                progress = True
-    for p, h in hist.items():  # stuck behind a send that never gets a clock
-        for r in h[cursor[p] :]:
-            yield (run, *r[1:8], None, r.time)
+    for r, vc in propagate_clocks(hist, lambda r: r.kind, lambda r: (r.mo, r.ms), sent):
+        yield (run, *r[1:8], vc, r.time)
 
 
 def with_clocks(spark: Any, app: Any, hb: str) -> Any:

@@ -18,12 +18,15 @@ checkers (Spark) can be compared with these exactly:
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Container, Hashable, Iterable, Iterator, Mapping, Sequence
+from typing import TypeVar
 
 import attrs
 
 from mailroom.core.messages import MessageId
 from mailroom.trace.events import Event
+
+T = TypeVar("T")
 
 PROPERTIES = ("integrity", "fifo", "causal", "total", "liveness")
 
@@ -92,38 +95,67 @@ def _sends(events: Sequence[Event]) -> dict[MessageId, Event]:
     return {e.message: e for e in events if e.kind == "send"}
 
 
-def send_clocks(events: Sequence[Event]) -> dict[MessageId, dict[int, int]]:
-    """Vector timestamps of send events, computed from send and deliver events.
+def propagate_clocks(
+    histories: Mapping[int, Sequence[T]],
+    kind: Callable[[T], str],
+    message: Callable[[T], Hashable],
+    sent: Container[Hashable],
+) -> Iterator[tuple[T, dict[int, int] | None]]:
+    """Vector time of every send and deliver event, from the processes' histories.
 
     A process ticks its own entry at each send and deliver, and a delivery first
-    takes the entrywise max with its message's send. Deliveries of messages that
-    were never sent (or only sent later, which no real run can show) are skipped.
+    takes the entrywise max with its message's send; receive events are skipped.
+    Yields (event, clock after it) in an order that respects happens-before. The
+    deliveries of messages never sent get no merge; events stuck behind the
+    delivery of a message whose send comes later (no real run shows one) are
+    yielded last with None.
     """
-    hist = _histories(events)
-    sent = _sends(events)
-    clocks: dict[MessageId, dict[int, int]] = {}
-    now: dict[int, dict[int, int]] = {p: {} for p in hist}
-    cursor = dict.fromkeys(hist, 0)
+    clocks: dict[Hashable, dict[int, int]] = {}
+    now: dict[int, dict[int, int]] = {p: {} for p in histories}
+    cursor = dict.fromkeys(histories, 0)
     progress = True
     while progress:
         progress = False
-        for p, h in hist.items():
+        for p, h in histories.items():
             while cursor[p] < len(h):
                 e = h[cursor[p]]
-                vc = now[p]
-                if e.kind == "deliver" and e.message in sent:
-                    if e.message not in clocks:
-                        break  # its send is not processed yet
-                    for k, v in clocks[e.message].items():
-                        if v > vc.get(k, 0):
-                            vc[k] = v
-                if e.kind != "receive":
+                what = kind(e)
+                if what != "receive":
+                    vc = now[p]
+                    m = message(e)
+                    if what == "deliver" and m in sent:
+                        if m not in clocks:
+                            break  # its send is not processed yet
+                        for k, v in clocks[m].items():
+                            if v > vc.get(k, 0):
+                                vc[k] = v
                     vc[p] = vc.get(p, 0) + 1
-                if e.kind == "send":
-                    clocks[e.message] = dict(vc)
+                    stamp = dict(vc)
+                    if what == "send":
+                        clocks[m] = stamp
+                    yield e, stamp
                 cursor[p] += 1
                 progress = True
-    return clocks
+    for p, h in histories.items():
+        for e in h[cursor[p] :]:
+            if kind(e) != "receive":
+                yield e, None
+
+
+def send_clocks(events: Sequence[Event]) -> dict[MessageId, dict[int, int]]:
+    """Vector timestamps of send events, computed from send and deliver events."""
+    stamped = propagate_clocks(
+        _histories(events), _kind, _message, {e.message for e in events if e.kind == "send"}
+    )
+    return {e.message: vc for e, vc in stamped if e.kind == "send" and vc is not None}
+
+
+def _kind(e: Event) -> str:
+    return e.kind
+
+
+def _message(e: Event) -> MessageId:
+    return e.message
 
 
 def happened_before(a: dict[int, int], b: dict[int, int]) -> bool:
