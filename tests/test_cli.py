@@ -125,3 +125,18 @@ def test_console_script_runs() -> None:
         check=True,
     )
     assert "Raynal-Schiper-Toueg" in done.stdout
+
+
+def test_check_without_pyspark_says_so(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import importlib.util
+
+    trace = tmp_path / "t.jsonl"
+    assert main(["simulate", "--messages", "5", "--trace", str(trace)]) == 0
+    real = importlib.util.find_spec
+    monkeypatch.setattr(
+        importlib.util, "find_spec", lambda name, *a: None if name == "pyspark" else real(name, *a)
+    )
+    assert _exit_code(["check", str(trace), "--out", str(tmp_path / "r")]) == 2
+    assert "pip install 'mailroom[spark]'" in capsys.readouterr().err

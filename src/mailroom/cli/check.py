@@ -9,6 +9,7 @@ one-line reason on stderr.
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import sys
 from pathlib import Path
@@ -109,16 +110,19 @@ def run_check(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     fmt = formats.pop()
     if args.engine == "reference":
         return _run_reference(args, props, fmt)
-    try:
-        from mailroom.spark import check_trace, get_session, load_trace
-    except ImportError:
+    from mailroom.spark import check_trace, get_session, load_trace
+
+    if importlib.util.find_spec("pyspark") is None:
         return _fail(
             "pyspark is not installed (pip install 'mailroom[spark]'), or use --engine reference"
         )
     if fmt == "shiviz":
         return _run_shiviz(args)
     props = [p for p in props if p != "clock"] + (["clock"] if "clock" in props else [])
-    spark = get_session(args.master)
+    try:
+        spark = get_session(args.master)
+    except Exception as exc:  # no Java, a bad master URL...
+        return _fail(f"cannot start Spark at {args.master}: {_first_line(exc)}")
     try:
         loaded = load_trace(spark, list(args.traces), fmt)
         events = loaded.events.count()
@@ -166,7 +170,10 @@ def _run_shiviz(args: argparse.Namespace) -> int:
     if not events:
         return _fail(f"the parser matched no record in {', '.join(args.traces)}")
     log = ShivizLog(events, invalid, tuple(executions))
-    spark = get_session(args.master)
+    try:
+        spark = get_session(args.master)
+    except Exception as exc:  # no Java, a bad master URL...
+        return _fail(f"cannot start Spark at {args.master}: {_first_line(exc)}")
     try:
         report = check_shiviz(
             spark,
