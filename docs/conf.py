@@ -29,7 +29,13 @@ copyright = "2026, the mailroom authors"
 extensions = ["myst_nb", "sphinx.ext.autodoc", "sphinx.ext.viewcode"]
 html_theme = "furo"
 html_title = "mailroom"
-exclude_patterns = ["_build", "jupyter_execute", ".ipynb_checkpoints", "notebooks/*/**"]
+exclude_patterns = [
+    "_build",
+    "jupyter_execute",
+    ".ipynb_checkpoints",
+    "notebooks/*/**",
+    "_static/*.md",
+]
 myst_enable_extensions = ["colon_fence", "deflist"]
 myst_heading_anchors = 3
 nb_execution_mode = "force"

@@ -30,6 +30,7 @@ canonical violation sets, and ``mode="full"`` reproduces them exactly):
   trick (send(m1) -> e iff sc(m1)[origin] <= vc(e)[origin]), so it assumes
   the clocks passed validation.
 - Deliveries of messages that were never sent are also rows of ``invalid``.
+
 Nothing is collected to the driver except the per-property counts.
 """
 

@@ -55,8 +55,8 @@ addressed to P_i delivered), so KS delivers exactly when RST does.
 On the wire ``log`` is one flat tuple of counters, by source s = 0, 1, ...
 (trailing sources without entries left out): the number of entries of s, then
 for each, by increasing t, the numbers t and a destination code: 0 for no
-destinations, d + 1 for the single destination d, or n + |Dests| followed by
-Dests in increasing order when there are two or more. Sources are implicit
+destinations, d + 1 for the single destination d, or n + len(Dests) followed
+by Dests in increasing order when there are two or more. Sources are implicit
 because nearly every source has an entry (its latest) once it has sent.
 """
 
