@@ -125,14 +125,19 @@ RUNS: dict[str, tuple[str, Callable[[int, int], Endpoint], Callable[..., _Demo]]
 }
 
 
+def banner(out: TextIO, title: str) -> None:
+    """The heading of one protocol's run."""
+    print("=" * 78, file=out)
+    print(f"  {title}", file=out)
+    print("=" * 78, file=out)
+
+
 def run_demo(out: TextIO, protocols: list[str]) -> int:
     """Print the demo for each named protocol; return the number of runs with violations."""
     bad_runs = 0
     for key in protocols:
         title, make, script = RUNS[key]
-        print("=" * 78, file=out)
-        print(f"  {title}", file=out)
-        print("=" * 78, file=out)
+        banner(out, title)
         d = script(make, out)
         report = check(d.sim.trace, ("integrity", "fifo", "causal", "liveness"))
         violations = [v for vs in report.violations.values() for v in vs]

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, TextIO
 
+from mailroom.cli.demo import banner
 from mailroom.core.endpoint import Endpoint
 from mailroom.core.messages import MessageId
 from mailroom.diagram.text import render_text
@@ -155,9 +156,7 @@ def run_total_demo(out: TextIO, protocols: list[str]) -> int:
     bad_runs = 0
     for key in protocols:
         title, make, script = TOTAL_RUNS[key]
-        print("=" * 78, file=out)
-        print(f"  {title}", file=out)
-        print("=" * 78, file=out)
+        banner(out, title)
         d = script(make, out)
         print("\n  delivery order:", file=out)
         for pid, got in enumerate(d.sim.delivered):

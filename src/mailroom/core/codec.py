@@ -113,27 +113,36 @@ def _is_counters(value: tuple[Any, ...]) -> bool:
     return all(type(v) is int and 0 <= v < MAX_INT for v in value)
 
 
-def _counters(out: bytearray, row: tuple[int, ...] | list[int]) -> None:
-    nonzero = [(k, v) for k, v in enumerate(row) if v]
-    dense = sum(_varint_size(v) for v in row)
+def _sparse_form(values: list[int] | tuple[int, ...]) -> list[tuple[int, int]] | None:
+    """The (index, value) pairs of the non-zeros if the sparse form is smaller, else None."""
+    nonzero = [(k, v) for k, v in enumerate(values) if v]
+    dense = sum(_varint_size(v) for v in values)
     sparse, prev = _varint_size(len(nonzero)), -1
     for k, v in nonzero:
         sparse += _varint_size(k - prev - 1) + _varint_size(v)
         prev = k
-    if sparse < dense:
-        out.append(SPARSE)
-        _varint(out, len(row))
-        _varint(out, len(nonzero))
-        prev = -1
-        for k, v in nonzero:
-            _varint(out, k - prev - 1)
+    return nonzero if sparse < dense else None
+
+
+def _entries(out: bytearray, values: list[int] | tuple[int, ...], nonzero: Any) -> None:
+    """The entries, sparse (count, then (gap, value) pairs) when ``nonzero`` is given."""
+    if nonzero is None:
+        for v in values:
             _varint(out, v)
-            prev = k
-    else:
-        out.append(COUNTERS)
-        _varint(out, len(row))
-        for v in row:
-            _varint(out, v)
+        return
+    _varint(out, len(nonzero))
+    prev = -1
+    for k, v in nonzero:
+        _varint(out, k - prev - 1)
+        _varint(out, v)
+        prev = k
+
+
+def _counters(out: bytearray, row: tuple[int, ...] | list[int]) -> None:
+    nonzero = _sparse_form(row)
+    out.append(COUNTERS if nonzero is None else SPARSE)
+    _varint(out, len(row))
+    _entries(out, row, nonzero)
 
 
 def _is_matrix(value: tuple[Any, ...]) -> bool:
@@ -144,27 +153,12 @@ def _is_matrix(value: tuple[Any, ...]) -> bool:
 
 
 def _matrix(out: bytearray, rows: tuple[tuple[int, ...], ...]) -> None:
-    cols = len(rows[0])
     flat = [v for r in rows for v in r]
-    nonzero = [(k, v) for k, v in enumerate(flat) if v]
-    dense = sum(_varint_size(v) for v in flat)
-    sparse, prev = _varint_size(len(nonzero)), -1
-    for k, v in nonzero:
-        sparse += _varint_size(k - prev - 1) + _varint_size(v)
-        prev = k
-    out.append(SPARSE_MATRIX if sparse < dense else MATRIX)
+    nonzero = _sparse_form(flat)
+    out.append(MATRIX if nonzero is None else SPARSE_MATRIX)
     _varint(out, len(rows))
-    _varint(out, cols)
-    if sparse < dense:
-        _varint(out, len(nonzero))
-        prev = -1
-        for k, v in nonzero:
-            _varint(out, k - prev - 1)
-            _varint(out, v)
-            prev = k
-    else:
-        for v in flat:
-            _varint(out, v)
+    _varint(out, len(rows[0]))
+    _entries(out, flat, nonzero)
 
 
 def _str(out: bytearray, s: str) -> None:
