@@ -6,6 +6,15 @@ stream to this process, and carries a vector ``need``: it may be delivered once
 ``delivered[k] >= need[k]`` for every other k. RST, CBCAST and FIFO are all this
 rule with different ``need`` vectors.
 
+Release order: whenever several held messages are deliverable at once (one
+arrival or delivery released a cascade), the one that *arrived* first is
+delivered first, and the choice is made again after every delivery. The order
+depends only on which messages are deliverable and on the arrival order, never
+on the protocol's metadata, so two protocols with the same exact deliverability
+condition (RST and KS: "every causal predecessor addressed to me is delivered")
+deliver the same sequence under the same schedule. ``ArrivalOrder`` is that
+rule; KS's own mail room uses it too.
+
 Only the head of each sender's stream can be deliverable. A head that is not is
 parked on the first process k it waits for, keyed by the count it needs; when a
 delivery from k raises ``delivered[k]`` far enough the head resumes its scan
@@ -16,19 +25,52 @@ delivery costs amortized O(n) per message and never rescans the buffer.
 from __future__ import annotations
 
 import heapq
-from collections import deque
 from collections.abc import Iterator, Sequence
 from typing import Generic, TypeVar
 
 from mailroom.core.pending import Wait
 
 T = TypeVar("T")
+K = TypeVar("K")
+
+
+class ArrivalOrder(Generic[K]):
+    """The deliverable messages of a mail room, released oldest arrival first.
+
+    ``stamp()`` numbers each accepted (non-duplicate) arrival; ``push`` marks a held
+    message deliverable under its stamp; ``pop`` returns the deliverable message that
+    arrived first. Stamps are unique, so keys are never compared.
+    """
+
+    __slots__ = ("_arrivals", "_heap")
+
+    def __init__(self) -> None:
+        self._heap: list[tuple[int, K]] = []
+        self._arrivals = 0
+
+    def __len__(self) -> int:
+        return len(self._heap)
+
+    def stamp(self) -> int:
+        """The next arrival's number."""
+        self._arrivals += 1
+        return self._arrivals
+
+    def push(self, arrival: int, key: K) -> None:
+        heapq.heappush(self._heap, (arrival, key))
+
+    def pop(self) -> K | None:
+        """The deliverable message that arrived first, or None."""
+        return heapq.heappop(self._heap)[1] if self._heap else None
 
 
 class _Item(Generic[T]):
-    __slots__ = ("index", "need", "scan", "sender", "value")
+    __slots__ = ("arrival", "index", "need", "scan", "sender", "value")
 
-    def __init__(self, sender: int, index: int, need: Sequence[int], value: T) -> None:
+    def __init__(
+        self, sender: int, index: int, need: Sequence[int], value: T, arrival: int
+    ) -> None:
+        self.arrival = arrival
         self.sender = sender
         self.index = index
         self.need = need
@@ -44,7 +86,7 @@ class DependencyBuffer(Generic[T]):
         self._delivered = delivered
         self._streams: list[dict[int, _Item[T]]] = [{} for _ in range(n)]
         self._parked: list[list[tuple[int, int]]] = [[] for _ in range(n)]
-        self._ready: deque[int] = deque()
+        self._ready: ArrivalOrder[int] = ArrivalOrder()
         self._size = 0
 
     def __len__(self) -> int:
@@ -55,19 +97,19 @@ class DependencyBuffer(Generic[T]):
 
     def add(self, sender: int, index: int, need: Sequence[int], value: T) -> None:
         """Store a message that is neither delivered nor already held."""
-        self._streams[sender][index] = _Item(sender, index, need, value)
+        self._streams[sender][index] = _Item(sender, index, need, value, self._ready.stamp())
         self._size += 1
         if index == self._delivered[sender]:
             self._evaluate(sender)
 
     def pop_ready(self) -> T | None:
-        """Remove and return a deliverable message, or None.
+        """Remove and return the deliverable message that arrived first, or None.
 
         The caller must deliver it and then call ``delivered_one(sender)``.
         """
-        if not self._ready:
+        sender = self._ready.pop()
+        if sender is None:
             return None
-        sender = self._ready.popleft()
         item = self._streams[sender].pop(self._delivered[sender])
         self._size -= 1
         return item.value
@@ -91,13 +133,19 @@ class DependencyBuffer(Generic[T]):
                 heapq.heappush(self._parked[k], (need[k], sender))
                 return
         item.scan = len(need)
-        self._ready.append(sender)
+        self._ready.push(item.arrival, sender)
 
     def items(self) -> Iterator[tuple[int, int, T]]:
         """Every held message as (sender, index, value), by sender then index."""
         for sender, stream in enumerate(self._streams):
             for index in sorted(stream):
                 yield sender, index, stream[index].value
+
+    def by_arrival(self) -> list[T]:
+        """Every held message in the order it arrived: what a snapshot must keep so
+        that a restored endpoint releases cascades in the same order."""
+        held = [item for stream in self._streams for item in stream.values()]
+        return [item.value for item in sorted(held, key=lambda item: item.arrival)]
 
     def waits(self, sender: int, index: int, unit: str) -> tuple[Wait, ...]:
         """What the held message (sender, index) is waiting for."""

@@ -107,7 +107,7 @@ class Fifo(EndpointBase):
         data = self._header()
         data["channel_out"] = list(self.channel_out)
         data["delivered"] = list(self.delivered)
-        data["buffer"] = [packet_to_data(p) for _, _, p in self._buffer.items()]
+        data["buffer"] = [packet_to_data(p) for p in self._buffer.by_arrival()]
         return data
 
     def _load(self, data: Snapshot) -> None:

@@ -107,7 +107,7 @@ class CBCAST(EndpointBase):
     def snapshot(self) -> Snapshot:
         data = self._header()
         data["clock"] = list(self._clock)
-        data["buffer"] = [packet_to_data(p) for _, _, p in self._buffer.items()]
+        data["buffer"] = [packet_to_data(p) for p in self._buffer.by_arrival()]
         return data
 
     def _load(self, data: Snapshot) -> None:

@@ -63,7 +63,6 @@ because nearly every source has an entry (its latest) once it has sent.
 from __future__ import annotations
 
 import heapq
-from collections import deque
 from collections.abc import Iterable, Iterator, Sequence
 from itertools import pairwise
 from typing import Any
@@ -78,6 +77,7 @@ from mailroom.core.errors import LocalError, RemoteError
 from mailroom.core.messages import Message, MessageId, Payload
 from mailroom.core.pending import Pending, Wait
 from mailroom.core.wire import as_row, packet, packet_from_data, packet_to_data
+from mailroom.protocols._buffer import ArrivalOrder
 
 #: One log entry: (source, seq, destinations not yet known settled).
 Entry = tuple[int, int, tuple[int, ...]]
@@ -154,23 +154,27 @@ def parse_log(flat: object, n: int) -> list[Entry]:
 
 @attrs.define
 class _Held:
-    """A received packet waiting for ``needs`` [(source, seq)], scanned from ``scan``."""
+    """A received packet waiting for ``needs`` [(source, seq)], scanned from ``scan``;
+    ``arrival`` is its number in ``ArrivalOrder``."""
 
     packet: KSPacket
     needs: list[tuple[int, int]]
+    arrival: int
     scan: int = 0
 
 
 class _Mailroom:
     """Held KS packets: each is parked on its first unmet need, keyed by the seq it
     waits for, and resumes its scan when SR of that source reaches it. Each need is
-    scanned once in all, so buffered delivery is amortized O(|needs|) per message."""
+    scanned once in all, so buffered delivery is amortized O(|needs|) per message.
+    Deliverable packets are released oldest arrival first (``ArrivalOrder``, the
+    same rule as RST's ``DependencyBuffer``)."""
 
     def __init__(self, sr: list[int]) -> None:
         self._sr = sr
         self._held: dict[tuple[int, int], _Held] = {}
         self._parked: list[list[tuple[int, int, int]]] = [[] for _ in sr]
-        self._ready: deque[tuple[int, int]] = deque()
+        self._ready: ArrivalOrder[tuple[int, int]] = ArrivalOrder()
 
     def __len__(self) -> int:
         return len(self._held)
@@ -179,7 +183,7 @@ class _Mailroom:
         return (sender, seq) in self._held
 
     def add(self, p: KSPacket, needs: list[tuple[int, int]]) -> None:
-        self._held[(p.sender, p.seq)] = _Held(p, needs)
+        self._held[(p.sender, p.seq)] = _Held(p, needs, self._ready.stamp())
         self._evaluate((p.sender, p.seq))
 
     def _evaluate(self, key: tuple[int, int]) -> None:
@@ -192,12 +196,11 @@ class _Mailroom:
                 heapq.heappush(self._parked[s], (t, *key))
                 return
         item.scan = len(item.needs)
-        self._ready.append(key)
+        self._ready.push(item.arrival, key)
 
     def pop_ready(self) -> KSPacket | None:
-        if not self._ready:
-            return None
-        return self._held.pop(self._ready.popleft()).packet
+        key = self._ready.pop()
+        return None if key is None else self._held.pop(key).packet
 
     def delivered_one(self, sender: int) -> None:
         """SR[sender] just rose: resume whatever was parked on it."""
@@ -209,6 +212,10 @@ class _Mailroom:
     def items(self) -> Iterator[_Held]:
         for key in sorted(self._held):
             yield self._held[key]
+
+    def by_arrival(self) -> list[KSPacket]:
+        """Held packets in arrival order (what a snapshot keeps)."""
+        return [item.packet for item in sorted(self._held.values(), key=lambda i: i.arrival)]
 
 
 class KS(EndpointBase):
@@ -386,7 +393,7 @@ class KS(EndpointBase):
         data = self._header()
         data["sr"] = list(self._sr)
         data["log"] = [[s, t, list(ds)] for s, t, ds in self.log]
-        data["buffer"] = [packet_to_data(item.packet) for item in self._buffer.items()]
+        data["buffer"] = [packet_to_data(p) for p in self._buffer.by_arrival()]
         return data
 
     def _load(self, data: Snapshot) -> None:

@@ -298,7 +298,7 @@ class TaggedCausalBroadcast(EndpointBase):
         data["unannounced"] = self._unannounced
         data["unconsumed"] = [[m.origin, m.seq, list(tag)] for m, tag in self._unconsumed]
         data["unstable"] = [[m.origin, m.seq] for m in self._unstable]
-        data["buffer"] = [packet_to_data(p) for _, _, p in self._buffer.items()]
+        data["buffer"] = [packet_to_data(p) for p in self._buffer.by_arrival()]
         return data
 
     def _load(self, data: Snapshot) -> None:

@@ -134,7 +134,7 @@ class RST(EndpointBase):
         data = self._header()
         data["sent"] = self.sent.tolist()
         data["deliv"] = self.deliv.tolist()
-        data["buffer"] = [packet_to_data(p) for _, _, p in self._buffer.items()]
+        data["buffer"] = [packet_to_data(p) for p in self._buffer.by_arrival()]
         return data
 
     def _load(self, data: Snapshot) -> None:
