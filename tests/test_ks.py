@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 from mailroom import KS, RST, Deliver, LocalError, RemoteError
 from mailroom.codec import decode, encode, metadata_bytes
 from mailroom.protocols import KSPacket
+from mailroom.protocols.causal.ks import Entry, flatten, parse_log
 from mailroom.sim import Simulation
 from mailroom.testing import (
     KSDestOnly,
@@ -190,7 +191,9 @@ def test_log_forgets_what_is_known_delivered_or_implied() -> None:
     b = p0.send("b", to=1)[0].packet
     # (0, 1) to P1 is implied by (0, 2) to P1: only the latest entry remains
     assert p0.log == [(0, 2, (1,))]
-    assert b.log == (1, 1, 2)  # P0 has 1 entry: seq 1, single destination P1 (code 1 + 1)
+    # P0's only entry: header 3 * seq 1 + 2 (it has destinations), code 1 + 1 for P1,
+    # then 0 older entries
+    assert b.log == (5, 2, 0)
     p1.receive(a)
     p1.receive(b)
     reply = p1.send("r", to=0)[0].packet
@@ -212,6 +215,28 @@ def test_ks_sends_less_than_rst_once_the_matrix_fills() -> None:
         sim.run()
         sizes[factory.__name__] = sim.metrics.metadata_bytes
     assert sizes["KS"] < sizes["RST"] / 2
+
+
+@st.composite
+def _logs(draw: st.DrawFn) -> tuple[int, list[Entry]]:
+    n = draw(st.integers(1, 70))
+    pids = st.integers(0, n - 1)
+    entries = [
+        (s, t, tuple(sorted(draw(st.sets(pids, max_size=4)))))
+        for s in sorted(draw(st.sets(pids, max_size=6)))
+        for t in sorted(draw(st.sets(st.integers(1, 3000), min_size=1, max_size=5)))
+    ]
+    return n, entries
+
+
+@given(_logs())
+def test_the_wire_log_round_trips(case: tuple[int, list[Entry]]) -> None:
+    n, entries = case
+    flat = flatten(entries, n)
+    assert parse_log(flat, n) == entries
+    # a source whose only entry is its latest, settled everywhere, costs one counter
+    if len(entries) == 1 and not entries[0][2]:
+        assert flat == (0,) * entries[0][0] + (3 * entries[0][1],)
 
 
 # -- the contract: same bad-input tests as RST ------------------------------------------------
@@ -264,17 +289,19 @@ def _mutations(p: KSPacket) -> list[tuple[str, KSPacket]]:
         ("increasing", attrs.evolve(p, dests=(2, 2))),
         ("not a process", attrs.evolve(p, dests=(2, 9))),
         ("sequence of counters", attrs.evolve(p, log=5)),
-        ("truncated", attrs.evolve(p, log=(1, 1))),
-        ("more than the 3 processes", attrs.evolve(p, log=(0, 0, 0, 1, 1, 0))),
-        ("at least 1", attrs.evolve(p, log=(1, 0, 0))),
-        ("negative", attrs.evolve(p, log=(1, 1, -1))),
-        ("absurdly large", attrs.evolve(p, log=(1, 2**60, 0))),
-        ("truncated", attrs.evolve(p, log=(1, 1, N + 2, 1))),
-        ("out of order", attrs.evolve(p, log=(1, 1, N + 2, 2, 1))),
-        ("not a process", attrs.evolve(p, log=(1, 1, N + 2, 0, 7))),
-        ("out of order or repeated", attrs.evolve(p, log=(2, 1, 0, 1, 0))),
-        ("claims P2", attrs.evolve(p, log=(0, 0, 1, 5, 0))),
-        ("not earlier than the message", attrs.evolve(p, log=(1, 2, 3))),
+        ("truncated", attrs.evolve(p, log=(5,))),  # P0's seq 1 with dests: no code
+        ("truncated", attrs.evolve(p, log=(7, 1))),  # one older entry announced, none sent
+        ("truncated", attrs.evolve(p, log=(5, N + 2, 1))),  # two dests announced, one sent
+        ("more than the 3 processes", attrs.evolve(p, log=(0, 0, 0, 3))),
+        ("seq 0", attrs.evolve(p, log=(1,))),
+        ("negative", attrs.evolve(p, log=(-1,))),
+        ("absurdly large", attrs.evolve(p, log=(2**60,))),
+        ("out of order", attrs.evolve(p, log=(5, N + 2, 2, 1, 0))),
+        ("not a process", attrs.evolve(p, log=(5, N + 2, 0, 7, 0))),
+        ("lists none", attrs.evolve(p, log=(4, 0))),
+        ("below seq 1", attrs.evolve(p, log=(7, 1, (2 * N + 1) * 1 + 3))),
+        ("claims P2", attrs.evolve(p, log=(0, 0, 3 * 5))),
+        ("not earlier than the message", attrs.evolve(p, log=(3 * 2,))),
     ]
 
 

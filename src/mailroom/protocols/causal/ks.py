@@ -52,12 +52,29 @@ messages": an entry or destination disappears exactly when no receiver can need
 it. The delivery condition is equivalent to RST's (every causal predecessor
 addressed to P_i delivered), so KS delivers exactly when RST does.
 
-On the wire ``log`` is one flat tuple of counters, by source s = 0, 1, ...
-(trailing sources without entries left out): the number of entries of s, then
-for each, by increasing t, the numbers t and a destination code: 0 for no
-destinations, d + 1 for the single destination d, or n + len(Dests) followed
-by Dests in increasing order when there are two or more. Sources are implicit
-because nearly every source has an entry (its latest) once it has sent.
+Release order: when several held packets are deliverable at once, the one that
+arrived first is delivered first (``ArrivalOrder``, shared with RST's
+``DependencyBuffer``). The deliverable set depends only on what was delivered, so
+KS and RST deliver the same sequence under the same schedule.
+
+On the wire ``log`` is one flat tuple of counters (varints in the codec), by
+source s = 0, 1, ... (trailing sources without entries left out). Let L be the
+seq of s's latest entry. Each source starts with one header counter:
+
+- ``0``: s has no entries;
+- ``3L``: only the latest entry, with no destinations. This is the common case
+  (an entry kept only to say that s's older entries are settled), so it costs
+  one counter instead of three;
+- ``3L + 1``, then k >= 1 and k older entries: the latest has no destinations;
+- ``3L + 2``, then the latest's destination code, then k >= 0 and k older
+  entries.
+
+Older entries come newest first, each as one counter ``gap * (2n + 1) + code``
+(followed by the destinations when code > n), where gap = previous seq - seq - 1
+(previous starts at L): small gaps and a single destination fit in one byte. A
+destination code is 0 for none, d + 1 for the single destination d, or
+n + len(Dests) followed by Dests in increasing order when there are two or more.
+The encoding changes no entry: it is the same log, written more compactly.
 """
 
 from __future__ import annotations
@@ -96,21 +113,41 @@ class KSPacket:
     payload: Any
 
 
+def _code(dests: tuple[int, ...], n: int) -> list[int]:
+    """A destination set as counters: 0 for none, d + 1 for the single d, or
+    n + len(dests) followed by the destinations in increasing order."""
+    if len(dests) <= 1:
+        return [dests[0] + 1 if dests else 0]
+    return [n + len(dests), *dests]
+
+
 def flatten(entries: Iterable[Entry], n: int) -> Row:
-    """Entries (sorted by source and seq) as the flat wire form."""
+    """Entries (sorted by source and seq) as the flat wire form (module header)."""
     by_source: list[list[tuple[int, tuple[int, ...]]]] = [[] for _ in range(n)]
     for s, t, dests in entries:
         by_source[s].append((t, dests))
     while by_source and not by_source[-1]:
         by_source.pop()  # trailing processes with no entry are left out
+    radix = 2 * n + 1
     out: list[int] = []
     for group in by_source:
-        out.append(len(group))
-        for t, dests in group:
-            if len(dests) <= 1:
-                out += (t, dests[0] + 1 if dests else 0)
-            else:
-                out += (t, n + len(dests), *dests)
+        if not group:
+            out.append(0)
+            continue
+        latest, dests = group[-1]
+        older = group[:-1]
+        if dests:
+            out += (3 * latest + 2, *_code(dests, n), len(older))
+        elif older:
+            out += (3 * latest + 1, len(older))
+        else:
+            out.append(3 * latest)  # the common case: one counter per source
+            continue
+        previous = latest
+        for t, ds in reversed(older):  # newest first, as gaps below the previous seq
+            code = _code(ds, n)
+            out += (radix * (previous - t - 1) + code[0], *code[1:])
+            previous = t
     return tuple(out)
 
 
@@ -118,37 +155,53 @@ def parse_log(flat: object, n: int) -> list[Entry]:
     """The entries of a wire ``log``; RemoteError naming the first problem."""
     if not isinstance(flat, tuple | list):
         raise RemoteError(f"log must be a sequence of counters, got {type(flat).__name__}")
+    radix = 2 * n + 1
     entries: list[Entry] = []
     pos, s = 0, -1
+
+    def take(what: str) -> int:
+        nonlocal pos
+        if pos >= len(flat):
+            raise RemoteError(f"log is truncated: P{s} lacks its {what}")
+        value = validate.counter(flat[pos], f"log[{pos}] {what}")
+        pos += 1
+        return value
+
+    def dests_of(code: int, t: int) -> tuple[int, ...]:
+        nonlocal pos
+        if code <= n:
+            return (code - 1,) if code else ()
+        size = code - n
+        if size < 2 or size > n or pos + size > len(flat):
+            raise RemoteError(f"log is truncated: entry ({s}, {t}) lists {size} dests")
+        dests = tuple(validate.pid(d, n, f"log[{pos}] destination") for d in flat[pos : pos + size])
+        if any(a >= b for a, b in pairwise(dests)):
+            raise RemoteError(f"log entry ({s}, {t}) lists its destinations out of order")
+        pos += size
+        return dests
+
     while pos < len(flat):
         s += 1
         if s >= n:
             raise RemoteError(f"log lists entries for more than the {n} processes")
-        count = validate.counter(flat[pos], f"log[{pos}] entry count of P{s}")
-        pos += 1
-        previous = 0
-        for _ in range(count):
-            if pos + 2 > len(flat):
-                raise RemoteError(f"log is truncated: an entry of P{s} lacks its seq or dests")
-            t = validate.positive(flat[pos], f"log[{pos}] seq")
-            code = validate.counter(flat[pos + 1], f"log[{pos + 1}] destination code")
-            pos += 2
-            if code <= n:
-                dests: tuple[int, ...] = (code - 1,) if code else ()
-            else:
-                size = code - n
-                if size < 2 or size > n or pos + size > len(flat):
-                    raise RemoteError(f"log is truncated: entry ({s}, {t}) lists {size} dests")
-                dests = tuple(
-                    validate.pid(d, n, f"log[{pos}] destination") for d in flat[pos : pos + size]
-                )
-                if any(a >= b for a, b in pairwise(dests)):
-                    raise RemoteError(f"log entry ({s}, {t}) lists its destinations out of order")
-                pos += size
-            if t <= previous:
-                raise RemoteError(f"log entry ({s}, {t}) is out of order or repeated")
-            previous = t
-            entries.append((s, t, dests))
+        head = take("header")
+        if head == 0:
+            continue
+        latest, kind = divmod(head, 3)
+        if latest == 0:
+            raise RemoteError(f"log[{pos - 1}] header {head} names seq 0 for P{s}")
+        group = [(latest, dests_of(take("destination code"), latest) if kind == 2 else ())]
+        if kind:
+            count = take("count of older entries")
+            if kind == 1 and count == 0:
+                raise RemoteError(f"log header of P{s} announces older entries but lists none")
+            for _ in range(count):
+                gap, code = divmod(take("older entry"), radix)
+                t = group[-1][0] - gap - 1
+                if t < 1:
+                    raise RemoteError(f"log entry of P{s} falls below seq 1 (gap {gap})")
+                group.append((t, dests_of(code, t)))
+        entries += [(s, t, ds) for t, ds in reversed(group)]
     return entries
 
 
