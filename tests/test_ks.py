@@ -214,7 +214,8 @@ def test_ks_sends_less_than_rst_once_the_matrix_fills() -> None:
                 )
         sim.run()
         sizes[factory.__name__] = sim.metrics.metadata_bytes
-    assert sizes["KS"] < sizes["RST"] / 2
+    # deterministic byte counts: 1657 against 11520 with the compact log
+    assert sizes["KS"] < sizes["RST"] / 6
 
 
 @st.composite
