@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import io
 from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
 
 import pytest
 
@@ -223,3 +226,40 @@ def test_plots_are_written(tmp_path: Path) -> None:
     ]
     assert all(p.stat().st_size > 1000 for p in written)
     assert (tmp_path / "plots" / "sweep.png").read_bytes()[:4] == b"\x89PNG"
+
+
+class _Tty(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+class _Tracker:
+    """Spark's status tracker as the progress thread sees it: one job, one stage."""
+
+    def __init__(self) -> None:
+        self.completed = 0
+
+    def statusTracker(self) -> _Tracker:  # SparkContext's names
+        return self
+
+    def getJobIdsForGroup(self, group: str) -> list[int]:
+        return [7] if group == "g" else []
+
+    def getJobInfo(self, job: int) -> Any:
+        return SimpleNamespace(stageIds=[3])
+
+    def getStageInfo(self, stage: int) -> Any:
+        return SimpleNamespace(numCompletedTasks=self.completed)
+
+
+def test_progress_on_a_terminal_rewrites_one_line() -> None:
+    from mailroom.spark.sweep import Progress
+
+    tracker, stream = _Tracker(), _Tty()
+    progress = Progress(tracker, "g", 5, stream, interval=3600)  # the thread never polls
+    with progress:
+        for k in (2, 2, 5):
+            tracker.completed = k
+            progress.show()
+    assert stream.getvalue() == "\rruns done 0/5\rruns done 2/5\rruns done 5/5\n"
+    assert Progress(tracker, "other", 5, _Tty()).done() == 0
