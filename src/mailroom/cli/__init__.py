@@ -1,4 +1,4 @@
-"""The ``mailroom`` command: demo, simulate, check."""
+"""The ``mailroom`` command: demo, simulate, check, sweep."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ from mailroom.cli.check import add_check_parser, run_check
 from mailroom.cli.demo import RUNS, run_demo
 from mailroom.cli.demo_total import TOTAL_RUNS, run_total_demo
 from mailroom.cli.simulate import PROTOCOLS, run_simulate
+from mailroom.cli.sweep import add_sweep_parser, run_sweep_cli
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -44,6 +45,7 @@ def build_parser() -> argparse.ArgumentParser:
     sim.add_argument("--trace", help="write the trace as JSON Lines to this file")
 
     add_check_parser(sub)
+    add_sweep_parser(sub)
     return parser
 
 
@@ -57,6 +59,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     if args.command == "simulate":
         return run_simulate(args, parser)
+    if args.command == "sweep":
+        return run_sweep_cli(args)
     return run_check(args, parser)
 
 

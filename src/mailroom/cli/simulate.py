@@ -3,25 +3,14 @@
 from __future__ import annotations
 
 import argparse
-from collections.abc import Callable
 
-from mailroom.core.endpoint import Endpoint
-from mailroom.protocols import CBCAST, RST, Fifo, LamportTotalOrder, Sequencer, Skeen, Unordered
+from mailroom.sim.registry import PROTOCOLS
 from mailroom.sim.simulation import NetworkModel, Simulation
 from mailroom.sim.workload import random_workload
 from mailroom.trace.checkers import PROPERTIES, check
 from mailroom.trace.jsonl import write_jsonl
 
-#: name -> (factory, workload mode, properties the protocol promises)
-PROTOCOLS: dict[str, tuple[Callable[[int, int], Endpoint], str, tuple[str, ...]]] = {
-    "unordered": (Unordered, "unicast", ("integrity", "liveness")),
-    "fifo": (Fifo, "unicast", ("integrity", "fifo", "liveness")),
-    "rst": (RST, "unicast", ("integrity", "fifo", "causal", "liveness")),
-    "cbcast": (CBCAST, "broadcast", ("integrity", "fifo", "causal", "liveness")),
-    "sequencer": (Sequencer, "broadcast", ("integrity", "total", "liveness")),
-    "skeen": (Skeen, "broadcast", ("integrity", "total", "liveness")),
-    "lamport": (LamportTotalOrder.stack, "broadcast", PROPERTIES),
-}
+__all__ = ["PROTOCOLS", "run_simulate"]
 
 
 def run_simulate(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:

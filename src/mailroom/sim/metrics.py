@@ -58,6 +58,9 @@ class Metrics:
     delay_total: float = 0.0
     delay_max: float = 0.0
     largest_buffer: int = 0
+    #: A process's buffer size after each thing it handles (send, packet, timer), summed.
+    buffer_total: int = 0
+    buffer_samples: int = 0
     delays: list[float] = attrs.field(factory=list)
 
     def record_delay(self, delay: float) -> None:
@@ -66,6 +69,13 @@ class Metrics:
         self.delays.append(delay)
         if delay > self.delay_max:
             self.delay_max = delay
+
+    def record_buffer(self, size: int) -> None:
+        """One sample of a process's buffer size, taken after it handled something."""
+        self.buffer_total += size
+        self.buffer_samples += 1
+        if size > self.largest_buffer:
+            self.largest_buffer = size
 
     def summary(self) -> dict[str, float]:
         per = max(self.app_messages, 1)
@@ -79,6 +89,7 @@ class Metrics:
             "mean_delay": self.delay_total / max(self.deliveries, 1),
             "max_delay": self.delay_max,
             "largest_buffer": self.largest_buffer,
+            "mean_buffer": self.buffer_total / max(self.buffer_samples, 1),
             "duplicated": self.duplicated,
             "dropped": self.dropped,
         }

@@ -70,6 +70,7 @@ class InFlight:
 
 DeliverHook = Callable[["Simulation", int, Message], None]
 StableHook = Callable[["Simulation", int, tuple[MessageId, ...]], None]
+TransmitHook = Callable[["Simulation", int, Transmit], None]
 
 
 class Simulation:
@@ -85,6 +86,7 @@ class Simulation:
         run: str = "run",
         on_deliver: DeliverHook | None = None,
         on_stable: StableHook | None = None,
+        on_transmit: TransmitHook | None = None,
         checkpoints: bool = False,
         record: bool = True,
     ) -> None:
@@ -101,6 +103,8 @@ class Simulation:
         self.run_name = run
         self.on_deliver = on_deliver
         self.on_stable = on_stable
+        #: Sees every packet an endpoint transmits (before loss): to measure the wire.
+        self.on_transmit = on_transmit
         self.now = 0.0
         self.in_flight: dict[int, InFlight] = {}
         self.trace: list[Event] = []
@@ -322,8 +326,7 @@ class Simulation:
         if self.checkpoints is not None:
             self.checkpoints[pid] = ep.snapshot()
         size = ep.buffered()
-        if size > self.metrics.largest_buffer:
-            self.metrics.largest_buffer = size
+        self.metrics.record_buffer(size)
         deadline = ep.next_deadline()
         if deadline is not None and not self.adversarial:
             at = max(deadline, self.now)  # a deadline already past fires now
@@ -339,6 +342,8 @@ class Simulation:
         else:
             m.data_packets += 1
         m.metadata_bytes += metadata_size(t.packet)
+        if self.on_transmit is not None:
+            self.on_transmit(self, pid, t)
         if any(c.cuts(pid, t.to, self.now) for c in self.partitions):
             m.dropped += 1
             return
