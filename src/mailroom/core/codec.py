@@ -306,8 +306,12 @@ def _fast_fields(out: bytearray, packet: Any, depth: int) -> None:
                 out.append(FIXINT | value)
                 continue
             if -MAX_INT <= value < MAX_INT:
-                out.append(INT)
-                _fast_varint(out, value * 2 if value >= 0 else -value * 2 - 1)
+                z = value * 2 if value >= 0 else -value * 2 - 1
+                if 0x80 <= z < 0x4000:  # two bytes: low 7 bits with the high bit, the rest
+                    out += bytes((INT, (z & 0x7F) | 0x80, z >> 7))
+                else:
+                    out.append(INT)
+                    _fast_varint(out, z)
                 continue
         elif kind is str:
             if len(value) < 0x80 and value.isascii():
@@ -554,6 +558,11 @@ def _decoder(tag: int) -> tuple[type, int, int]:
 
 def _fast_read_varint(data: bytes, pos: int, limit: int) -> tuple[int, int]:
     """A varint of more than one byte at ``pos``: (value, position after it)."""
+    b = data[pos + 1]
+    if b < 0x80:  # the common two-byte case (up to 16383)
+        if b == 0:
+            raise _GiveUp  # non-minimal
+        return (data[pos] & 0x7F) | (b << 7), pos + 2  # below every limit used here
     value = shift = 0
     for _ in range(10):
         b = data[pos]
@@ -628,8 +637,10 @@ def _fast_read_packet(data: bytes, pos: int, depth: int) -> tuple[object, int]:
             raise _GiveUp
     if payload_at >= 0:
         payload = values[payload_at]
-        if type(payload) is not str and type(payload) is not int and payload is not None:
-            check_payload(payload)  # LocalError: the general decoder words the refusal
+        kind = type(payload)
+        if kind is not str and kind is not int and payload is not None:
+            if PACKET_TYPES.get(kind.__name__) is not kind:
+                check_payload(payload)  # LocalError: the general decoder words the refusal
     return cls(*values), pos
 
 
