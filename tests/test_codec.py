@@ -12,8 +12,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from mailroom import codec
-from mailroom.core import codec as codec_module
 from mailroom.clocks import VectorClock
+from mailroom.core import codec as codec_module
 from mailroom.core.codec import value_size
 from mailroom.core.errors import LocalError, RemoteError
 from mailroom.core.messages import MessageId

@@ -629,18 +629,22 @@ def _fast_read_packet(data: bytes, pos: int, depth: int) -> tuple[object, int]:
                 entries.append(v)
             append(tuple(entries))
         elif kind == PACKET and depth < MAX_DEPTH:
-            value, pos = _fast_read_packet(data, pos, depth + 1)
-            append(value)
+            nested, pos = _fast_read_packet(data, pos, depth + 1)
+            append(nested)
         elif kind == NONE:
             append(None)
         else:
             raise _GiveUp
     if payload_at >= 0:
         payload = values[payload_at]
-        kind = type(payload)
-        if kind is not str and kind is not int and payload is not None:
-            if PACKET_TYPES.get(kind.__name__) is not kind:
-                check_payload(payload)  # LocalError: the general decoder words the refusal
+        ptype = type(payload)
+        if (
+            ptype is not str
+            and ptype is not int
+            and payload is not None
+            and PACKET_TYPES.get(ptype.__name__) is not ptype
+        ):
+            check_payload(payload)  # LocalError: the general decoder words the refusal
     return cls(*values), pos
 
 
