@@ -121,7 +121,7 @@ class Reliable(EndpointBase):
     def can_send(self, to: int | None = None) -> bool:
         """True when a send to ``to`` (or to anyone, for None) goes on the wire at once."""
         if to is None:
-            return all(len(out) < self.window for out in self._out)
+            return max(map(len, self._out)) < self.window
         return len(self._out[self._check_dest(to)]) < self.window
 
     def send(self, payload: Payload, to: int) -> list[Action]:
