@@ -240,9 +240,11 @@ def main() -> None:
             return
         import cProfile
 
-        with cProfile.Profile() as prof:
-            asyncio.run(node(args))
-        prof.dump_stats(os.path.join(args.profile, f"{args.role}-P{args.pid}.prof"))
+        prof = cProfile.Profile()
+        try:
+            prof.runcall(asyncio.run, node(args))
+        finally:
+            prof.dump_stats(os.path.join(args.profile, f"{args.role}-P{args.pid}.prof"))
         return
     os.environ.setdefault("MAILROOM_KEY", secrets.token_hex(32))  # a fresh key per run
     kinds = ["plain", *protocol_names()]
