@@ -288,13 +288,6 @@ def _encoder(cls: type) -> tuple[bytes, Any]:
     return plan
 
 
-def _fast_varint(out: bytearray, v: int) -> None:
-    while v >= 0x80:
-        out.append((v & 0x7F) | 0x80)
-        v >>= 7
-    out.append(v)
-
-
 def _fast_fields(out: bytearray, packet: Any, depth: int) -> None:
     """A packet's tag and fields; the same bytes as ``_packet``."""
     tag, getter = _encoder(type(packet))
@@ -311,7 +304,7 @@ def _fast_fields(out: bytearray, packet: Any, depth: int) -> None:
                     out += bytes((INT, (z & 0x7F) | 0x80, z >> 7))
                 else:
                     out.append(INT)
-                    _fast_varint(out, z)
+                    _varint(out, z)
                 continue
         elif kind is str:
             if len(value) < 0x80 and value.isascii():
@@ -325,9 +318,9 @@ def _fast_fields(out: bytearray, packet: Any, depth: int) -> None:
                     _counters(out, value)  # the sparse form may be the smaller one
                     continue
                 out.append(COUNTERS)  # no zero entry: the dense form is the smaller one
-                _fast_varint(out, len(value))
+                _varint(out, len(value))
                 for v in value:
-                    _fast_varint(out, v)
+                    _varint(out, v)
                 continue
         elif depth < MAX_DEPTH and PACKET_TYPES.get(kind.__name__) is kind:
             out.append(PACKET)
@@ -600,18 +593,7 @@ def _fast_read_packet(data: bytes, pos: int, depth: int) -> tuple[object, int]:
             if 0 <= value < 0x80:
                 raise _GiveUp
             append(value)
-        elif kind == STR:
-            size = data[pos]
-            if size < 0x80:
-                pos += 1
-            else:
-                size, pos = _fast_read_varint(data, pos, MAX_INT)
-            end = pos + size
-            if end > len(data):
-                raise _GiveUp
-            append(data[pos:end].decode("utf-8"))
-            pos = end
-        elif kind == COUNTERS:
+        elif kind in (STR, COUNTERS):  # a length (or count), then its bytes
             size = data[pos]
             if size < 0x80:
                 pos += 1
@@ -619,6 +601,10 @@ def _fast_read_packet(data: bytes, pos: int, depth: int) -> tuple[object, int]:
                 size, pos = _fast_read_varint(data, pos, MAX_INT)
             if size > len(data) - pos:
                 raise _GiveUp
+            if kind == STR:
+                append(data[pos : pos + size].decode("utf-8"))
+                pos += size
+                continue
             entries = []
             for _ in range(size):
                 v = data[pos]
