@@ -13,7 +13,10 @@ another process's application) to plain frames received per second (a frame
 reaching another process). Each configuration runs ``--repeat`` times; the best
 is kept.
 
-    python benchmarks/net_throughput.py [--count 3000] [--repeat 3]
+    python benchmarks/net_throughput.py [--count 3000] [--repeat 3] [--profile DIR]
+
+``--profile DIR`` runs every process under cProfile and writes DIR/<run>-P<pid>.prof
+(profiled runs are slower; their rates are not the figures).
 """
 
 from __future__ import annotations
@@ -166,7 +169,7 @@ async def _until_terminated() -> None:
 # -- the driver ---------------------------------------------------------------------------
 
 
-def one_run(kind: str, count: int) -> dict[str, float]:
+def one_run(kind: str, count: int, profile: str = "") -> dict[str, float]:
     """Start N processes of ``kind`` ("plain" or a protocol name); rates of the run."""
     socks = []
     for _ in range(N):
@@ -180,6 +183,8 @@ def one_run(kind: str, count: int) -> dict[str, float]:
         for pid, s in enumerate(socks):
             cmd = [sys.executable, __file__, "--role", kind, "--pid", str(pid), "--ports", ports,
                    "--fd", str(s.fileno()), "--count", str(count)]  # fmt: skip
+            if profile:
+                cmd += ["--profile", profile]
             pipes = {"stdin": subprocess.PIPE, "stdout": subprocess.PIPE}
             procs.append(subprocess.Popen(cmd, pass_fds=(s.fileno(),), text=True, **pipes))
         for proc in procs:
@@ -220,25 +225,33 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--count", type=int, default=3000, help="messages per process")
     p.add_argument("--repeat", type=int, default=3)
+    p.add_argument("--profile", default="", help="write cProfile stats of each process here")
     p.add_argument("--role", help=argparse.SUPPRESS)
     p.add_argument("--pid", type=int, help=argparse.SUPPRESS)
     p.add_argument("--ports", help=argparse.SUPPRESS)
     p.add_argument("--fd", type=int, help=argparse.SUPPRESS)
     p.add_argument("--protocol", help=argparse.SUPPRESS)
     args = p.parse_args()
-    if args.role == "plain":
-        asyncio.run(plain_node(args))
-        return
     if args.role is not None:
         args.protocol = args.role
-        asyncio.run(mailroom_node(args))
+        node = plain_node if args.role == "plain" else mailroom_node
+        if not args.profile:
+            asyncio.run(node(args))
+            return
+        import cProfile
+
+        prof = cProfile.Profile()
+        try:
+            prof.runcall(asyncio.run, node(args))
+        finally:
+            prof.dump_stats(os.path.join(args.profile, f"{args.role}-P{args.pid}.prof"))
         return
     os.environ.setdefault("MAILROOM_KEY", secrets.token_hex(32))  # a fresh key per run
     kinds = ["plain", *protocol_names()]
     best: dict[str, dict[str, float]] = {}
     for _ in range(args.repeat):
         for kind in kinds:  # interleaved, so load on the machine affects all alike
-            r = one_run(kind, args.count)
+            r = one_run(kind, args.count, args.profile)
             if kind not in best or r["remote_rate"] > best[kind]["remote_rate"]:
                 best[kind] = r
     plain = best["plain"]["remote_rate"]

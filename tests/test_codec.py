@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 
 from mailroom import codec
 from mailroom.clocks import VectorClock
+from mailroom.core import codec as codec_module
 from mailroom.core.codec import value_size
 from mailroom.core.errors import LocalError, RemoteError
 from mailroom.core.messages import MessageId
@@ -197,3 +198,47 @@ def test_a_payload_must_be_what_an_application_can_send() -> None:
         data = codec.encode(FifoPacket(0, 1, 1, 1, bad))
         with pytest.raises(RemoteError, match="FifoPacket payload"):
             codec.decode(data)
+
+
+# -- the fast path agrees with the general codec ---------------------------------------------
+
+
+def _general_encode(packet: object) -> bytes:
+    out = bytearray([codec.VERSION])
+    codec_module._packet(out, packet, 0)
+    return bytes(out)
+
+
+def _general_decode(data: bytes) -> Any:
+    try:
+        return ("ok", typed(codec_module._slow_decode(data)))
+    except RemoteError as exc:
+        return ("error", str(exc))
+
+
+@given(packets())
+def test_fast_encode_writes_the_general_encoders_bytes(packet: object) -> None:
+    try:
+        general = _general_encode(packet)
+    except LocalError:
+        with pytest.raises(LocalError):
+            codec.encode(packet)
+        return
+    assert codec.encode(packet) == general
+
+
+@given(packets(), st.data())
+def test_fast_decode_agrees_with_the_general_decoder(packet: object, data: st.DataObject) -> None:
+    try:
+        encoded = bytearray(codec.encode(packet))
+    except LocalError:
+        return
+    if data.draw(st.booleans()):  # flip one byte: fast and general must still agree
+        k = data.draw(st.integers(0, len(encoded) - 1))
+        encoded[k] = data.draw(st.integers(0, 255))
+    raw = bytes(encoded)
+    try:
+        fast = ("ok", typed(codec.decode(raw)))
+    except RemoteError as exc:
+        fast = ("error", str(exc))
+    assert fast == _general_decode(raw)

@@ -123,3 +123,70 @@ def test_key_from_file_or_environment(tmp_path: Path) -> None:
         load_key(None, env={})
     with pytest.raises(LocalError):
         load_key(None, env={KEY_ENV: "short"})
+
+
+# -- BATCH frames: several packets under one counter and one MAC ------------------------------
+
+
+@given(
+    st.lists(st.lists(st.binary(max_size=40), min_size=1, max_size=6), max_size=5),
+    st.integers(1, 9),
+)
+def test_batches_survive_any_split_and_keep_order(writes: list[list[bytes]], chunk: int) -> None:
+    sealer, opener = _pair()
+    items = [[(p, MessageId(1, k + 1) if k % 2 else None, fr.UNICAST if k % 2 else fr.CONTROL)
+              for k, p in enumerate(w)] for w in writes]  # fmt: skip
+    stream = b"".join(sealer.seal_many(w) for w in items)
+    reader = fr.FrameReader()
+    got = []
+    for i in range(0, len(stream), chunk):
+        for kind, body in reader.feed(stream[i : i + chunk]):
+            got += [opener.open(body)] if kind == fr.DATA else opener.open_many(body)
+    want = [x for w in items for x in w]
+    assert [(d.packet, d.message_id, d.carries) for d in got] == want
+    assert sealer.counter == opener.counter == len(writes)  # one number per write
+
+
+def test_one_packet_goes_as_data_and_a_batch_opens_once() -> None:
+    sealer, opener = _pair()
+    single = sealer.seal_many([(b"p", None, fr.CONTROL)])
+    assert opener.open(_body(single)).packet == b"p"  # a lone packet is a plain DATA frame
+    frame = sealer.seal_many([(b"a", None, fr.CONTROL), (b"b", MessageId(1, 1), fr.BROADCAST)])
+    ((kind, body),) = fr.FrameReader().feed(frame)
+    assert kind == fr.BATCH
+    assert [d.packet for d in opener.open_many(body)] == [b"a", b"b"]
+    with pytest.raises(fr.FrameError) as err:
+        opener.open_many(body)
+    assert err.value.reason == "replayed"
+    tampered = bytearray(body)
+    tampered[12] ^= 1
+    with pytest.raises(fr.FrameError) as err:
+        fr.Opener(KEY, NONCE, 1, 0).open_many(bytes(tampered))
+    assert err.value.reason == "bad_mac"
+
+
+def _signed_batch(payload: bytes) -> bytes:
+    """A BATCH body with a valid MAC and counter 1 around arbitrary entries."""
+    import hmac
+
+    key = fr.session_key(KEY, NONCE, 1, 0)
+    signed = payload
+    return signed + hmac.digest(key, signed, "sha256")
+
+
+@pytest.mark.parametrize(
+    "signed",
+    [
+        (1).to_bytes(8, "big") + (0).to_bytes(2, "big"),  # no packets
+        (1).to_bytes(8, "big") + (1).to_bytes(2, "big") + b"\x00" * 5,  # entry cut short
+        (1).to_bytes(8, "big") + (1).to_bytes(2, "big") + b"\x07" + b"\x00" * 16,  # kind 7
+        (1).to_bytes(8, "big") + (1).to_bytes(2, "big") + b"\x00" * 13 + b"\x00\x00\x00\x09",
+        (1).to_bytes(8, "big") + (1).to_bytes(2, "big") + b"\x00" * 17 + b"x",  # trailing
+    ],
+)
+def test_malformed_batches_are_garbage(signed: bytes) -> None:
+    _, opener = _pair()
+    with pytest.raises(fr.FrameError) as err:
+        opener.open_many(_signed_batch(signed))
+    assert err.value.reason == "garbage"
+    assert opener.counter == 0  # nothing was accepted

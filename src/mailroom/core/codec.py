@@ -42,6 +42,7 @@ class itself rejects.
 from __future__ import annotations
 
 import math
+import operator
 import struct
 import zlib
 from typing import Any
@@ -65,6 +66,7 @@ COUNTERS, SPARSE, MATRIX, SPARSE_MATRIX, PACKET, VCLOCK, MSGID = range(9, 16)
 FIXINT = 0x80
 
 _FLOAT = struct.Struct(">d")
+_HEAD = bytes((VERSION,))
 
 
 def packet_tag(cls: type) -> int:
@@ -91,6 +93,8 @@ def _tag_table() -> dict[int, type]:
             table[tag] = cls
         _tags.clear()
         _tags.update(table)
+        _encoders.clear()
+        _decoders.clear()
         _tags_from = len(PACKET_TYPES)
     return _tags
 
@@ -247,13 +251,88 @@ def _packet(out: bytearray, packet: Any, depth: int) -> None:
         _value(out, getattr(packet, f.name), depth)
 
 
+# -- the fast path ------------------------------------------------------------------
+#
+# ``encode`` and ``decode`` run once per packet on the wire, so the common shapes
+# (small and large ints, strings, counter tuples, nested packets) take a path with
+# no per-field generic dispatch, no ``attrs.fields`` and no reader object: a
+# per-class plan (tag bytes, field getter, payload position) is built once. Every
+# other value goes through the general functions above, and the bytes are the
+# same either way (the byte-exact tests pin them). The fast decoder gives up on
+# anything unusual, malformed bytes included, and hands the whole packet to the
+# general decoder, which then either accepts it or raises its precise error.
+
+#: class -> (tag bytes, getter of all field values as a tuple)
+_encoders: dict[type, tuple[bytes, Any]] = {}
+#: tag -> (class, field count, index of the ``payload`` field or -1)
+_decoders: dict[int, tuple[type, int, int]] = {}
+
+
+def _encoder(cls: type) -> tuple[bytes, Any]:
+    """The cached plan for encoding ``cls``; LocalError if it is not a registered packet."""
+    plan = _encoders.get(cls)
+    if plan is None or PACKET_TYPES.get(cls.__name__) is not cls:
+        tag = packet_tag(cls)
+        if PACKET_TYPES.get(cls.__name__) is not cls or _tag_table().get(tag) is not cls:
+            raise LocalError(f"{cls.__name__} is not a registered @packet class")
+        names = [f.name for f in attrs.fields(cls)]
+        if len(names) == 1:
+            one = operator.attrgetter(names[0])
+            getter: Any = lambda p: (one(p),)  # noqa: E731
+        elif names:
+            getter = operator.attrgetter(*names)
+        else:
+            getter = lambda p: ()  # noqa: E731
+        plan = (tag.to_bytes(2, "big"), getter)
+        _encoders[cls] = plan
+    return plan
+
+
+def _fast_fields(out: bytearray, packet: Any, depth: int) -> None:
+    """A packet's tag and fields; the same bytes as ``_packet``."""
+    tag, getter = _encoder(type(packet))
+    out += tag
+    for value in getter(packet):
+        kind = type(value)
+        if kind is int:
+            if 0 <= value < 0x80:
+                out.append(FIXINT | value)
+                continue
+            if -MAX_INT <= value < MAX_INT:
+                z = value * 2 if value >= 0 else -value * 2 - 1
+                if 0x80 <= z < 0x4000:  # two bytes: low 7 bits with the high bit, the rest
+                    out += bytes((INT, (z & 0x7F) | 0x80, z >> 7))
+                else:
+                    out.append(INT)
+                    _varint(out, z)
+                continue
+        elif kind is str:
+            if len(value) < 0x80 and value.isascii():
+                out.append(STR)
+                out.append(len(value))
+                out += value.encode("ascii")
+                continue
+        elif kind is tuple:
+            if value and all(type(v) is int and 0 <= v < MAX_INT for v in value):
+                if 0 in value:
+                    _counters(out, value)  # the sparse form may be the smaller one
+                    continue
+                out.append(COUNTERS)  # no zero entry: the dense form is the smaller one
+                _varint(out, len(value))
+                for v in value:
+                    _varint(out, v)
+                continue
+        elif depth < MAX_DEPTH and PACKET_TYPES.get(kind.__name__) is kind:
+            out.append(PACKET)
+            _fast_fields(out, value, depth + 1)
+            continue
+        _value(out, value, depth)
+
+
 def encode(packet: object) -> bytes:
     """The bytes of a registered packet; LocalError if it holds something unencodable."""
-    cls = type(packet)
-    if PACKET_TYPES.get(cls.__name__) is not cls:
-        raise LocalError(f"{cls.__name__} is not a registered @packet class")
-    out = bytearray([VERSION])
-    _packet(out, packet, 0)
+    out = bytearray(_HEAD)
+    _fast_fields(out, packet, 0)
     return bytes(out)
 
 
@@ -443,11 +522,8 @@ def _read_packet(r: _Reader, depth: int) -> object:
         raise RemoteError(f"{cls.__name__} refuses its fields: {exc}") from None
 
 
-def decode(data: bytes | bytearray | memoryview) -> object:
-    """The packet in ``data``; RemoteError if the bytes are not exactly one valid packet."""
-    if not isinstance(data, bytes | bytearray | memoryview):
-        raise RemoteError(f"expected bytes, got {type(data).__name__}")
-    r = _Reader(bytes(data))
+def _slow_decode(data: bytes) -> object:
+    r = _Reader(data)
     version = r.byte("the version byte")
     if version != VERSION:
         raise RemoteError(f"codec version {version} is not supported (this is version {VERSION})")
@@ -455,6 +531,123 @@ def decode(data: bytes | bytearray | memoryview) -> object:
     if r.left():
         raise RemoteError(f"{r.left()} trailing bytes after the packet")
     return packet
+
+
+class _GiveUp(Exception):
+    """The fast decoder met something it leaves to the general one."""
+
+
+def _decoder(tag: int) -> tuple[type, int, int]:
+    plan = _decoders.get(tag)
+    if plan is None:
+        cls = _tag_table().get(tag)
+        if cls is None:
+            raise _GiveUp
+        names = [f.name for f in attrs.fields(cls)]
+        plan = (cls, len(names), names.index("payload") if "payload" in names else -1)
+        _decoders[tag] = plan
+    return plan
+
+
+def _fast_read_varint(data: bytes, pos: int, limit: int) -> tuple[int, int]:
+    """A varint of more than one byte at ``pos``: (value, position after it)."""
+    b = data[pos + 1]
+    if b < 0x80:  # the common two-byte case (up to 16383)
+        if b == 0:
+            raise _GiveUp  # non-minimal
+        return (data[pos] & 0x7F) | (b << 7), pos + 2  # below every limit used here
+    value = shift = 0
+    for _ in range(10):
+        b = data[pos]
+        pos += 1
+        value |= (b & 0x7F) << shift
+        if not b & 0x80:
+            if b == 0 or value >= limit:
+                raise _GiveUp
+            return value, pos
+        shift += 7
+    raise _GiveUp
+
+
+def _fast_read_packet(data: bytes, pos: int, depth: int) -> tuple[object, int]:
+    """The packet whose tag is at ``pos``, its fields at ``depth``; _GiveUp or IndexError
+    (truncation) on anything the general decoder should judge."""
+    if len(data) < pos + 2:
+        raise _GiveUp
+    cls, count, payload_at = _decoder((data[pos] << 8) | data[pos + 1])
+    pos += 2
+    values: list[Any] = []
+    append = values.append
+    for _ in range(count):
+        kind = data[pos]
+        pos += 1
+        if kind >= FIXINT:
+            append(kind - FIXINT)
+        elif kind == INT:
+            if data[pos] < 0x80:
+                z = data[pos]
+                pos += 1
+            else:
+                z, pos = _fast_read_varint(data, pos, 2 * MAX_INT)
+            value = z >> 1 if not z & 1 else -(z >> 1) - 1
+            if 0 <= value < 0x80:
+                raise _GiveUp
+            append(value)
+        elif kind in (STR, COUNTERS):  # a length (or count), then its bytes
+            size = data[pos]
+            if size < 0x80:
+                pos += 1
+            else:
+                size, pos = _fast_read_varint(data, pos, MAX_INT)
+            if size > len(data) - pos:
+                raise _GiveUp
+            if kind == STR:
+                append(data[pos : pos + size].decode("utf-8"))
+                pos += size
+                continue
+            entries = []
+            for _ in range(size):
+                v = data[pos]
+                if v < 0x80:
+                    pos += 1
+                else:
+                    v, pos = _fast_read_varint(data, pos, MAX_INT)
+                entries.append(v)
+            append(tuple(entries))
+        elif kind == PACKET and depth < MAX_DEPTH:
+            nested, pos = _fast_read_packet(data, pos, depth + 1)
+            append(nested)
+        elif kind == NONE:
+            append(None)
+        else:
+            raise _GiveUp
+    if payload_at >= 0:
+        payload = values[payload_at]
+        ptype = type(payload)
+        if (
+            ptype is not str
+            and ptype is not int
+            and payload is not None
+            and PACKET_TYPES.get(ptype.__name__) is not ptype
+        ):
+            check_payload(payload)  # LocalError: the general decoder words the refusal
+    return cls(*values), pos
+
+
+def decode(data: bytes | bytearray | memoryview) -> object:
+    """The packet in ``data``; RemoteError if the bytes are not exactly one valid packet."""
+    if not isinstance(data, bytes | bytearray | memoryview):
+        raise RemoteError(f"expected bytes, got {type(data).__name__}")
+    raw = data if type(data) is bytes else bytes(data)
+    if len(raw) > 3 and raw[0] == VERSION:
+        try:
+            packet, pos = _fast_read_packet(raw, 1, 0)
+        except (_GiveUp, IndexError, UnicodeDecodeError, LocalError, TypeError, ValueError):
+            pass
+        else:
+            if pos == len(raw):
+                return packet
+    return _slow_decode(raw)
 
 
 __all__ = ["MAX_ELEMENTS", "VERSION", "decode", "encode", "metadata_bytes", "packet_tag"]

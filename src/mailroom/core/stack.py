@@ -118,7 +118,11 @@ class Stack:
 
     def can_send(self, to: int | None = None) -> bool:
         """Flow control: False while a layer with ``can_send`` says its channel is full."""
-        return all(x.can_send(to) for x in self.layers if hasattr(x, "can_send"))
+        for x in self.layers:  # a loop, not all(genexpr): the runtime asks after every step
+            can = getattr(x, "can_send", None)
+            if can is not None and not can(to):
+                return False
+        return True
 
     # -- introspection -------------------------------------------------------------------
     def buffered(self) -> int:

@@ -121,7 +121,7 @@ class Reliable(EndpointBase):
     def can_send(self, to: int | None = None) -> bool:
         """True when a send to ``to`` (or to anyone, for None) goes on the wire at once."""
         if to is None:
-            return all(len(out) < self.window for out in self._out)
+            return max(map(len, self._out)) < self.window
         return len(self._out[self._check_dest(to)]) < self.window
 
     def send(self, payload: Payload, to: int) -> list[Action]:
@@ -186,6 +186,23 @@ class Reliable(EndpointBase):
 
     # -- receiving ---------------------------------------------------------------------
     def _validate(self, packet: object) -> ReliablePacket | ReliableAck:
+        kind = type(packet)
+        if kind is ReliablePacket:  # the common case, checked inline (same rules as below)
+            p: Any = packet
+            sender, seq, msg, ack = p.sender, p.seq, p.msg, p.ack
+            if (
+                type(sender) is int
+                and 0 <= sender < self.n
+                and p.dest == self.pid
+                and type(p.dest) is int
+                and type(ack) is int
+                and 0 <= ack <= min(self.next_seq[sender], self.acked[sender] + self.window)
+                and type(seq) is int
+                and 0 < seq <= validate.MAX_COUNTER
+                and type(msg) is int
+                and 0 < msg <= validate.MAX_COUNTER
+            ):
+                return p  # type: ignore[no-any-return]
         if type(packet) is not ReliablePacket and type(packet) is not ReliableAck:
             raise RemoteError(
                 f"Reliable expected a ReliablePacket or ReliableAck, got {type(packet).__name__}"

@@ -66,6 +66,18 @@ class CBCAST(EndpointBase):
         return actions
 
     def _validate(self, packet: object) -> CBCASTPacket:
+        if type(packet) is CBCASTPacket:  # the common case inline (the same rules as below)
+            who, stamp, mine = packet.sender, packet.vc, self._clock[self.pid]
+            if (
+                type(who) is int
+                and 0 <= who < self.n
+                and type(stamp) is tuple
+                and len(stamp) == self.n
+                and all(type(v) is int and 0 <= v <= validate.MAX_COUNTER for v in stamp)
+                and stamp[who] > 0
+                and stamp[self.pid] <= mine
+            ):
+                return packet
         validate.expect_type(packet, CBCASTPacket, "CBCAST")
         assert isinstance(packet, CBCASTPacket)
         sender = validate.pid(packet.sender, self.n)
