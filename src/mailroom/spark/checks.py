@@ -50,6 +50,8 @@ from mailroom.trace.checkers import PROPERTIES, propagate_clocks
 SPARK_PROPERTIES = (*PROPERTIES, "clock")
 MODES = ("summary", "full")
 HB_MODES = ("auto", "given", "compute")
+#: How clocks are computed for runs that lack them (see ``with_clocks``).
+PROPAGATIONS = ("sequential", "iterative")
 
 VIOLATION_DDL = (
     "property string, run string, processes array<long>, "
@@ -130,7 +132,7 @@ def _compute_run(item: tuple[str, Iterable[Any]]) -> Iterator[tuple[Any, ...]]:
         yield (run, *r[1:8], vc, r.time)
 
 
-def with_clocks(spark: Any, app: Any, hb: str) -> Any:
+def with_clocks(spark: Any, app: Any, hb: str, propagation: str = "sequential") -> Any:
     """Send and deliver events with ``vc`` given or computed per run (see header)."""
 
     if hb == "given":
@@ -195,8 +197,17 @@ def check_trace(
     mode: str = "summary",
     hb: str = "auto",
     in_flight: float | None = None,
+    propagation: str = "sequential",
 ) -> SparkReport:
-    """Check ``properties`` (of ``SPARK_PROPERTIES``) on every run of ``loaded``."""
+    """Check ``properties`` (of ``SPARK_PROPERTIES``) on every run of ``loaded``.
+
+    Two shuffles carry every check (see the header): one by message, so that each
+    event sees its message's send and each delivery knows whether it is the first
+    at its process; one by process, sorted by ``seq``, persisted once and read by
+    every property. Total order adds a shuffle of the first deliveries by message
+    for its pairs of processes.
+    """
+    from pyspark import StorageLevel
     from pyspark.sql import Window
     from pyspark.sql import functions as F
 
@@ -207,59 +218,66 @@ def check_trace(
         raise ValueError(f"mode must be one of {list(MODES)}, got {mode!r}")
     if hb not in HB_MODES:
         raise ValueError(f"hb must be one of {list(HB_MODES)}, got {hb!r}")
-    ev = loaded.events.persist()
-    app = ev.where("kind IN ('send', 'deliver')")
-    needs_clocks = {"causal", "clock"} & set(properties)
-    if needs_clocks:
-        app = with_clocks(spark, app, hb)
-    # previous clock at the same process
+    if propagation not in PROPAGATIONS:
+        raise ValueError(f"propagation must be one of {list(PROPAGATIONS)}, got {propagation!r}")
+    app = loaded.events.where("kind IN ('send', 'deliver')")
+    if {"causal", "clock"} & set(properties):
+        app = with_clocks(spark, app, hb, propagation)
+
+    # shuffle 1, by message: the message's send (the last one, as the reference keeps
+    # it), the processes that delivered it, and each event's rank among the same
+    # process's events of that kind for that message (deliveries first to last,
+    # sends last to first)
+    is_send = F.col("kind") == "send"
+    w_msg = Window.partitionBy("run", "mo", "ms")
+    send_info = F.struct(
+        F.col("dest").alias("sdest"),
+        F.col("seq").alias("sseq"),
+        F.col("time").alias("stime"),
+        F.col("process").alias("sproc"),
+        F.col("vc").alias("sc"),
+    )
+    by_msg = app.select(
+        *EVENT_DDL_COLUMNS,
+        F.max_by(F.when(is_send, send_info), F.when(is_send, F.col("seq"))).over(w_msg).alias("_s"),
+        F.collect_set(F.when(~is_send, F.col("process"))).over(w_msg).alias("_got"),
+    ).withColumn(
+        "_rn",
+        F.row_number().over(
+            Window.partitionBy("run", "mo", "ms", "kind", "process").orderBy(
+                F.expr("CASE WHEN kind = 'send' THEN -seq ELSE seq END")
+            )
+        ),
+    )
+    # shuffle 2, by process in seq order: the previous clock; persisted for all checks
     w_proc = Window.partitionBy("run", "process").orderBy("seq")
-    app = app.withColumn("pred", F.lag("vc").over(w_proc)).persist()
-    sends_all = ev.where("kind = 'send'")
-    w_send = Window.partitionBy("run", "mo", "ms").orderBy(F.col("seq").desc())
-    sends = (
-        sends_all.withColumn("_rn", F.row_number().over(w_send))
-        .where("_rn = 1")
-        .select(
-            "run",
-            "mo",
-            "ms",
-            F.col("dest").alias("sdest"),
-            F.col("seq").alias("sseq"),
-            F.col("time").alias("stime"),
-            F.col("process").alias("sproc"),
-        )
+    table = (
+        by_msg.withColumn("pred", F.lag("vc").over(w_proc))
+        .withColumn("_first", F.expr("kind = 'deliver' AND _rn = 1"))
+        .withColumn("sc", F.col("_s.sc"))
+        .persist(StorageLevel.MEMORY_AND_DISK)
     )
-    send_vc = (
-        app.where("kind = 'send'")
-        .withColumn("_rn", F.row_number().over(w_send))
-        .where("_rn = 1")
-        .select("run", "mo", "ms", F.col("vc").alias("sc"))
-    )
-    deliveries = ev.where("kind = 'deliver'")
-    w_dm = Window.partitionBy("run", "process", "mo", "ms").orderBy("seq")
+    table.count()  # materialise once, before the checks read it concurrently
+    deliveries = table.where("kind = 'deliver'")
+    first = table.where("_first")
     parts: list[Any] = []
 
     if "integrity" in properties:
-        d = deliveries.withColumn("_rn", F.row_number().over(w_dm)).join(
-            sends, ["run", "mo", "ms"], "left"
-        )
         reason = (
-            "CASE WHEN sdest IS NULL THEN format_string('P%d delivered %s, which was never sent',"
+            "CASE WHEN _s IS NULL THEN format_string('P%d delivered %s, which was never sent',"
             f" process, {_m('mo', 'ms')})"
-            " WHEN NOT array_contains(sdest, process) THEN format_string("
+            " WHEN NOT array_contains(_s.sdest, process) THEN format_string("
             f"'P%d delivered %s, which was sent only to %s', process, {_m('mo', 'ms')},"
-            " concat('[', array_join(sdest, ', '), ']'))"
+            " concat('[', array_join(_s.sdest, ', '), ']'))"
             " WHEN _rn > 1 THEN format_string('P%d delivered %s more than once', process, "
             f"{_m('mo', 'ms')}) END"
         )
-        bad = d.withColumn("reason", F.expr(reason)).where("reason IS NOT NULL")
+        bad = deliveries.withColumn("reason", F.expr(reason)).where("reason IS NOT NULL")
         parts.append(
             _violation(bad, "integrity", "array(process)", [("mo", "ms")], "array(seq)", "reason")
         )
 
-    first = deliveries.withColumn("_rn", F.row_number().over(w_dm)).where("_rn = 1").drop("_rn")
-
+    before = Window.unboundedPreceding, -1
     if "fifo" in properties:
         if mode == "full":
             a = first.select(
@@ -270,14 +288,12 @@ def check_trace(
             )
             pairs = a.join(b, ["run", "process", "mo"]).where("pos2 < pos1 AND ms1 < ms2")
         else:
-            w = (
-                Window.partitionBy("run", "process", "mo")
-                .orderBy("seq")
-                .rowsBetween(Window.unboundedPreceding, -1)
-            )
+            w = Window.partitionBy("run", "process", "mo").orderBy("seq").rowsBetween(*before)
             pairs = (
-                first.withColumn("_best", F.max(F.struct("ms", "seq")).over(w))
-                .where("_best.ms > ms")
+                table.withColumn(
+                    "_best", F.max(F.when(F.col("_first"), F.struct("ms", "seq"))).over(w)
+                )
+                .where("_first AND _best.ms > ms")
                 .select(
                     "run",
                     "process",
@@ -301,11 +317,7 @@ def check_trace(
         )
 
     if "causal" in properties:
-        dc = (
-            first.select("run", "process", "seq", "mo", "ms")
-            .join(send_vc, ["run", "mo", "ms"])
-            .where("sc IS NOT NULL")
-        )
+        dc = first.where("sc IS NOT NULL")
         a = dc.select(
             "run",
             "process",
@@ -329,16 +341,13 @@ def check_trace(
                 "sc2[k] > coalesce(try_element_at(sc1, k), 0))"
             )
         else:
-            preds = app.where("kind = 'deliver'").select("run", "process", "seq", "pred")
-            w = (
-                Window.partitionBy("run", "process")
-                .orderBy("seq")
-                .rowsBetween(Window.unboundedPreceding, -1)
-            )
+            w = Window.partitionBy("run", "process").orderBy("seq").rowsBetween(*before)
+            is_dc = F.expr("_first AND sc IS NOT NULL")
             cand = (
-                dc.join(preds, ["run", "process", "seq"], "left")
-                .withColumn("c1", F.expr("try_element_at(sc, mo)"))
-                .withColumn("_self", F.max(F.expr("try_element_at(sc, process)")).over(w))
+                table.withColumn("c1", F.when(is_dc, F.expr("try_element_at(sc, mo)")))
+                .withColumn(
+                    "_self", F.max(F.when(is_dc, F.expr("try_element_at(sc, process)"))).over(w)
+                )
                 .where(
                     "c1 IS NOT NULL AND CASE WHEN mo = process THEN coalesce(_self, 0) >= c1 "
                     "ELSE coalesce(try_element_at(pred, mo), 0) >= c1 END"
@@ -372,8 +381,10 @@ def check_trace(
         )
 
     if "total" in properties:
-        fp = first.select("run", "mo", "ms", F.col("process").alias("p"), F.col("seq").alias("pp"))
-        fq = first.select("run", "mo", "ms", F.col("process").alias("q"), F.col("seq").alias("qp"))
+        # only messages that at least two processes delivered can be out of order
+        shared = first.where("size(_got) > 1")
+        fp = shared.select("run", "mo", "ms", F.col("process").alias("p"), F.col("seq").alias("pp"))
+        fq = shared.select("run", "mo", "ms", F.col("process").alias("q"), F.col("seq").alias("qp"))
         both = fp.join(fq, ["run", "mo", "ms"]).where("p < q")
         if mode == "full":
             x = both.select(
@@ -396,11 +407,7 @@ def check_trace(
             )
             pairs = x.join(y, ["run", "p", "q"]).where("pp1 < pp2 AND qp2 < qp1")
         else:
-            w = (
-                Window.partitionBy("run", "p", "q")
-                .orderBy("pp")
-                .rowsBetween(Window.unboundedPreceding, -1)
-            )
+            w = Window.partitionBy("run", "p", "q").orderBy("pp").rowsBetween(*before)
             pairs = (
                 both.withColumn("_best", F.max(F.struct("qp", "pp", "mo", "ms")).over(w))
                 .where("_best.qp > qp")
@@ -431,17 +438,24 @@ def check_trace(
         )
 
     if "liveness" in properties:
-        owed = sends.select("run", "mo", "ms", "sseq", "stime", F.explode("sdest").alias("q"))
+        # the kept send of each message: its process's last send of it, at the kept seq
+        kept = table.where("kind = 'send' AND _rn = 1 AND process = _s.sproc AND seq = _s.sseq")
+        owed = kept.select(
+            "run",
+            "mo",
+            "ms",
+            F.col("seq").alias("sseq"),
+            F.col("time").alias("stime"),
+            F.explode(F.expr("filter(dest, q -> NOT array_contains(_got, q))")).alias("q"),
+        )
         if in_flight is not None:
-            end = ev.groupBy("run").agg(F.max("time").alias("_end"))
+            end = loaded.events.groupBy("run").agg(F.max("time").alias("_end"))
             owed = owed.join(end, "run", "left").where(
                 f"stime IS NULL OR _end IS NULL OR stime <= _end - {float(in_flight)!r}"
             )
-        got = deliveries.select("run", F.col("process").alias("q"), "mo", "ms")
-        missing = owed.join(got, ["run", "q", "mo", "ms"], "left_anti")
         parts.append(
             _violation(
-                missing,
+                owed,
                 "liveness",
                 "array(q)",
                 [("mo", "ms")],
@@ -451,24 +465,24 @@ def check_trace(
         )
 
     if "clock" in properties:
-        checked = app.where("vc IS NOT NULL").join(send_vc, ["run", "mo", "ms"], "left")
         expected = (
             "map_filter(map_from_arrays(_keys, transform(_keys, k -> CASE WHEN k = process "
             "THEN coalesce(try_element_at(_p, k), 0) + 1 ELSE greatest(coalesce("
-            "try_element_at(_p, k), 0), coalesce(try_element_at(_s, k), 0)) END)), "
+            "try_element_at(_p, k), 0), coalesce(try_element_at(_q, k), 0)) END)), "
             "(k, v) -> v > 0)"
         )
         bad = (
-            checked.withColumn("_p", F.expr("coalesce(pred, map())").cast("map<long,long>"))
+            table.where("vc IS NOT NULL")
+            .withColumn("_p", F.expr("coalesce(pred, map())").cast("map<long,long>"))
             .withColumn(
-                "_s",
+                "_q",
                 F.expr("CASE WHEN kind = 'deliver' THEN coalesce(sc, map()) ELSE map() END").cast(
                     "map<long,long>"
                 ),
             )
             .withColumn(
                 "_keys",
-                F.expr("array_distinct(concat(map_keys(_p), map_keys(_s), array(process)))"),
+                F.expr("array_distinct(concat(map_keys(_p), map_keys(_q), array(process)))"),
             )
             .withColumn("_exp", F.expr(expected))
             .where(
@@ -494,7 +508,7 @@ def check_trace(
             violations = violations.unionByName(part)
     else:
         violations = spark.createDataFrame([], VIOLATION_DDL)
-    never_sent = deliveries.join(sends, ["run", "mo", "ms"], "left_anti").select(
+    never_sent = deliveries.where("_s IS NULL").select(
         F.lit("trace").alias("source"),
         F.lit(None).cast("long").alias("line"),
         "run",
@@ -505,12 +519,14 @@ def check_trace(
         ),
     )
     invalid = loaded.invalid.unionByName(never_sent)
-    violations = violations.persist()
-    invalid = invalid.persist()
+    violations = violations.persist(StorageLevel.MEMORY_AND_DISK)
+    invalid = invalid.persist(StorageLevel.MEMORY_AND_DISK)
     counts = {p: 0 for p in properties}
     for row in violations.groupBy("property").count().collect():
         counts[row["property"]] = int(row["count"])
-    return SparkReport(tuple(properties), violations, invalid, counts, invalid.count(), mode)
+    invalid_count = invalid.count()
+    table.unpersist()
+    return SparkReport(tuple(properties), violations, invalid, counts, invalid_count, mode)
 
 
 def empty_invalid(spark: Any) -> Any:
