@@ -324,10 +324,14 @@ def check_total(events: Sequence[Event], run: str = "") -> list[Violation]:
     return found
 
 
+def _by_message(item: tuple[MessageId, Event]) -> tuple[int, int]:
+    return item[0].origin, item[0].seq
+
+
 def check_liveness(events: Sequence[Event], run: str = "") -> list[Violation]:
     delivered = {(e.process, e.message) for e in events if e.kind == "deliver"}
     found = []
-    for m, s in sorted(_sends(events).items()):
+    for m, s in sorted(_sends(events).items(), key=_by_message):
         for q in s.dest:
             if (q, m) not in delivered:
                 found.append(
