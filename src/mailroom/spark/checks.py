@@ -132,23 +132,116 @@ def _compute_run(item: tuple[str, Iterable[Any]]) -> Iterator[tuple[Any, ...]]:
         yield (run, *r[1:8], vc, r.time)
 
 
-def with_clocks(spark: Any, app: Any, hb: str, propagation: str = "sequential") -> Any:
-    """Send and deliver events with ``vc`` given or computed per run (see header)."""
+def with_clocks(
+    spark: Any, app: Any, hb: str, propagation: str = "sequential", rounds: list[int] | None = None
+) -> Any:
+    """Send and deliver events with ``vc`` given or computed per run (see header).
 
+    ``propagation`` chooses how missing clocks are computed: "sequential" (one
+    Python pass per run on an executor) or "iterative" (DataFrame rounds to a
+    fixpoint, ``iterative_clocks``); ``rounds``, if given, receives the number of
+    rounds the iterative method needed.
+    """
     if hb == "given":
         return app
     if hb == "compute":
         need = app.select("run").distinct()
     else:
         need = app.where("vc IS NULL").select("run").distinct().persist()
-        if need.isEmpty():  # every run carries its clocks: no Python pass at all
+        if need.isEmpty():  # every run carries its clocks: nothing to compute
             return app
     todo = app.join(need, "run", "left_semi").select(*EVENT_DDL_COLUMNS)
-    computed = spark.createDataFrame(
-        todo.rdd.map(lambda r: (r.run, r)).groupByKey().flatMap(_compute_run), EVENT_DDL
-    )
+    if propagation == "iterative":
+        computed = iterative_clocks(todo, rounds)
+    else:
+        computed = spark.createDataFrame(
+            todo.rdd.map(lambda r: (r.run, r)).groupByKey().flatMap(_compute_run), EVENT_DDL
+        )
     kept = app.join(need, "run", "left_anti").select(*EVENT_DDL_COLUMNS)
     return kept.unionByName(computed)
+
+
+def iterative_clocks(todo: Any, rounds: list[int] | None = None) -> Any:
+    """Vector clocks of send and deliver events by DataFrame rounds to a fixpoint.
+
+    The clock of an event at process p with rank r (its position among p's send
+    and deliver events) is {p: r} merged with the send clocks of the messages p
+    delivered at or before it. So each round recomputes every send clock from the
+    previous round's: the deliveries contribute their messages' clock entries,
+    and a running maximum per (process, entry) over ranks, read at each send,
+    is the prefix merge; a process's own history costs no rounds, only message
+    hops do. Clocks only grow, so the round whose entries sum to the previous
+    round's total is the fixpoint; it takes as many rounds as the longest chain
+    of message hops plus one. Every round is cut from its lineage with
+    ``localCheckpoint``. Deliveries of messages never sent merge nothing, as in
+    ``propagate_clocks``; a run where a delivery precedes its own send causally
+    (``propagate_clocks`` leaves such events without a clock) is not detected.
+    """
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F
+
+    w_rank = Window.partitionBy("run", "process").orderBy("seq")
+    ev = todo.withColumn("_r", F.row_number().over(w_rank)).localCheckpoint()
+    keys = ev.select("run", F.col("process").alias("k")).distinct().localCheckpoint()
+    sends = (
+        ev.where("kind = 'send'")
+        .groupBy("run", "mo", "ms")
+        .agg(F.max_by(F.struct("process", "_r"), "seq").alias("_s"))
+        .select("run", "mo", "ms", "_s.process", "_s._r")
+        .localCheckpoint()
+    )
+    dels = ev.where("kind = 'deliver'").select("run", "process", "_r", "mo", "ms")
+    upto = Window.partitionBy("run", "process", "k").orderBy("_r", "_o")
+    upto = upto.rowsBetween(Window.unboundedPreceding, Window.currentRow)
+
+    def clocks_at(state: Any, marks: Any, ids: list[str]) -> Any:
+        """The clock at each marked event (run, process, _r) given the send clocks."""
+        contrib = dels.join(state.select("run", "mo", "ms", "vc"), ["run", "mo", "ms"]).select(
+            "run", "process", "_r", F.explode("vc").alias("k", "v"), F.lit(0).alias("_o")
+        )
+        at = marks.join(keys, "run").select(
+            "run",
+            "process",
+            "_r",
+            "k",
+            F.lit(None).cast("long").alias("v"),
+            F.lit(1).alias("_o"),
+            *ids,
+        )
+        merged = (
+            contrib.unionByName(at, allowMissingColumns=True)
+            .withColumn("_m", F.max("v").over(upto))
+            .where("_o = 1")
+            .groupBy("run", "process", "_r", *ids)
+            .agg(F.collect_list(F.when(F.col("_m").isNotNull(), F.struct("k", "_m"))).alias("_e"))
+        )
+        return merged.withColumn(
+            "vc",
+            F.expr(
+                "map_concat(map_filter(map_from_entries(_e), (k, v) -> k != process), "
+                "map(process, CAST(_r AS long)))"
+            ),
+        ).drop("_e")
+
+    def total(state: Any) -> int:
+        row = state.agg(F.sum(F.expr("aggregate(map_values(vc), 0L, (a, x) -> a + x)"))).first()
+        return int(row[0] or 0)
+
+    state = sends.withColumn(
+        "vc", F.expr("map(process, CAST(_r AS long))").cast("map<long,long>")
+    ).localCheckpoint()
+    before, done = total(state), 0
+    while True:
+        state = clocks_at(state, sends, ["mo", "ms"]).localCheckpoint()
+        done += 1
+        after = total(state)
+        if after == before:
+            break
+        before = after
+    if rounds is not None:
+        rounds.append(done)
+    final = clocks_at(state, ev.select("run", "process", "_r"), [])
+    return ev.drop("vc").join(final, ["run", "process", "_r"]).select(*EVENT_DDL_COLUMNS)
 
 
 EVENT_DDL_COLUMNS = [
