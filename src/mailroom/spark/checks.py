@@ -7,10 +7,12 @@ canonical violation sets, and ``mode="full"`` reproduces them exactly):
   A delivery's position is its ``seq``; FIFO, causal and total order look at each
   process's *first* delivery of each message.
 - Happens-before (``hb``): a run whose send and deliver events all carry ``vc``
-  uses those clocks ("given"); any other run gets clocks computed by one
-  sequential pass per run on an executor ("compute": the reference algorithm, a
-  process ticks its own entry at each send and delivery, and a delivery first
-  merges its send's clock). Clocks stay sparse maps.
+  uses those clocks ("given"); any other run gets clocks computed ("compute":
+  the reference algorithm, a process ticks its own entry at each send and
+  delivery, and a delivery first merges its send's clock). ``propagation``
+  chooses how: "sequential" (the default) is one Python pass per run on an
+  executor; "iterative" is DataFrame rounds to a fixpoint (``iterative_clocks``),
+  one round per message hop that brings news. Clocks stay sparse maps.
 - Clock validation (property ``clock``): each send or delivery's ``vc`` must be
   its process's previous clock with its own entry plus one, merged (entrywise
   max) with its message's send clock for a delivery. One pass: a window lag per
@@ -30,6 +32,13 @@ canonical violation sets, and ``mode="full"`` reproduces them exactly):
   trick (send(m1) -> e iff sc(m1)[origin] <= vc(e)[origin]), so it assumes
   the clocks passed validation.
 - Deliveries of messages that were never sent are also rows of ``invalid``.
+
+Plan: one shuffle by message (each event gets its message's send, its delivery
+rank and the message's deliverers, by window functions, no joins) and one by
+process in ``seq`` order (the previous clock); that table is persisted once and
+every property reads it, so the trace is scanned and shuffled once whatever
+the properties. Total order shuffles the first deliveries of messages that two
+or more processes delivered once more, by message, for its pairs.
 
 Nothing is collected to the driver except the per-property counts.
 """
@@ -342,14 +351,70 @@ def check_trace(
             )
         ),
     )
-    # shuffle 2, by process in seq order: the previous clock; persisted for all checks
+    # shuffle 2, by process in seq order: the previous clock. The clock check is
+    # done here, so that of the three clocks of a row (its own, the previous one and
+    # its send's) only the send's is kept in the persisted table, which every
+    # property reads.
     w_proc = Window.partitionBy("run", "process").orderBy("seq")
-    table = (
-        by_msg.withColumn("pred", F.lag("vc").over(w_proc))
-        .withColumn("_first", F.expr("kind = 'deliver' AND _rn = 1"))
-        .withColumn("sc", F.col("_s.sc"))
-        .persist(StorageLevel.MEMORY_AND_DISK)
+    with_pred = by_msg.withColumn("pred", F.lag("vc").over(w_proc)).withColumn(
+        "sc", F.col("_s.sc")
     )
+    if "clock" in properties:
+        expected = (
+            "map_filter(map_from_arrays(_keys, transform(_keys, k -> CASE WHEN k = process "
+            "THEN coalesce(try_element_at(_p, k), 0) + 1 ELSE greatest(coalesce("
+            "try_element_at(_p, k), 0), coalesce(try_element_at(_q, k), 0)) END)), "
+            "(k, v) -> v > 0)"
+        )
+        with_pred = (
+            with_pred.withColumn("_p", F.expr("coalesce(pred, map())").cast("map<long,long>"))
+            .withColumn(
+                "_q",
+                F.expr("CASE WHEN kind = 'deliver' THEN coalesce(sc, map()) ELSE map() END").cast(
+                    "map<long,long>"
+                ),
+            )
+            .withColumn(
+                "_keys",
+                F.expr("array_distinct(concat(map_keys(_p), map_keys(_q), array(process)))"),
+            )
+            .withColumn("_exp", F.expr(expected))
+            .withColumn(
+                "_cbad",
+                F.expr(
+                    "vc IS NOT NULL AND array_sort(map_entries(map_filter(vc, (k, v) -> v > 0))) "
+                    "!= array_sort(map_entries(_exp))"
+                ),
+            )
+            .withColumn("_cvc", F.expr("CASE WHEN _cbad THEN to_json(vc) END"))
+            .withColumn("_cexp", F.expr("CASE WHEN _cbad THEN to_json(_exp) END"))
+        )
+    else:
+        with_pred = with_pred.withColumn("_cbad", F.lit(False))
+        with_pred = with_pred.withColumn("_cvc", F.lit(None).cast("string"))
+        with_pred = with_pred.withColumn("_cexp", F.lit(None).cast("string"))
+    table = with_pred.select(
+        "run",
+        "process",
+        "seq",
+        "kind",
+        "mo",
+        "ms",
+        "dest",
+        "time",
+        "sc",
+        F.col("_s.sdest").alias("sdest"),
+        F.col("_s.sseq").alias("sseq"),
+        F.col("_s.sproc").alias("sproc"),
+        F.expr("_s IS NULL").alias("_unsent"),
+        "_got",
+        "_rn",
+        F.expr("kind = 'deliver' AND _rn = 1").alias("_first"),
+        F.expr("try_element_at(pred, mo)").alias("_pmo"),
+        "_cbad",
+        "_cvc",
+        "_cexp",
+    ).persist(StorageLevel.MEMORY_AND_DISK)
     table.count()  # materialise once, before the checks read it concurrently
     deliveries = table.where("kind = 'deliver'")
     first = table.where("_first")
@@ -357,11 +422,11 @@ def check_trace(
 
     if "integrity" in properties:
         reason = (
-            "CASE WHEN _s IS NULL THEN format_string('P%d delivered %s, which was never sent',"
+            "CASE WHEN _unsent THEN format_string('P%d delivered %s, which was never sent',"
             f" process, {_m('mo', 'ms')})"
-            " WHEN NOT array_contains(_s.sdest, process) THEN format_string("
+            " WHEN NOT array_contains(sdest, process) THEN format_string("
             f"'P%d delivered %s, which was sent only to %s', process, {_m('mo', 'ms')},"
-            " concat('[', array_join(_s.sdest, ', '), ']'))"
+            " concat('[', array_join(sdest, ', '), ']'))"
             " WHEN _rn > 1 THEN format_string('P%d delivered %s more than once', process, "
             f"{_m('mo', 'ms')}) END"
         )
@@ -443,7 +508,7 @@ def check_trace(
                 )
                 .where(
                     "c1 IS NOT NULL AND CASE WHEN mo = process THEN coalesce(_self, 0) >= c1 "
-                    "ELSE coalesce(try_element_at(pred, mo), 0) >= c1 END"
+                    "ELSE coalesce(_pmo, 0) >= c1 END"
                 )
                 .select(
                     "run",
@@ -532,7 +597,7 @@ def check_trace(
 
     if "liveness" in properties:
         # the kept send of each message: its process's last send of it, at the kept seq
-        kept = table.where("kind = 'send' AND _rn = 1 AND process = _s.sproc AND seq = _s.sseq")
+        kept = table.where("kind = 'send' AND _rn = 1 AND process = sproc AND seq = sseq")
         owed = kept.select(
             "run",
             "mo",
@@ -558,40 +623,15 @@ def check_trace(
         )
 
     if "clock" in properties:
-        expected = (
-            "map_filter(map_from_arrays(_keys, transform(_keys, k -> CASE WHEN k = process "
-            "THEN coalesce(try_element_at(_p, k), 0) + 1 ELSE greatest(coalesce("
-            "try_element_at(_p, k), 0), coalesce(try_element_at(_q, k), 0)) END)), "
-            "(k, v) -> v > 0)"
-        )
-        bad = (
-            table.where("vc IS NOT NULL")
-            .withColumn("_p", F.expr("coalesce(pred, map())").cast("map<long,long>"))
-            .withColumn(
-                "_q",
-                F.expr("CASE WHEN kind = 'deliver' THEN coalesce(sc, map()) ELSE map() END").cast(
-                    "map<long,long>"
-                ),
-            )
-            .withColumn(
-                "_keys",
-                F.expr("array_distinct(concat(map_keys(_p), map_keys(_q), array(process)))"),
-            )
-            .withColumn("_exp", F.expr(expected))
-            .where(
-                "array_sort(map_entries(map_filter(vc, (k, v) -> v > 0))) "
-                "!= array_sort(map_entries(_exp))"
-            )
-        )
         parts.append(
             _violation(
-                bad,
+                table.where("_cbad"),
                 "clock",
                 "array(process)",
                 [("mo", "ms")],
                 "array(seq)",
                 "format_string('P%d event %d (%s %s): clock %s, expected %s', process, seq, kind, "
-                f"{_m('mo', 'ms')}, to_json(vc), to_json(_exp))",
+                f"{_m('mo', 'ms')}, _cvc, _cexp)",
             )
         )
 
@@ -601,7 +641,7 @@ def check_trace(
             violations = violations.unionByName(part)
     else:
         violations = spark.createDataFrame([], VIOLATION_DDL)
-    never_sent = deliveries.where("_s IS NULL").select(
+    never_sent = deliveries.where("_unsent").select(
         F.lit("trace").alias("source"),
         F.lit(None).cast("long").alias("line"),
         "run",
