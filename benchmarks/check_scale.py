@@ -158,6 +158,65 @@ def trace(data: Path, count: int) -> tuple[Path, dict[str, int]]:
     return path, info
 
 
+def report(
+    plan: list[tuple[str, int, list[str]]],
+    results: dict[str, dict[str, object]],
+    traces: dict[int, tuple[Path, dict[str, int]]],
+    sizes: list[int],
+) -> None:
+    """Print the table and the ratios (all from this run)."""
+    base = sizes[0]
+    print(
+        f"\n{'run':24s} {'events':>11s} {'seconds':>8s} {'events/s':>9s}  found = injected  "
+        f"{'py MB':>6s} {'JVM MB':>6s}  load"
+    )
+    for label, size, _ in plan:
+        r = results[label]
+        want = expected(traces[size][1])
+        found = r.get("violations")
+        if isinstance(found, dict):
+            props = [p for p in want if p in found]
+            same = all(found[p] == want[p] for p in props) and r.get("invalid") == 0
+            verdict = f"{'yes' if same else 'NO'} ({sum(found.values())})"
+        else:
+            verdict = "error" if "error" in r else "n/a"
+        secs = r.get("seconds")
+        events = r.get("events")
+        rate = (
+            f"{float(events) / float(secs):9,.0f}"
+            if isinstance(secs, int | float) and isinstance(events, int) and secs
+            else f"{'n/a':>9s}"
+        )
+        shown = secs if secs is not None else f">{r.get('timed_out_after_seconds', '?')}"
+        print(
+            f"{label:24s} {events if events is not None else 'n/a':>11} {shown!s:>8s} {rate}  "
+            f"{verdict:16s} {r.get('driver_python_peak_rss_mb', ''):>6} "
+            f"{r.get('jvm_peak_rss_mb', '') or '':>6}  {r.get('load', '')}"
+        )
+
+    def secs(label: str) -> float | None:
+        value = results.get(label, {}).get("seconds")
+        return float(value) if isinstance(value, int | float) else None
+
+    two, one = secs(f"spark local[2] {_label(base)}"), secs(f"spark local[1] {_label(base)}")
+    if two and one:
+        print(f"speed-up local[2] vs local[1] on {_label(base)}: {one / two:.2f}x (goal >= 1.6x)")
+    ref_label = f"reference {_label(base)}"
+    if two and ref_label in results:
+        ref = results[ref_label]
+        ref_s = secs(ref_label) or ref.get("timed_out_after_seconds")
+        if isinstance(ref_s, int | float):
+            bound = "" if "seconds" in ref else ">= "
+            print(f"reference / spark local[2] on {_label(base)}: {bound}{float(ref_s) / two:.2f}x")
+    for size in sizes[1:]:
+        took = secs(f"spark local[2] {_label(size)}")
+        if took:
+            print(
+                f"{_label(size)} events on local[2]: {took:.0f} s ({size / took:,.0f} events/s); "
+                f"goal for 10M: <= 600 s"
+            )
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -203,55 +262,7 @@ def main() -> None:
         print(f"  {json.dumps(results[label])}", flush=True)
         plan.append((label, base, ["reference", ""]))
 
-    print(
-        f"\n{'run':24s} {'events':>11s} {'seconds':>8s} {'events/s':>9s}  found = injected  "
-        f"{'py MB':>6s} {'JVM MB':>6s}  load"
-    )
-    for label, size, _ in plan:
-        r = results[label]
-        want = expected(traces[size][1])
-        found = r.get("violations")
-        if isinstance(found, dict):
-            props = [p for p in want if p in found]
-            same = all(found[p] == want[p] for p in props) and r.get("invalid") == 0
-            verdict = f"{'yes' if same else 'NO'} ({sum(found.values())})"
-        else:
-            verdict = "n/a"
-        secs = r.get("seconds")
-        events = r.get("events")
-        rate = (
-            f"{float(events) / float(secs):9,.0f}"
-            if isinstance(secs, int | float) and isinstance(events, int) and secs
-            else f"{'n/a':>9s}"
-        )
-        shown = secs if secs is not None else f">{r.get('timed_out_after_seconds', '?')}"
-        print(
-            f"{label:24s} {events if events is not None else 'n/a':>11} {shown!s:>8s} {rate}  "
-            f"{verdict:16s} {r.get('driver_python_peak_rss_mb', ''):>6} "
-            f"{r.get('jvm_peak_rss_mb', '') or '':>6}  {r.get('load', '')}"
-        )
-
-    def secs(label: str) -> float | None:
-        value = results.get(label, {}).get("seconds")
-        return float(value) if isinstance(value, int | float) else None
-
-    two, one = secs(f"spark local[2] {_label(base)}"), secs(f"spark local[1] {_label(base)}")
-    if two and one:
-        print(f"speed-up local[2] vs local[1] on {_label(base)}: {one / two:.2f}x (goal >= 1.6x)")
-    ref_label = f"reference {_label(base)}"
-    if two and ref_label in results:
-        ref = results[ref_label]
-        ref_s = secs(ref_label) or ref.get("timed_out_after_seconds")
-        if isinstance(ref_s, int | float):
-            bound = "" if "seconds" in ref else ">= "
-            print(f"reference / spark local[2] on {_label(base)}: {bound}{float(ref_s) / two:.2f}x")
-    for size in sizes[1:]:
-        took = secs(f"spark local[2] {_label(size)}")
-        if took:
-            print(
-                f"{_label(size)} events on local[2]: {took:.0f} s ({size / took:,.0f} events/s); "
-                f"goal for 10M: <= 600 s"
-            )
+    report(plan, results, traces, sizes)
     (data / "results.json").write_text(json.dumps(results, indent=2))
 
 
