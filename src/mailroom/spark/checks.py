@@ -356,9 +356,7 @@ def check_trace(
     # its send's) only the send's is kept in the persisted table, which every
     # property reads.
     w_proc = Window.partitionBy("run", "process").orderBy("seq")
-    with_pred = by_msg.withColumn("pred", F.lag("vc").over(w_proc)).withColumn(
-        "sc", F.col("_s.sc")
-    )
+    with_pred = by_msg.withColumn("pred", F.lag("vc").over(w_proc)).withColumn("sc", F.col("_s.sc"))
     if "clock" in properties:
         expected = (
             "map_filter(map_from_arrays(_keys, transform(_keys, k -> CASE WHEN k = process "
