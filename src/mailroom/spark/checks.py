@@ -16,7 +16,7 @@ canonical violation sets, and ``mode="full"`` reproduces them exactly):
 - Clock validation (property ``clock``): each send or delivery's ``vc`` must be
   its process's previous clock with its own entry plus one, merged (entrywise
   max) with its message's send clock for a delivery. One pass: a window lag per
-  process and one join with the sends.
+  process; the send's clock comes with the by-message shuffle (see Plan).
 - integrity: per delivery, never sent / not a destination / delivered again.
 - fifo: (q, m1, m2), same origin, m1 sent first, q delivers m2 first.
 - causal: (q, m1, m2) with send(m1) -> send(m2), q delivers m2 first.
@@ -36,8 +36,8 @@ canonical violation sets, and ``mode="full"`` reproduces them exactly):
 Plan: one shuffle by message (each event gets its message's send, its delivery
 rank and the message's deliverers, by window functions, no joins) and one by
 process in ``seq`` order (the previous clock); that table is persisted once and
-every property reads it, so the trace is scanned and shuffled once whatever
-the properties. Total order shuffles the first deliveries of messages that two
+every property reads it, so the events are shuffled twice whatever the
+properties. Total order shuffles the first deliveries of messages that two
 or more processes delivered once more, by message, for its pairs.
 
 Nothing is collected to the driver except the per-property counts.
