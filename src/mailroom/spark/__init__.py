@@ -7,10 +7,12 @@ pyspark is imported only inside this package (and lazily, inside functions).
 from mailroom.spark.checks import (
     HB_MODES,
     MODES,
+    PROPAGATIONS,
     SPARK_PROPERTIES,
     VIOLATION_DDL,
     SparkReport,
     check_trace,
+    iterative_clocks,
     with_clocks,
 )
 from mailroom.spark.load import (
@@ -31,6 +33,7 @@ __all__ = [
     "HB_MODES",
     "INVALID_DDL",
     "MODES",
+    "PROPAGATIONS",
     "SPARK_PROPERTIES",
     "VIOLATION_DDL",
     "Loaded",
@@ -38,6 +41,7 @@ __all__ = [
     "check_trace",
     "events_frame",
     "get_session",
+    "iterative_clocks",
     "load_trace",
     "read_jsonl_frame",
     "read_parquet_frame",
