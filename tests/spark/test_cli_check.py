@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+import attrs
 import pytest
 
 from mailroom.cli import main
@@ -139,3 +140,24 @@ def test_reference_engine_still_works(tmp_path: Path, capsys: pytest.CaptureFixt
     write_jsonl(FIFO_BROKEN, tmp_path / "t.jsonl")
     assert main(["check", str(tmp_path / "t.jsonl"), "--engine", "reference"]) == 1
     assert "fifo       1 violation(s)" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("propagation", ["sequential", "iterative"])
+def test_a_trace_without_clocks_gets_them_either_way(
+    spark: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str], propagation: str
+) -> None:
+    bare = [attrs.evolve(e, vc=None) for e in FIFO_BROKEN]
+    write_parquet(bare, tmp_path / "t.parquet")
+    args = ["check", str(tmp_path / "t.parquet"), "--properties", "fifo,causal"]
+    code = main([*args, "--propagation", propagation, "--out", str(tmp_path / "report")])
+    assert code == 1
+    text = capsys.readouterr().out
+    assert "P1 delivered P0#2 before P0#1, sent before it" in text
+    assert "causal     1 violation(s)" in text
+
+
+def test_an_unknown_propagation_is_refused(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exc:
+        main(["check", "t.parquet", "--propagation", "guess"])
+    assert exc.value.code == 2
+    assert "--propagation" in capsys.readouterr().err

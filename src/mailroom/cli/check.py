@@ -49,6 +49,12 @@ def add_check_parser(sub: Any) -> argparse.ArgumentParser:
         help="summary: one witness per violating delivery (scales); full: every pair",
     )
     chk.add_argument(
+        "--propagation",
+        choices=("sequential", "iterative"),
+        default="sequential",
+        help="Spark: how clocks are computed when a trace has none (sequential is faster)",
+    )
+    chk.add_argument(
         "--in-flight",
         type=float,
         default=None,
@@ -132,7 +138,14 @@ def run_check(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
         bad = loaded.invalid.limit(1).collect()
         why = f" (first invalid row: {bad[0].reason})" if bad else ""
         return _fail(f"no usable events in {', '.join(args.traces)}{why}")
-    report = check_trace(spark, loaded, props, mode=args.mode, in_flight=args.in_flight)
+    report = check_trace(
+        spark,
+        loaded,
+        props,
+        mode=args.mode,
+        in_flight=args.in_flight,
+        propagation=args.propagation,
+    )
     report.write(args.out)
     runs = loaded.events.select("run").distinct().count()
     print(f"checked {events} events in {runs} run(s) on Spark {args.master} ({args.mode} mode)")
