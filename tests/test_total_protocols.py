@@ -99,10 +99,10 @@ def test_skeen_worked_example():
     """Two concurrent broadcasts, received in different orders, delivered in one order."""
     p0, p1, p2 = (Skeen(i, 3) for i in ALL3)
     out_a = p0.broadcast("a")
-    a = SkeenMessage(0, 1, 1, ALL3, "a")
+    a = SkeenMessage(0, 1, 1, ALL3, "a", 1)
     assert packets(out_a) == [(1, a), (2, a)] and p0.clock == 1
     out_b = p2.broadcast("b")
-    b = SkeenMessage(2, 1, 1, ALL3, "b")
+    b = SkeenMessage(2, 1, 1, ALL3, "b", 1)
     assert packets(out_b) == [(0, b), (1, b)]
     # P1 gets a then b; P0 and P2 get the other's message
     assert packets(p1.receive(a)) == [(0, SkeenProposal(1, 0, 1, 2))]
@@ -112,17 +112,22 @@ def test_skeen_worked_example():
     # a's final number is max(1, 2, 2) = 2; b's is max(1, 3, 2) = 3
     assert p0.receive(SkeenProposal(1, 0, 1, 2)) == []
     out = p0.receive(SkeenProposal(2, 0, 1, 2))
-    fa = SkeenFinal(0, 1, 2)
-    assert packets(out) == [(1, fa), (2, fa)] and delivered(out) == []  # b is not final yet
+    fa = SkeenFinal(0, 1, 2, 1)
+    # a is final at 2, key (2, P0, 1); b's open proposal here is 2 from P2, key (2, P2, 1):
+    # b can only end at (2, P2, 1) or above, so a goes first, now (the standard rule)
+    assert packets(out) == [(1, fa), (2, fa)] and delivered(out) == ["a"]
     assert [p.explain() for p in p0.pending()] == [
-        "P0#1 waits for the final numbers of P2#1",
         "P2#1 waits for its final number from P2 (proposed 2)",
     ]
     p2.receive(SkeenProposal(1, 2, 1, 3))
     out = p2.receive(SkeenProposal(0, 2, 1, 2))
-    fb = SkeenFinal(2, 1, 3)
-    assert packets(out) == [(0, fb), (1, fb)] and delivered(out) == []
-    assert delivered(p0.receive(fb)) == ["a", "b"]
+    fb = SkeenFinal(2, 1, 3, 1)
+    assert packets(out) == [(0, fb), (1, fb)] and delivered(out) == []  # a's proposal 2 < 3
+    assert [p.explain() for p in p2.pending()] == [
+        "P0#1 waits for its final number from P0 (proposed 2)",
+        "P2#1 waits for the final numbers of P0#1",
+    ]
+    assert delivered(p0.receive(fb)) == ["b"]
     assert delivered(p1.receive(fb)) == []  # a is not final at P1 yet
     assert delivered(p1.receive(fa)) == ["a", "b"]
     assert delivered(p2.receive(fa)) == ["a", "b"]
@@ -134,9 +139,9 @@ def test_skeen_receivers_raise_their_clock_to_final_numbers():
     """Seed 003's proof, step 3: after delivering B, a process proposes above B's number."""
     for cls, raised in ((Skeen, True), (SkeenNoClockRaise, False)):
         p1 = cls(1, 3)
-        p1.receive(SkeenMessage(0, 1, 1, ALL3, "B"))  # proposes 2
-        assert delivered(p1.receive(SkeenFinal(0, 1, 7))) == ["B"]
-        [(_, proposal)] = packets(p1.receive(SkeenMessage(2, 1, 1, ALL3, "A")))
+        p1.receive(SkeenMessage(0, 1, 1, ALL3, "B", 1))  # proposes 2
+        assert delivered(p1.receive(SkeenFinal(0, 1, 7, 1))) == ["B"]
+        [(_, proposal)] = packets(p1.receive(SkeenMessage(2, 1, 1, ALL3, "A", 1)))
         assert isinstance(proposal, SkeenProposal)
         assert (proposal.number > 7) is raised
 
@@ -144,11 +149,11 @@ def test_skeen_receivers_raise_their_clock_to_final_numbers():
 def test_skeen_multicast_to_a_subset():
     p0, p1, p2 = (Skeen(i, 3) for i in ALL3)
     out = p0.multicast("x", to={1, 2})  # the sender is not a destination
-    m = SkeenMessage(0, 1, 1, (1, 2), "x")
+    m = SkeenMessage(0, 1, 1, (1, 2), "x", 1)
     assert packets(out) == [(1, m), (2, m)] and p0.buffered() == 0
     p0.receive(p1.receive(m)[0].packet)
     out = p0.receive(p2.receive(m)[0].packet)
-    f = SkeenFinal(0, 1, 2)
+    f = SkeenFinal(0, 1, 2, 1)
     assert packets(out) == [(1, f), (2, f)] and delivered(out) == []
     assert delivered(p1.receive(f)) == ["x"] and delivered(p2.receive(f)) == ["x"]
     # to itself alone: final at once
@@ -165,29 +170,29 @@ def test_skeen_multicast_to_a_subset():
 def test_skeen_bad_input():
     p0, p1 = Skeen(0, 3), Skeen(1, 3)
     p0.multicast("x", to={0, 1})  # P0#1, stamped 1, only to P0 and P1
-    p1.receive(SkeenMessage(0, 1, 1, (0, 1), "x"))  # P1 proposes 2
+    p1.receive(SkeenMessage(0, 1, 1, (0, 1), "x", 1))  # P1 proposes 2
     rejects(p0, SkeenProposal(1, 0, 2, 5), "unknown message")
     rejects(p0, SkeenProposal(1, 2, 1, 5), "arrived at P0")
     rejects(p0, SkeenProposal(2, 0, 1, 5), "sent only to")
     rejects(p0, SkeenProposal(1, 0, 1, 1), "not above its stamp")
     rejects(p0, SkeenProposal(5, 0, 1, 2), "not a process")
-    rejects(p1, SkeenFinal(0, 2, 5), "unknown message")
-    rejects(p1, SkeenFinal(2, 1, 5), "unknown message")
-    rejects(p1, SkeenFinal(0, 1, 1), "lower than the proposal 2")
-    rejects(p1, SkeenMessage(0, 2, 1, (0, 2), "y"), "arrived at P1")
-    rejects(p1, SkeenMessage(0, 2, 1, (2, 1), "y"), "not sorted")
-    rejects(p1, SkeenMessage(0, 2, 0, (1,), "y"), "timestamp must be at least 1")
-    rejects(p1, SkeenMessage(1, 2, 1, (1,), "y"), "own messages")
+    rejects(p1, SkeenFinal(0, 2, 5, 1), "unknown message")
+    rejects(p1, SkeenFinal(2, 1, 5, 1), "unknown message")
+    rejects(p1, SkeenFinal(0, 1, 1, 1), "lower than the proposal 2")
+    rejects(p1, SkeenMessage(0, 2, 1, (0, 2), "y", 1), "arrived at P1")
+    rejects(p1, SkeenMessage(0, 2, 1, (2, 1), "y", 1), "not sorted")
+    rejects(p1, SkeenMessage(0, 2, 0, (1,), "y", 1), "timestamp must be at least 1")
+    rejects(p1, SkeenMessage(1, 2, 1, (1,), "y", 1), "own messages")
     rejects(p1, 42, "expected a message, proposal or final")
     # the real final: delivered; a copy is a duplicate; a different one is an error
     out = p0.receive(SkeenProposal(1, 0, 1, 2))
     assert delivered(out) == ["x"]
-    final = SkeenFinal(0, 1, 2)
+    final = SkeenFinal(0, 1, 2, 1)
     assert delivered(p1.receive(final)) == ["x"]
     assert p1.receive(final) == [] and p1.duplicates == 1
-    rejects(p1, SkeenFinal(0, 1, 3), "second final number 3")
+    rejects(p1, SkeenFinal(0, 1, 3, 1), "second final number 3")
     assert p0.receive(SkeenProposal(1, 0, 1, 2)) == [] and p0.duplicates == 1
-    assert p1.receive(SkeenMessage(0, 1, 1, (0, 1), "x")) == [] and p1.duplicates == 2
+    assert p1.receive(SkeenMessage(0, 1, 1, (0, 1), "x", 1)) == [] and p1.duplicates == 2
 
 
 def test_skeen_changed_proposal_is_an_error():
@@ -200,10 +205,10 @@ def test_skeen_changed_proposal_is_an_error():
 
 def test_skeen_second_final_before_delivery_is_an_error():
     p1 = Skeen(1, 3)
-    p1.receive(SkeenMessage(0, 1, 1, ALL3, "x"))
-    p1.receive(SkeenMessage(2, 1, 1, ALL3, "y"))
-    assert p1.receive(SkeenFinal(0, 1, 4)) == []  # y is not final: x waits
-    rejects(p1, SkeenFinal(0, 1, 5), "second final number 5 for P0#1, which has 4")
+    p1.receive(SkeenMessage(0, 1, 1, ALL3, "x", 1))
+    p1.receive(SkeenMessage(2, 1, 1, ALL3, "y", 1))
+    assert p1.receive(SkeenFinal(0, 1, 4, 1)) == []  # y is not final: x waits
+    rejects(p1, SkeenFinal(0, 1, 5, 1), "second final number 5 for P0#1, which has 4")
 
 
 # -- Lamport ---------------------------------------------------------------------------------------

@@ -7,10 +7,12 @@ list of actions. See DESIGN.md, "The endpoint contract".
 
 from __future__ import annotations
 
+import math
+from collections.abc import Collection
 from typing import Any, ClassVar, Protocol, Self, runtime_checkable
 
 from mailroom.core.actions import Action
-from mailroom.core.errors import LocalError
+from mailroom.core.errors import LocalError, RemoteError
 from mailroom.core.messages import MessageId, Payload, check_payload
 from mailroom.core.pending import Pending
 
@@ -19,10 +21,20 @@ Snapshot = dict[str, Any]
 
 @runtime_checkable
 class Endpoint(Protocol):
-    """What every endpoint offers, whatever its ordering guarantee."""
+    """What every endpoint offers, whatever its ordering guarantee.
 
-    pid: int
-    n: int
+    ``sent_count``: application messages this endpoint has sent (its last message
+    id's seq); ``duplicates``: packets dropped as copies of ones already received.
+    """
+
+    @property
+    def pid(self) -> int: ...
+    @property
+    def n(self) -> int: ...
+    @property
+    def sent_count(self) -> int: ...
+    @property
+    def duplicates(self) -> int: ...
 
     def receive(self, packet: object) -> list[Action]: ...
     def tick(self, now: float) -> list[Action]: ...
@@ -34,21 +46,167 @@ class Endpoint(Protocol):
 
 @runtime_checkable
 class UnicastEndpoint(Endpoint, Protocol):
+    """Sends a message to one process."""
+
     def send(self, payload: Payload, to: int) -> list[Action]: ...
 
 
 @runtime_checkable
 class BroadcastEndpoint(Endpoint, Protocol):
+    """Sends a message to every process, itself included."""
+
     def broadcast(self, payload: Payload) -> list[Action]: ...
 
 
+@runtime_checkable
+class MulticastEndpoint(Endpoint, Protocol):
+    """Sends a message to a set of processes."""
+
+    def multicast(self, payload: Payload, to: Collection[int]) -> list[Action]: ...
+
+
+@runtime_checkable
+class ConsumingEndpoint(Endpoint, Protocol):
+    """Needs to hear when the application takes a delivery (``consume``); hosts
+    must call it after the application handled each ``Deliver`` when
+    ``needs_consume`` is true, and hand ``Stable`` actions to the application."""
+
+    @property
+    def needs_consume(self) -> bool: ...
+
+    def consume(self, message_id: MessageId | None = None) -> list[Action]: ...
+
+
+@runtime_checkable
+class FlowControlled(Endpoint, Protocol):
+    """Says when a send would only be queued (``Backpressure``)."""
+
+    def can_send(self, to: int | None = None) -> bool: ...
+
+
+#: The capability protocols, by the name hosts and errors use.
+CAPABILITIES: dict[str, type] = {
+    "unicast": UnicastEndpoint,
+    "broadcast": BroadcastEndpoint,
+    "multicast": MulticastEndpoint,
+    "consume": ConsumingEndpoint,
+    "can_send": FlowControlled,
+}
+
+
+def capabilities(endpoint: object) -> frozenset[str]:
+    """The capabilities an endpoint offers (names of ``CAPABILITIES``)."""
+    offered = getattr(endpoint, "capabilities", None)
+    if isinstance(offered, frozenset):
+        return offered
+    return frozenset(name for name, proto in CAPABILITIES.items() if isinstance(endpoint, proto))
+
+
+def require(endpoint: object, capability: str) -> None:
+    """LocalError unless ``endpoint`` offers ``capability``."""
+    if capability not in capabilities(endpoint):
+        raise LocalError(f"{endpoint!r} does not offer {capability}")
+
+
+# -- strict snapshot fields: each returns the value or raises LocalError ------------------
 def load_counts(value: object, n: int, what: str) -> list[int]:
     """A snapshot's vector of n non-negative counters, or LocalError."""
     if not isinstance(value, list) or len(value) != n:
         raise LocalError(f"snapshot field {what} must be a list of {n} counters")
-    if any(type(v) is not int or v < 0 for v in value):
+    if any(type(v) is not int or v < 0 or v > MAX_COUNTER for v in value):
         raise LocalError(f"snapshot field {what} holds something other than counters")
     return list(value)
+
+
+#: Counters above this are refused as corrupt (as on the wire).
+MAX_COUNTER = 2**53
+#: Groups larger than this are refused when restoring (state is allocated per process).
+MAX_GROUP = 4096
+
+
+def snap_counter(value: object, what: str) -> int:
+    if type(value) is not int or not 0 <= value <= MAX_COUNTER:
+        raise LocalError(f"snapshot field {what} holds {value!r}, not a counter")
+    return value
+
+
+def snap_positive(value: object, what: str) -> int:
+    if snap_counter(value, what) == 0:
+        raise LocalError(f"snapshot field {what} must be at least 1")
+    return value  # type: ignore[return-value]
+
+
+def snap_pid(value: object, n: int, what: str) -> int:
+    if type(value) is not int or not 0 <= value < n:
+        raise LocalError(f"snapshot field {what} holds {value!r}, not a pid below {n}")
+    return value
+
+
+def snap_bool(value: object, what: str) -> bool:
+    if type(value) is not bool:
+        raise LocalError(f"snapshot field {what} holds {value!r}, not a bool")
+    return value
+
+
+def snap_time(value: object, what: str) -> float:
+    """A finite, non-negative float (times and timeouts)."""
+    if type(value) is not float or not math.isfinite(value) or value < 0:
+        raise LocalError(f"snapshot field {what} holds {value!r}, not a finite time")
+    return value
+
+
+def snap_list(value: object, what: str, length: int | None = None) -> list[Any]:
+    if type(value) is not list or (length is not None and len(value) != length):
+        size = "a list" if length is None else f"a list of {length}"
+        raise LocalError(f"snapshot field {what} must be {size}")
+    return value
+
+
+def snap_seen(value: object, n: int, what: str) -> list[tuple[int, set[int]]]:
+    """Per process: [low, sorted indexes above low + 1], as senders' dedup windows."""
+    out = []
+    for k, item in enumerate(snap_list(value, what, n)):
+        low, high = snap_list(item, f"{what}[{k}]", 2)
+        low = snap_counter(low, what)
+        above = [snap_counter(v, what) for v in snap_list(high, what)]
+        if above != sorted(set(above)) or (above and above[0] <= low + 1):
+            raise LocalError(f"snapshot field {what}[{k}] is not a window above {low}")
+        out.append((low, set(above)))
+    return out
+
+
+def same_data(a: object, b: object) -> bool:
+    """Equal as snapshot data, types included (True is not 1, 1.0 is not 1)."""
+    if type(a) is not type(b):
+        return False
+    if isinstance(a, dict):
+        assert isinstance(b, dict)
+        return a.keys() == b.keys() and all(same_data(a[k], b[k]) for k in a)
+    if isinstance(a, list):
+        assert isinstance(b, list)
+        return len(a) == len(b) and all(same_data(x, y) for x, y in zip(a, b, strict=True))
+    if isinstance(a, float):
+        return a == b or (math.isnan(a) and math.isnan(b))  # type: ignore[arg-type]
+    return a == b
+
+
+def first_difference(a: object, b: object, path: str = "") -> str:
+    """Where two snapshot data differ (for error messages)."""
+    if type(a) is not type(b):
+        return path or "top"
+    if isinstance(a, dict) and isinstance(b, dict):
+        for k in sorted(set(a) | set(b), key=str):
+            if k not in a or k not in b:
+                return f"{path}.{k}" if path else str(k)
+            if not same_data(a[k], b[k]):
+                return first_difference(a[k], b[k], f"{path}.{k}" if path else str(k))
+    if isinstance(a, list) and isinstance(b, list):
+        if len(a) != len(b):
+            return f"{path} (length)"
+        for i, (x, y) in enumerate(zip(a, b, strict=True)):
+            if not same_data(x, y):
+                return first_difference(x, y, f"{path}[{i}]")
+    return path or "top"
 
 
 #: Endpoint classes by protocol name, so a Stack snapshot can rebuild its layers.
@@ -116,14 +274,39 @@ class EndpointBase:
 
     @classmethod
     def restore(cls, data: Snapshot) -> Self:
-        """Rebuild an endpoint from ``snapshot()`` data; LocalError if it does not fit."""
-        ep = cls._from_header(data)
+        """Rebuild an endpoint from ``snapshot()`` data; LocalError if it does not fit.
+
+        Strict: the data must be exactly what ``snapshot()`` of the rebuilt endpoint
+        writes (no unknown keys, no stray types), and every packet in it must be
+        one the protocol would have accepted.
+        """
+        return cls._checked(data, lambda: cls._from_header(data))
+
+    @classmethod
+    def _checked(cls, data: Snapshot, build: Any) -> Self:
         try:
+            ep: Self = build()
             ep._load(data)
+            back = ep.snapshot()
         except LocalError:
             raise
-        except (KeyError, TypeError, ValueError, IndexError) as exc:
+        except RemoteError as exc:
+            raise LocalError(f"snapshot of {cls.protocol} holds a bad packet: {exc}") from None
+        except (
+            KeyError,
+            TypeError,
+            ValueError,
+            IndexError,
+            AttributeError,
+            ArithmeticError,
+            RecursionError,
+        ) as exc:
             raise LocalError(f"snapshot of {cls.protocol} does not fit: {exc!r}") from None
+        if not same_data(back, data):
+            where = first_difference(back, data)
+            raise LocalError(
+                f"snapshot of {cls.protocol} is not what snapshot() writes (at {where})"
+            )
         return ep
 
     @classmethod
@@ -134,10 +317,13 @@ class EndpointBase:
             raise LocalError(f"snapshot is of {data.get('protocol')!r}, not {cls.protocol!r}")
         if data.get("version") != cls.snapshot_version:
             raise LocalError(f"snapshot version {data.get('version')!r} is not supported")
+        n = data.get("n")
+        if type(n) is int and n > MAX_GROUP:
+            raise LocalError(f"snapshot names a group of {n} processes (at most {MAX_GROUP})")
         try:
             ep = cls(data["pid"], data["n"])
-            ep.sent_count = int(data["sent_count"])
-            ep.duplicates = int(data["duplicates"])
+            ep.sent_count = snap_counter(data["sent_count"], "sent_count")
+            ep.duplicates = snap_counter(data["duplicates"], "duplicates")
         except KeyError as exc:
             raise LocalError(f"snapshot lacks {exc.args[0]!r}") from None
         return ep

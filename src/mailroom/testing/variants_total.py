@@ -9,7 +9,6 @@ from mailroom.core.actions import Action, Deliver
 from mailroom.protocols.total.sequencer import Sequencer, SequencerOrder
 from mailroom.protocols.total.sequencer import _message as _ordered_message
 from mailroom.protocols.total.skeen import Skeen
-from mailroom.protocols.total.skeen import _message as _skeen_message
 
 
 class SkeenNoClockRaise(Skeen):
@@ -30,15 +29,8 @@ class SkeenEagerDelivery(Skeen):
 
     protocol = "SkeenEagerDelivery"
 
-    def _drain(self) -> list[Action]:
-        ready = sorted((h for h in self._held.values() if h.final), key=lambda h: h.key)
-        actions: list[Action] = []
-        for h in ready:
-            mid = _skeen_message(h.message).id
-            del self._held[mid]
-            self.finals[mid] = h.number
-            actions.append(Deliver(_skeen_message(h.message)))
-        return actions
+    def _next_ready(self) -> tuple[int, int, int] | None:
+        return self._ready[0] if self._ready else None
 
 
 class SequencerNoHold(Sequencer):

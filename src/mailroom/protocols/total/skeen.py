@@ -1,23 +1,34 @@
 """Skeen's total order multicast (seed 003, "Protocol 2"; seed 004's two-phase multicast).
 
 State at P_i: a Lamport ``clock``; the mail room of received messages, each with
-a number and a flag saying whether the number is final; and, for each message
-P_i sent whose number is not yet final, the proposals collected so far.
+a number and a flag saying whether the number is final; for each message P_i
+sent whose number is not yet final, the proposals collected so far; and, per
+sender, which of its messages have reached P_i (to drop late copies).
 
 Rules:
 
 - Multicast m to a set D: clock += 1; send m stamped ts = clock to every other
-  member of D. If P_i is in D it holds m itself with proposal ts.
+  member q of D, with ``index``: how many of P_i's multicasts went to q so far,
+  this one included. If P_i is in D it holds m itself with proposal ts.
 - Receipt of m (stamp ts) at q: clock = max(clock, ts) + 1; hold m with the
   proposal ``clock``; reply to the sender with that proposal.
 - When the sender has a proposal from every member of D, the final number is
   their maximum; it announces the final number to the other members.
 - Receipt of a final number f at q: clock = max(clock, f) (a later proposal
   must not undercut a message delivered here); mark m final with number f.
-- Delivery: when every held message is final, deliver them all in order of
-  (number, origin, seq): ties broken by sender id, then by sender's count.
-  (A count of the held messages not yet final makes this check O(1) per packet;
-  each batch is sorted once, O(log k) per delivered message.)
+- Delivery (the standard rule): order held messages by the key (number,
+  origin, seq). Deliver the held message with the lowest key once it is final
+  and its key is below the key of every held message that is not final yet.
+  Repeat. A message not final yet can only end with a number at least its
+  proposal, so with a key above its current one; a message not received yet
+  will be proposed above the clock, which is at least every final number
+  learned here. Ties on the number are broken by origin then seq in both.
+
+Delivery never waits for traffic to pause: a final message waits only for the
+messages held here whose proposals are below its number, and each of those is
+final within one round trip of its sender. (Seed 003's literal rule, deliver
+only when every held message is final, starves under steady traffic, where
+some message is always in flight: it lives on as ``mailroom.lab.SkeenAllFinal``.)
 
 Any two messages are delivered in the same order wherever both are delivered:
 if B is delivered at q before A reaches q, q's clock is at least B's number when
@@ -26,38 +37,59 @@ everyone. Over a reordering network the order is neither FIFO nor causal (a
 sender's second message may reach a receiver first and be proposed a lower
 number); for broadcasts over FIFO channels it is both.
 
+Bounded state: a delivered message leaves the mail room; what recognises its
+late copies is, per sender, the highest ``index`` below which every message
+arrived plus the indexes above it that arrived (the reordering window). The
+final numbers of the last ``keep_finals`` deliveries are kept in ``finals``.
+
 Duplicated packets are dropped quietly. A proposal for a message this process
 never sent or from outside its destination set, a proposal that changes, a
 final number for a message never received here, a final number lower than the
-proposal sent, or a second, different final number: RemoteError.
+proposal sent, a second, different final number for a held message, or a final
+number above this process's clock for a message delivered here: RemoteError.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import heapq
+from collections.abc import Collection
 from typing import Any
 
 import attrs
 
 from mailroom.core import validate
 from mailroom.core.actions import Action, Deliver, Transmit
-from mailroom.core.endpoint import EndpointBase, Snapshot
+from mailroom.core.endpoint import (
+    EndpointBase,
+    Snapshot,
+    snap_bool,
+    snap_counter,
+    snap_list,
+    snap_pid,
+    snap_positive,
+    snap_seen,
+    load_counts,
+)
 from mailroom.core.errors import LocalError, RemoteError
 from mailroom.core.messages import Message, MessageId, Payload
 from mailroom.core.pending import Pending, Wait
 from mailroom.core.wire import as_row, packet, packet_from_data, packet_to_data
 
+Key = tuple[int, int, int]
+
 
 @packet
 @attrs.frozen
 class SkeenMessage:
-    """Message (sender, seq) for the set ``dest``, stamped with the sender's clock."""
+    """Message (sender, seq) for the set ``dest``, stamped with the sender's clock;
+    ``index``: the sender's multicasts to this destination so far, this one included."""
 
     sender: int
     seq: int
     ts: int
     dest: tuple[int, ...] = attrs.field(converter=as_row)
     payload: Any
+    index: int
 
 
 @packet
@@ -74,11 +106,13 @@ class SkeenProposal:
 @packet
 @attrs.frozen
 class SkeenFinal:
-    """Message (origin, seq) has the final ``number``."""
+    """Message (origin, seq), the origin's ``index``-th to this destination, has the
+    final ``number``."""
 
     origin: int
     seq: int
     number: int
+    index: int
 
 
 @attrs.define
@@ -88,7 +122,7 @@ class _Held:
     final: bool
 
     @property
-    def key(self) -> tuple[int, int, int]:
+    def key(self) -> Key:
         return (self.number, self.message.sender, self.message.seq)
 
 
@@ -96,6 +130,8 @@ class _Held:
 class _Collecting:
     ts: int
     dest: tuple[int, ...]
+    #: the message's index at each destination, aligned with ``dest``
+    indexes: tuple[int, ...]
     proposals: dict[int, int]
 
 
@@ -103,16 +139,29 @@ class Skeen(EndpointBase):
     """Total order multicast to any set of processes, without a coordinator."""
 
     protocol = "Skeen"
+    snapshot_version = 2
 
-    def __init__(self, pid: int, n: int) -> None:
+    def __init__(self, pid: int, n: int, *, keep_finals: int = 64) -> None:
         super().__init__(pid, n)
+        if type(keep_finals) is not int or keep_finals < 0:
+            raise LocalError(f"keep_finals must be a non-negative integer, got {keep_finals!r}")
+        self.keep_finals = keep_finals
         self._clock = 0
         self._held: dict[MessageId, _Held] = {}
-        #: how many held messages are not final yet: delivery waits while this is not 0,
-        #: so a packet checks one counter instead of scanning the mail room
+        #: keys of the held messages not final yet (lazy: entries of messages that
+        #: became final are skipped when they reach the top)
+        self._open: list[Key] = []
+        #: keys of the held messages that are final, lowest first
+        self._ready: list[Key] = []
+        #: how many held messages are not final yet
         self._unfinal = 0
         self._collecting: dict[int, _Collecting] = {}
-        #: final numbers of the messages delivered here (to recognise late copies)
+        #: per destination: how many of this process's multicasts went there
+        self._sent_to = [0] * n
+        #: per sender: every index <= _low[p] has arrived here, and so has each in _high[p]
+        self._low = [0] * n
+        self._high: list[set[int]] = [set() for _ in range(n)]
+        #: final numbers of the last ``keep_finals`` messages delivered here, oldest first
         self.finals: dict[MessageId, int] = {}
 
     @property
@@ -125,8 +174,10 @@ class Skeen(EndpointBase):
         """Multicast ``payload`` to every process, this one included."""
         return self.multicast(payload, to=range(self.n))
 
-    def multicast(self, payload: Payload, to: Iterable[int]) -> list[Action]:
+    def multicast(self, payload: Payload, to: Collection[int]) -> list[Action]:
         """Send ``payload`` to the processes ``to`` (this one may or may not be among them)."""
+        if not isinstance(to, Collection) or isinstance(to, str | bytes):
+            raise LocalError(f"multicast needs a collection of pids, got {type(to).__name__}")
         dest = tuple(sorted({self._check_dest(q) for q in to}))
         if not dest:
             raise LocalError("multicast needs at least one destination")
@@ -134,13 +185,19 @@ class Skeen(EndpointBase):
         mid = self._next_id()
         self._clock += 1
         ts = self._clock
-        m = SkeenMessage(self.pid, mid.seq, ts, dest, payload)
-        actions: list[Action] = [Transmit(q, m, mid) for q in dest if q != self.pid]
-        collecting = _Collecting(ts, dest, {})
+        for q in dest:
+            self._sent_to[q] += 1
+        indexes = tuple(self._sent_to[q] for q in dest)
+        actions: list[Action] = [
+            Transmit(q, SkeenMessage(self.pid, mid.seq, ts, dest, payload, k), mid)
+            for q, k in zip(dest, indexes, strict=True)
+            if q != self.pid
+        ]
+        collecting = _Collecting(ts, dest, indexes, {})
         self._collecting[mid.seq] = collecting
         if self.pid in dest:
-            self._held[mid] = _Held(m, ts, final=False)
-            self._unfinal += 1
+            own = SkeenMessage(self.pid, mid.seq, ts, dest, payload, self._sent_to[self.pid])
+            self._hold(mid, own, ts)
             collecting.proposals[self.pid] = ts
         return actions + self._maybe_finish(mid.seq)
 
@@ -155,10 +212,14 @@ class Skeen(EndpointBase):
             return self._on_final(packet)  # type: ignore[arg-type]
         raise RemoteError(f"Skeen expected a message, proposal or final, got {kind.__name__}")
 
-    def _on_message(self, m: SkeenMessage) -> list[Action]:
+    def _check_message(self, m: SkeenMessage) -> MessageId:
+        """RemoteError unless ``m`` could have been sent to this process."""
         sender = validate.pid(m.sender, self.n)
         seq = validate.positive(m.seq, "seq")
-        ts = validate.positive(m.ts, "timestamp")
+        validate.positive(m.ts, "timestamp")
+        index = validate.positive(m.index, "index")
+        if index > seq:
+            raise RemoteError(f"index {index} exceeds the sender's count of messages {seq}")
         dest = m.dest
         if not isinstance(dest, tuple) or not dest:
             raise RemoteError(f"destination set must be a non-empty list, got {dest!r}")
@@ -168,16 +229,35 @@ class Skeen(EndpointBase):
             raise RemoteError(f"destination set {list(dest)} is not sorted without repeats")
         if self.pid not in dest:
             raise RemoteError(f"message for {list(dest)} arrived at P{self.pid}")
-        if sender == self.pid:
+        return MessageId(sender, seq)
+
+    def _on_message(self, m: SkeenMessage) -> list[Action]:
+        mid = self._check_message(m)
+        if mid.origin == self.pid:
             raise RemoteError("a process's own messages never travel to itself")
-        mid = MessageId(sender, seq)
-        if mid in self._held or mid in self.finals:
+        if mid in self._held or self._seen(mid.origin, m.index):
             self.duplicates += 1
             return []
-        self._clock = max(self._clock, ts) + 1
-        self._held[mid] = _Held(m, self._clock, final=False)
+        self._mark_seen(mid.origin, m.index)
+        self._clock = max(self._clock, m.ts) + 1
+        self._hold(mid, m, self._clock)
+        return [Transmit(mid.origin, SkeenProposal(self.pid, mid.origin, mid.seq, self._clock), None)]
+
+    def _seen(self, sender: int, index: int) -> bool:
+        return index <= self._low[sender] or index in self._high[sender]
+
+    def _mark_seen(self, sender: int, index: int) -> None:
+        high = self._high[sender]
+        high.add(index)
+        while self._low[sender] + 1 in high:
+            self._low[sender] += 1
+            high.discard(self._low[sender])
+
+    def _hold(self, mid: MessageId, m: SkeenMessage, proposal: int) -> None:
+        held = _Held(m, proposal, final=False)
+        self._held[mid] = held
         self._unfinal += 1
-        return [Transmit(sender, SkeenProposal(self.pid, sender, seq, self._clock), None)]
+        heapq.heappush(self._open, held.key)
 
     def _on_proposal(self, p: SkeenProposal) -> list[Action]:
         sender = validate.pid(p.sender, self.n)
@@ -222,69 +302,138 @@ class Skeen(EndpointBase):
         del self._collecting[seq]
         final = max(collecting.proposals.values())
         self._learn(final)
-        announce = SkeenFinal(self.pid, seq, final)
         actions: list[Action] = [
-            Transmit(q, announce, None) for q in collecting.dest if q != self.pid
+            Transmit(q, SkeenFinal(self.pid, seq, final, k), None)
+            for q, k in zip(collecting.dest, collecting.indexes, strict=True)
+            if q != self.pid
         ]
         held = self._held.get(MessageId(self.pid, seq))
         if held is not None:
-            held.number, held.final = final, True
-            self._unfinal -= 1
-            actions += self._drain()
+            actions += self._finalize(held, final)
         return actions
 
     def _on_final(self, f: SkeenFinal) -> list[Action]:
         origin = validate.pid(f.origin, self.n, "origin")
         seq = validate.positive(f.seq, "seq")
         number = validate.positive(f.number, "final number")
+        index = validate.positive(f.index, "index")
         mid = MessageId(origin, seq)
         if origin == self.pid:
             raise RemoteError("a process's own final numbers never travel to itself")
         held = self._held.get(mid)
-        known = held.number if held is not None and held.final else self.finals.get(mid)
-        if known is not None:
-            if known != number:
+        if held is None:
+            known = self.finals.get(mid)
+            if known is not None and known != number:
                 raise RemoteError(f"second final number {number} for {mid}, which has {known}")
+            if known is None and (
+                not self._seen(origin, index)
+                or any(
+                    h.message.sender == origin and h.message.index == index
+                    for h in self._held.values()
+                )
+            ):
+                raise RemoteError(f"final number for unknown message {mid}")
+            if number > self._clock:
+                raise RemoteError(
+                    f"final number {number} for {mid}, delivered here, is above every "
+                    f"number P{self.pid} has seen ({self._clock})"
+                )
+            self.duplicates += 1  # a late copy for a message delivered here
+            return []
+        if held.message.index != index:
+            raise RemoteError(f"final number for {mid} names index {index}, not {held.message.index}")
+        if held.final:
+            if held.number != number:
+                raise RemoteError(
+                    f"second final number {number} for {mid}, which has {held.number}"
+                )
             self.duplicates += 1
             return []
-        if held is None:
-            raise RemoteError(f"final number for unknown message {mid}")
         if number < held.number:
             raise RemoteError(
                 f"final number {number} for {mid} is lower than the proposal {held.number} sent"
             )
         self._learn(number)
+        return self._finalize(held, number)
+
+    def _finalize(self, held: _Held, number: int) -> list[Action]:
+        self._mark_final(held, number)
+        return self._drain()
+
+    def _mark_final(self, held: _Held, number: int) -> None:
         held.number, held.final = number, True
         self._unfinal -= 1
-        return self._drain()
+        heapq.heappush(self._ready, held.key)
 
     def _learn(self, final: int) -> None:
         """Raise the clock to a final number, so later proposals here exceed it."""
         self._clock = max(self._clock, final)
 
+    def _lowest_open(self) -> Key | None:
+        """The lowest key of a held message that is not final yet."""
+        heap, held = self._open, self._held
+        while heap:
+            h = held.get(MessageId(heap[0][1], heap[0][2]))
+            if h is not None and not h.final:
+                return heap[0]
+            heapq.heappop(heap)
+        return None
+
+    def _next_ready(self) -> Key | None:
+        """The key of the message to deliver next: the lowest final one, if it is
+        below every proposal still open here."""
+        if not self._ready:
+            return None
+        low = self._lowest_open()
+        return self._ready[0] if low is None or self._ready[0] < low else None
+
     def _drain(self) -> list[Action]:
-        if self._unfinal:
-            return []
         actions: list[Action] = []
-        for mid, h in sorted(self._held.items(), key=lambda item: item[1].key):
-            self.finals[mid] = h.number
-            actions.append(Deliver(_message(h.message)))
-        self._held.clear()
+        while self._next_ready() is not None:
+            actions.append(self._deliver(heapq.heappop(self._ready)))
         return actions
+
+    def _deliver(self, key: Key) -> Deliver:
+        mid = MessageId(key[1], key[2])
+        h = self._held.pop(mid)
+        if self.keep_finals:
+            self.finals[mid] = h.number
+            if len(self.finals) > self.keep_finals:
+                del self.finals[next(iter(self.finals))]
+        return Deliver(_message(h.message))
 
     # -- introspection -------------------------------------------------------------------
     def buffered(self) -> int:
         return len(self._held)
 
+    def retained(self) -> int:
+        """Per-message entries kept: held, collecting proposals, finals remembered,
+        and indexes that arrived out of order."""
+        return (
+            len(self._held)
+            + len(self._collecting)
+            + len(self.finals)
+            + sum(len(h) for h in self._high)
+        )
+
+    def _waits_on(self, key: Key) -> list[MessageId]:
+        """The held messages not final yet whose keys are below ``key``."""
+        return sorted(
+            (mid for mid, h in self._held.items() if not h.final and h.key < key),
+            key=lambda mid: self._held[mid].key,
+        )
+
     def pending(self) -> list[Pending]:
-        unfinal = [mid for mid, h in self._held.items() if not h.final]
         out = []
-        for mid, h in sorted(self._held.items(), key=lambda item: item[1].key):
+        for _, h in sorted(self._held.items(), key=lambda item: item[1].key):
+            mid = MessageId(h.message.sender, h.message.seq)
             if not h.final:
                 wait = Wait(mid.origin, 0, 1, "final number")
                 why = f"its final number from P{mid.origin} (proposed {h.number})"
             else:
-                others = sorted(unfinal)
+                others = self._waits_on(h.key)
+                if not others:  # only on a subclass with another delivery rule
+                    others = sorted(m for m, x in self._held.items() if not x.final)
                 wait = Wait(others[0].origin, 0, 1, "final number")
                 why = "the final numbers of " + ", ".join(str(o) for o in others)
             out.append(Pending(_message(h.message), (wait,), why))
@@ -292,6 +441,7 @@ class Skeen(EndpointBase):
 
     def snapshot(self) -> Snapshot:
         data = self._header()
+        data["keep_finals"] = self.keep_finals
         data["clock"] = self._clock
         data["held"] = [
             {"message": packet_to_data(h.message), "number": h.number, "final": h.final}
@@ -302,40 +452,64 @@ class Skeen(EndpointBase):
                 "seq": seq,
                 "ts": c.ts,
                 "dest": list(c.dest),
+                "indexes": list(c.indexes),
                 "proposals": [[q, v] for q, v in sorted(c.proposals.items())],
             }
             for seq, c in sorted(self._collecting.items())
         ]
-        data["finals"] = [[m.origin, m.seq, v] for m, v in sorted(self.finals.items())]
+        data["sent_to"] = list(self._sent_to)
+        data["seen"] = [[low, sorted(high)] for low, high in zip(self._low, self._high, strict=True)]
+        data["finals"] = [[m.origin, m.seq, v] for m, v in self.finals.items()]
         return data
 
     def _load(self, data: Snapshot) -> None:
-        self._clock = _count(data["clock"], "clock")
-        for item in data["held"]:
+        keep = snap_counter(data["keep_finals"], "keep_finals")
+        self.keep_finals = keep
+        self._clock = snap_counter(data["clock"], "clock")
+        self._sent_to[:] = load_counts(data["sent_to"], self.n, "sent_to")
+        for p, (low, high) in enumerate(snap_seen(data["seen"], self.n, "seen")):
+            self._low[p], self._high[p] = low, high
+        for item in snap_list(data["held"], "held"):
             m = packet_from_data(SkeenMessage, item["message"])
-            final = item["final"]
-            if type(final) is not bool:
-                raise LocalError("snapshot field held.final must be a bool")
-            self._held[MessageId(m.sender, m.seq)] = _Held(
-                m, _count(item["number"], "held.number"), final
+            mid = self._check_message(m)
+            if mid in self._held:
+                raise LocalError(f"snapshot holds {mid} twice")
+            number = snap_positive(item["number"], "held.number")
+            if number > self._clock or number < m.ts:
+                raise LocalError(f"snapshot holds {mid} with number {number} outside 1..clock")
+            self._hold(mid, m, number)
+            if snap_bool(item["final"], "held.final"):
+                self._mark_final(self._held[mid], number)
+        if self._next_ready() is not None:
+            raise LocalError("snapshot holds a message that was deliverable")
+        for item in snap_list(data["collecting"], "collecting"):
+            seq = snap_positive(item["seq"], "collecting.seq")
+            if seq > self.sent_count or seq in self._collecting:
+                raise LocalError(f"snapshot collects for message {seq} twice or never sent")
+            dest = tuple(snap_pid(q, self.n, "collecting.dest") for q in snap_list(item["dest"], "collecting.dest"))
+            if not dest or list(dest) != sorted(set(dest)):
+                raise LocalError("snapshot field collecting.dest is not a sorted set of pids")
+            indexes = tuple(snap_positive(k, "collecting.indexes") for k in snap_list(item["indexes"], "collecting.indexes"))
+            if len(indexes) != len(dest):
+                raise LocalError("snapshot field collecting.indexes does not match dest")
+            proposals: dict[int, int] = {}
+            for q, v in snap_list(item["proposals"], "collecting.proposals"):
+                if snap_pid(q, self.n, "proposal") not in dest or q in proposals:
+                    raise LocalError("snapshot holds a proposal from outside the destinations")
+                proposals[q] = snap_positive(v, "proposal")
+            if len(proposals) >= len(dest):
+                raise LocalError("snapshot collects proposals for a message already final")
+            self._collecting[seq] = _Collecting(
+                snap_positive(item["ts"], "collecting.ts"), dest, indexes, proposals
             )
-            self._unfinal += not final
-        for item in data["collecting"]:
-            self._collecting[_count(item["seq"], "collecting.seq")] = _Collecting(
-                _count(item["ts"], "collecting.ts"),
-                tuple(_count(q, "collecting.dest") for q in item["dest"]),
-                {_count(q, "proposal"): _count(v, "proposal") for q, v in item["proposals"]},
-            )
-        for origin, seq, number in data["finals"]:
-            self.finals[MessageId(_count(origin, "finals"), _count(seq, "finals"))] = _count(
-                number, "finals"
-            )
-
-
-def _count(value: object, what: str) -> int:
-    if type(value) is not int or value < 0:
-        raise LocalError(f"snapshot field {what} holds {value!r}, not a counter")
-    return value
+        for item in snap_list(data["finals"], "finals"):
+            origin, seq, number = item
+            mid = MessageId(snap_pid(origin, self.n, "finals"), snap_positive(seq, "finals"))
+            if mid in self.finals:
+                raise LocalError(f"snapshot lists {mid} twice in finals")
+            self.finals[mid] = snap_positive(number, "finals")
+        if len(self.finals) > self.keep_finals:
+            raise LocalError("snapshot keeps more finals than keep_finals")
 
 
 def _message(m: SkeenMessage) -> Message:
