@@ -2,30 +2,41 @@
 
 from mailroom.core.actions import Action, Backpressure, Deliver, Stable, Transmit
 from mailroom.core.endpoint import (
+    CAPABILITIES,
     ENDPOINT_TYPES,
     BroadcastEndpoint,
+    ConsumingEndpoint,
     Endpoint,
     EndpointBase,
+    FlowControlled,
+    MulticastEndpoint,
     Snapshot,
     UnicastEndpoint,
+    capabilities,
 )
 from mailroom.core.errors import LocalError, MailroomError, RemoteError
 from mailroom.core.messages import Message, MessageId, Payload, TaggedMessage, check_payload
 from mailroom.core.pending import Pending, Wait
+from mailroom.core.registry import PROTOCOLS, register_protocol, restore_endpoint
 from mailroom.core.stack import Stack
 
 __all__ = [
+    "CAPABILITIES",
     "ENDPOINT_TYPES",
+    "PROTOCOLS",
     "Action",
     "Backpressure",
     "BroadcastEndpoint",
+    "ConsumingEndpoint",
     "Deliver",
     "Endpoint",
     "EndpointBase",
+    "FlowControlled",
     "LocalError",
     "MailroomError",
     "Message",
     "MessageId",
+    "MulticastEndpoint",
     "Payload",
     "Pending",
     "RemoteError",
@@ -36,5 +47,8 @@ __all__ = [
     "Transmit",
     "UnicastEndpoint",
     "Wait",
+    "capabilities",
     "check_payload",
+    "register_protocol",
+    "restore_endpoint",
 ]

@@ -8,7 +8,7 @@ list of actions. See DESIGN.md, "The endpoint contract".
 from __future__ import annotations
 
 import math
-from collections.abc import Collection
+from collections.abc import Collection, Iterable
 from typing import Any, ClassVar, Protocol, Self, runtime_checkable
 
 from mailroom.core.actions import Action
@@ -84,6 +84,36 @@ class FlowControlled(Endpoint, Protocol):
     def can_send(self, to: int | None = None) -> bool: ...
 
 
+@runtime_checkable
+class BatchReceiving(Endpoint, Protocol):
+    """Receives several packets as one step (and may batch its replies)."""
+
+    def receive_many(self, packets: Iterable[object]) -> tuple[list[Action], list[RemoteError]]: ...
+
+
+def receive_batch(
+    endpoint: Endpoint, packets: Iterable[object]
+) -> tuple[list[Action], list[RemoteError]]:
+    """Receive ``packets`` in order as one step; refused packets are returned, not raised."""
+    if isinstance(endpoint, BatchReceiving):
+        return endpoint.receive_many(packets)
+    actions: list[Action] = []
+    errors: list[RemoteError] = []
+    for packet in packets:
+        try:
+            actions += endpoint.receive(packet)
+        except RemoteError as exc:
+            errors.append(exc)
+    return actions, errors
+
+
+def consumer(endpoint: object) -> ConsumingEndpoint | None:
+    """The endpoint, if its host must call ``consume`` for every delivery; else None."""
+    if "consume" in capabilities(endpoint) and isinstance(endpoint, ConsumingEndpoint):
+        return endpoint if endpoint.needs_consume else None
+    return None
+
+
 #: The capability protocols, by the name hosts and errors use.
 CAPABILITIES: dict[str, type] = {
     "unicast": UnicastEndpoint,
@@ -104,7 +134,12 @@ def capabilities(endpoint: object) -> frozenset[str]:
 
 def require(endpoint: object, capability: str) -> None:
     """LocalError unless ``endpoint`` offers ``capability``."""
-    if capability not in capabilities(endpoint):
+    offered = getattr(endpoint, "capabilities", None)
+    if isinstance(offered, frozenset):
+        ok = capability in offered
+    else:
+        ok = isinstance(endpoint, CAPABILITIES[capability])
+    if not ok:
         raise LocalError(f"{endpoint!r} does not offer {capability}")
 
 
@@ -268,6 +303,10 @@ class EndpointBase:
             "sent_count": self.sent_count,
             "duplicates": self.duplicates,
         }
+
+    def snapshot(self) -> Snapshot:
+        """The endpoint's state as JSON data (subclasses add their fields)."""
+        return self._header()
 
     def _load(self, data: Snapshot) -> None:
         """Fill a fresh endpoint from a snapshot's body (subclasses override)."""

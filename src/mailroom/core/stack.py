@@ -10,32 +10,62 @@ application messages, not the ids that lower layers give to the packets they car
 
 from __future__ import annotations
 
+from collections.abc import Collection, Iterable
 from typing import Any, Self
 
 from mailroom.core.actions import Action, Deliver, Transmit
-from mailroom.core.endpoint import ENDPOINT_TYPES, Snapshot
+from mailroom.core.endpoint import (
+    ENDPOINT_TYPES,
+    Endpoint,
+    Snapshot,
+    capabilities,
+    first_difference,
+    receive_batch,
+    same_data,
+    snap_counter,
+    snap_list,
+)
 from mailroom.core.errors import LocalError, RemoteError
 from mailroom.core.messages import MessageId, Payload
 from mailroom.core.pending import Pending
 
 
 class Stack:
-    """Several endpoints of one process acting as one; ``layers[0]`` faces the network."""
+    """Several endpoints of one process acting as one; ``layers[0]`` faces the network.
+
+    Checked at construction: every layer is an ``Endpoint`` of the same pid and n,
+    and every layer below another offers ``send`` (unicast), which carries the
+    packets of the layer above. A Stack given as a layer is flattened into its
+    layers. The Stack offers exactly its top layer's capabilities (``capabilities``),
+    plus ``can_send`` when any layer is flow-controlled; asking for one it lacks is
+    a LocalError.
+    """
 
     protocol = "Stack"
 
     def __init__(self, *layers: Any) -> None:
         if not layers:
             raise LocalError("a Stack needs at least one layer")
-        self.layers = list(layers)
-        self.pid = layers[0].pid
-        self.n = layers[0].n
+        flat: list[Any] = []
         for layer in layers:
+            flat += list(layer.layers) if isinstance(layer, Stack) else [layer]
+        for layer in flat:
+            if not isinstance(layer, Endpoint):
+                raise LocalError(f"{layer!r} is not an endpoint (see mailroom.core.Endpoint)")
+        self.layers: list[Any] = flat
+        self.pid = flat[0].pid
+        self.n = flat[0].n
+        for layer in flat:
             if layer.pid != self.pid or layer.n != self.n:
                 raise LocalError(f"layer {layer!r} does not match pid={self.pid}, n={self.n}")
-        for lower in layers[:-1]:
-            if not hasattr(lower, "send"):
+        for lower in flat[:-1]:
+            if "unicast" not in capabilities(lower):
                 raise LocalError(f"{lower!r} cannot carry another layer: it has no send()")
+        offered = capabilities(flat[-1]) - {"can_send"}
+        if any("can_send" in capabilities(x) for x in flat):
+            offered |= {"can_send"}
+        #: What the application may call: the top layer's capabilities.
+        self.capabilities: frozenset[str] = frozenset(offered)
         #: Payloads that a lower layer accepted and the layer above refused as malformed.
         self.rejected = 0
         self.last_rejection = ""
@@ -53,29 +83,46 @@ class Stack:
 
     @property
     def duplicates(self) -> int:
-        return sum(int(getattr(x, "duplicates", 0)) for x in self.layers)
+        return sum(int(x.duplicates) for x in self.layers)
+
+    def _offers(self, capability: str) -> None:
+        if capability not in self.capabilities:
+            raise LocalError(
+                f"{self!r} does not offer {capability}: its top layer offers "
+                f"{', '.join(sorted(self.capabilities)) or 'nothing'}"
+            )
 
     # -- the application's side ----------------------------------------------------
     def send(self, payload: Payload, to: int) -> list[Action]:
+        self._offers("unicast")
         return self._from(len(self.layers) - 1, self.top.send(payload, to=to))
 
     def broadcast(self, payload: Payload) -> list[Action]:
+        self._offers("broadcast")
         return self._from(len(self.layers) - 1, self.top.broadcast(payload))
 
-    def multicast(self, payload: Payload, to: set[int]) -> list[Action]:
+    def multicast(self, payload: Payload, to: Collection[int]) -> list[Action]:
+        self._offers("multicast")
         return self._from(len(self.layers) - 1, self.top.multicast(payload, to=to))
 
+    @property
+    def needs_consume(self) -> bool:
+        """True when the top layer needs the host to call ``consume``."""
+        return "consume" in self.capabilities and bool(self.top.needs_consume)
+
     def consume(self, message_id: MessageId | None = None) -> list[Action]:
-        """The application takes a delivery (tagged causal broadcast on top); a no-op
-        when the upper layer has no consume step."""
-        consume = getattr(self.top, "consume", None)
-        if consume is None:
-            return []
-        return self._from(len(self.layers) - 1, consume(message_id))
+        """The application takes a delivery (tagged causal broadcast on top)."""
+        self._offers("consume")
+        return self._from(len(self.layers) - 1, self.top.consume(message_id))
 
     # -- the network's side --------------------------------------------------------------
     def receive(self, packet: object) -> list[Action]:
         return self._from(0, self.layers[0].receive(packet))
+
+    def receive_many(self, packets: Iterable[object]) -> tuple[list[Action], list[RemoteError]]:
+        """Receive packets as one step (the network-facing layer batches its replies)."""
+        actions, errors = receive_batch(self.layers[0], packets)
+        return self._from(0, actions), errors
 
     def tick(self, now: float) -> list[Action]:
         out: list[Action] = []
@@ -117,12 +164,13 @@ class Stack:
         return out
 
     def can_send(self, to: int | None = None) -> bool:
-        """Flow control: False while a layer with ``can_send`` says its channel is full."""
-        for x in self.layers:  # a loop, not all(genexpr): the runtime asks after every step
-            can = getattr(x, "can_send", None)
-            if can is not None and not can(to):
-                return False
-        return True
+        """Flow control: False while a flow-controlled layer says its channel is full."""
+        self._offers("can_send")
+        return all(x.can_send(to) for x in self._flow)
+
+    @property
+    def _flow(self) -> list[Any]:
+        return [x for x in self.layers if "can_send" in capabilities(x)]
 
     # -- introspection -------------------------------------------------------------------
     def buffered(self) -> int:
@@ -139,20 +187,22 @@ class Stack:
 
     @classmethod
     def restore(cls, data: Snapshot) -> Self:
+        """Rebuild a Stack from ``snapshot()`` data; LocalError if it does not fit."""
         if not isinstance(data, dict) or data.get("protocol") != cls.protocol:
             raise LocalError("not a Stack snapshot")
         layers = []
-        for item in data.get("layers", []):
+        for item in snap_list(data.get("layers"), "layers"):
             name = item.get("protocol") if isinstance(item, dict) else None
             kind = ENDPOINT_TYPES.get(name) if isinstance(name, str) else None
             if kind is None:
                 raise LocalError(f"snapshot names unknown protocol {name!r}")
             layers.append(kind.restore(item))
         stack = cls(*layers)
-        rejected = data.get("rejected", 0)
-        if type(rejected) is not int or rejected < 0:
-            raise LocalError("snapshot field rejected must be a counter")
-        stack.rejected = rejected
+        stack.rejected = snap_counter(data.get("rejected", 0), "rejected")
+        back = stack.snapshot()
+        if not same_data(back, data):
+            where = first_difference(back, data)
+            raise LocalError(f"snapshot of a Stack is not what snapshot() writes (at {where})")
         return stack
 
 

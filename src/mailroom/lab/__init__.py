@@ -35,6 +35,7 @@ from mailroom.lab.matrix import (
     MatrixLab,
     Seed003Matrix,
 )
+from mailroom.lab.total import SkeenAllFinal
 
 __all__ = [
     "CONDITIONS",
@@ -47,6 +48,7 @@ __all__ = [
     "IncrementFirst",
     "MatrixLab",
     "Seed003Matrix",
+    "SkeenAllFinal",
     "Watched",
     "all_scenarios",
     "c1",

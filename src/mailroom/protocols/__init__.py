@@ -1,12 +1,12 @@
 """The protocols: FIFO, causal (RST, KS, CBCAST), total order, the unordered baseline, detection."""
 
+from mailroom.core.registry import register_protocol
 from mailroom.protocols.causal import (
     CBCAST,
     KS,
     RST,
     CBCASTPacket,
     KSPacket,
-    NaiveTagged,
     RSTPacket,
     StabilityAck,
     TaggedCausalBroadcast,
@@ -17,6 +17,26 @@ from mailroom.protocols.fifo import Fifo, FifoPacket
 from mailroom.protocols.reliable import Reliable, ReliableAck, ReliablePacket
 from mailroom.protocols.total import LamportTotalOrder, Sequencer, Skeen
 from mailroom.protocols.unordered import Unordered, UnorderedPacket
+
+_CAUSAL = ("integrity", "fifo", "causal", "liveness")
+_TOTAL = ("integrity", "total", "liveness")
+for _name, _factory, _mode, _promises in (
+    ("unordered", Unordered, "unicast", ("integrity", "liveness")),
+    ("fifo", Fifo, "unicast", ("integrity", "fifo", "liveness")),
+    ("rst", RST, "unicast", _CAUSAL),
+    ("ks", KS, "unicast", _CAUSAL),
+    ("cbcast", CBCAST, "broadcast", _CAUSAL),
+    ("tagged", TaggedCausalBroadcast, "broadcast", _CAUSAL),
+    ("sequencer", Sequencer, "broadcast", _TOTAL),
+    ("skeen", Skeen, "broadcast", _TOTAL),
+    (
+        "lamport",
+        LamportTotalOrder.stack,
+        "broadcast",
+        ("integrity", "fifo", "causal", "total", "liveness"),
+    ),
+):
+    register_protocol(_name, _factory, _mode, _promises)
 
 __all__ = [
     "CBCAST",
@@ -29,7 +49,6 @@ __all__ = [
     "FifoPacket",
     "KSPacket",
     "LamportTotalOrder",
-    "NaiveTagged",
     "RSTPacket",
     "Reliable",
     "ReliableAck",

@@ -29,13 +29,24 @@ Rules, in words:
 from __future__ import annotations
 
 import heapq
+import math
+from collections.abc import Iterable
 from typing import Any
 
 import attrs
 
 from mailroom.core import validate
 from mailroom.core.actions import Action, Backpressure, Deliver, Transmit
-from mailroom.core.endpoint import EndpointBase, Snapshot, load_counts
+from mailroom.core.endpoint import (
+    EndpointBase,
+    Snapshot,
+    load_counts,
+    snap_bool,
+    snap_counter,
+    snap_list,
+    snap_positive,
+    snap_time,
+)
 from mailroom.core.errors import LocalError, RemoteError
 from mailroom.core.messages import Message, MessageId, Payload
 from mailroom.core.pending import Pending, Wait
@@ -97,6 +108,9 @@ class Reliable(EndpointBase):
         capacity: int = 64,
     ) -> None:
         super().__init__(pid, n)
+        for name, value in (("rto", rto), ("backoff", backoff), ("max_rto", max_rto)):
+            if type(value) not in (int, float) or not math.isfinite(value):
+                raise LocalError(f"{name} must be a finite number, got {value!r}")
         if not 0 < rto <= max_rto or backoff < 1:
             raise LocalError("need 0 < rto <= max_rto and backoff >= 1")
         if type(window) is not int or window < 1 or type(capacity) is not int or capacity < 1:
@@ -114,6 +128,8 @@ class Reliable(EndpointBase):
         self._held: list[dict[int, ReliablePacket]] = [{} for _ in range(n)]
         self._timers: list[tuple[float, int, int]] = []
         self._unarmed = 0
+        #: True after restore until the first tick: the host's clock may be another one
+        self._rebase = False
         self.refused = 0
         self.retransmissions = 0
 
@@ -145,6 +161,8 @@ class Reliable(EndpointBase):
 
     # -- time ------------------------------------------------------------------------
     def next_deadline(self) -> float | None:
+        if self._rebase:
+            return 0.0  # restored: tick now, whatever the host's clock, to re-base
         if self._unarmed:
             return self.now  # arm new packets' timers at the next tick
         timers = self._timers
@@ -157,9 +175,20 @@ class Reliable(EndpointBase):
         return entry is not None and entry.deadline == deadline
 
     def tick(self, now: float) -> list[Action]:
-        if now > self.now:
-            self.now = now
-        now = self.now
+        """Arm new packets' timers and retransmit those whose deadline passed.
+
+        Deadlines are kept relative to the last ``now``: if the host's clock is
+        behind it (a restore after a reboot, a clock reset), every deadline moves
+        back with it, so nothing stalls; a clock ahead counts as time that passed.
+        Each packet is retransmitted at most once per call.
+        """
+        if type(now) not in (int, float) or not math.isfinite(now) or not 0 <= now <= MAX_TIME:
+            raise LocalError(f"now must be a finite time in 0..{MAX_TIME:g}, got {now!r}")
+        now = float(now)
+        if now < self.now:
+            self._shift(now - self.now)
+        self._rebase = False
+        self.now = now
         if self._unarmed:
             for to, out in enumerate(self._out):
                 for seq, entry in out.items():
@@ -168,8 +197,10 @@ class Reliable(EndpointBase):
             self._unarmed = 0
         actions: list[Action] = []
         timers = self._timers
+        due = []
         while timers and timers[0][0] <= now:
-            deadline, to, seq = heapq.heappop(timers)
+            due.append(heapq.heappop(timers))
+        for deadline, to, seq in due:
             if not self._live(deadline, to, seq):
                 continue
             entry = self._out[to][seq]
@@ -179,6 +210,16 @@ class Reliable(EndpointBase):
             actions.append(self._transmit(to, seq, entry))
             self._arm(to, seq, entry, now)
         return actions
+
+    def _shift(self, delta: float) -> None:
+        """Move every deadline by ``delta`` (the host's clock went back)."""
+        self._timers = []
+        for to, out in enumerate(self._out):
+            for seq, entry in out.items():
+                if entry.deadline is not None:
+                    entry.deadline = max(entry.deadline + delta, 0.0)
+                    self._timers.append((entry.deadline, to, seq))
+        heapq.heapify(self._timers)
 
     def _arm(self, to: int, seq: int, entry: _Out, now: float) -> None:
         entry.deadline = now + entry.rto
@@ -223,17 +264,41 @@ class Reliable(EndpointBase):
         return packet
 
     def receive(self, packet: object) -> list[Action]:
+        actions, acks = self._receive(packet)
+        return actions + [self._ack(q) for q in acks]
+
+    def receive_many(self, packets: Iterable[object]) -> tuple[list[Action], list[RemoteError]]:
+        """Receive packets in order as one step, answered with one cumulative
+        acknowledgement per peer (the last); packets refused are reported, not raised."""
+        actions: list[Action] = []
+        errors: list[RemoteError] = []
+        owed: dict[int, None] = {}
+        for item in packets:
+            try:
+                got, acks = self._receive(item)
+            except RemoteError as exc:
+                errors.append(exc)
+                continue
+            actions += got
+            owed.update(dict.fromkeys(acks))
+        return actions + [self._ack(q) for q in owed], errors
+
+    def _ack(self, peer: int) -> Transmit:
+        return Transmit(peer, ReliableAck(self.pid, peer, self.received[peer]), None)
+
+    def _receive(self, packet: object) -> tuple[list[Action], tuple[int, ...]]:
+        """The actions of one packet and the peers it must be acknowledged to."""
         p = self._validate(packet)
         actions = self._acknowledged(p.sender, p.ack)
         if isinstance(p, ReliableAck):
-            return actions
+            return actions, ()
         sender, seq = p.sender, p.seq
         held = self._held[sender]
         if seq <= self.received[sender] or seq in held:
             self.duplicates += 1
         elif seq > self.received[sender] + self.capacity:
             self.refused += 1
-            return actions  # not acknowledged: the sender will try again
+            return actions, ()  # not acknowledged: the sender will try again
         elif seq == self.received[sender] + 1:
             self.received[sender] = seq
             actions.append(Deliver(_message(p)))
@@ -242,9 +307,7 @@ class Reliable(EndpointBase):
                 actions.append(Deliver(_message(nxt)))
         else:
             held[seq] = p
-        ack = ReliableAck(self.pid, sender, self.received[sender])
-        actions.append(Transmit(sender, ack, None))
-        return actions
+        return actions, (sender,)
 
     def _acknowledged(self, peer: int, ack: int) -> list[Action]:
         """Forget packets to ``peer`` up to ``ack``; send those the window now admits."""
@@ -302,31 +365,61 @@ class Reliable(EndpointBase):
 
     def _load(self, data: Snapshot) -> None:
         params = data["params"]
+        if type(params) is not dict:
+            raise LocalError("snapshot field params must be a dict")
         fresh = Reliable(self.pid, self.n, **params)
         self.rto, self.backoff, self.max_rto = fresh.rto, fresh.backoff, fresh.max_rto
         self.window, self.capacity = fresh.window, fresh.capacity
-        self.now = float(data["now"])
+        self.now = snap_time(data["now"], "now")
+        if self.now > MAX_TIME:
+            raise LocalError(f"snapshot field now is beyond {MAX_TIME:g}")
         self.next_seq[:] = load_counts(data["next_seq"], self.n, "next_seq")
         self.acked[:] = load_counts(data["acked"], self.n, "acked")
         self.received[:] = load_counts(data["received"], self.n, "received")
-        for to, rows in enumerate(_per_process(data["out"], self.n, "out")):
-            for seq, msg, payload, sent, deadline, rto, attempts in rows:
-                if not self.acked[to] < seq <= self.next_seq[to]:
-                    raise LocalError(f"snapshot keeps packet {seq} to P{to} outside its window")
-                entry = _Out(msg, unplain(payload), float(rto))
-                entry.sent, entry.attempts = bool(sent), int(attempts)
+        for to, rows in enumerate(snap_list(data["out"], "out", self.n)):
+            expect = self.acked[to] + 1
+            for row in snap_list(rows, f"out[{to}]"):
+                seq, msg, payload, sent, deadline, rto, attempts = snap_list(row, "out row", 7)
+                if seq != expect or seq > self.next_seq[to]:
+                    raise LocalError(f"snapshot keeps packet {seq!r} to P{to} out of sequence")
+                expect += 1
+                entry = _Out(snap_positive(msg, "out.msg"), unplain(payload), snap_time(rto, "rto"))
+                if not self.rto <= entry.rto <= self.max_rto:
+                    raise LocalError(f"snapshot field out.rto {rto!r} is outside rto..max_rto")
+                entry.sent = snap_bool(sent, "out.sent")
+                entry.attempts = snap_counter(attempts, "out.attempts")
+                if entry.sent != (seq <= self.acked[to] + self.window):
+                    raise LocalError(f"snapshot says packet {seq} to P{to} sent against its window")
                 if deadline is not None:
-                    entry.deadline = float(deadline)
+                    if not entry.sent:
+                        raise LocalError("snapshot arms a timer for a packet never sent")
+                    entry.deadline = snap_time(deadline, "out.deadline")
                     heapq.heappush(self._timers, (entry.deadline, to, seq))
                 elif entry.sent:
                     self._unarmed += 1
                 self._out[to][seq] = entry
-        for frm, items in enumerate(_per_process(data["held"], self.n, "held")):
-            for item in items:
+            if expect != self.next_seq[to] + 1:
+                raise LocalError(f"snapshot lacks packets to P{to} it has not seen acknowledged")
+        for frm, items in enumerate(snap_list(data["held"], "held", self.n)):
+            for item in snap_list(items, f"held[{frm}]"):
                 p = packet_from_data(ReliablePacket, item)
-                self._held[frm][p.seq] = p
-        self.refused = int(data["refused"])
-        self.retransmissions = int(data["retransmissions"])
+                if p.sender != frm or p.dest != self.pid:
+                    raise LocalError(f"snapshot holds a packet from P{p.sender!r} under P{frm}")
+                validate.positive(p.msg, "held.msg")
+                validate.counter(p.ack, "held.ack")
+                seq = validate.positive(p.seq, "held.seq")
+                if not self.received[frm] + 1 < seq <= self.received[frm] + self.capacity:
+                    raise LocalError(f"snapshot holds packet {seq} from P{frm} outside its window")
+                if seq in self._held[frm]:
+                    raise LocalError(f"snapshot holds packet {seq} from P{frm} twice")
+                self._held[frm][seq] = p
+        self.refused = snap_counter(data["refused"], "refused")
+        self.retransmissions = snap_counter(data["retransmissions"], "retransmissions")
+        self._rebase = True
+
+
+#: Host times above this are refused (beyond it, adding a timeout may not move a deadline).
+MAX_TIME = 2.0**40
 
 
 def _per_process(value: object, n: int, what: str) -> list[Any]:

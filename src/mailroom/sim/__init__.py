@@ -1,6 +1,7 @@
 """The deterministic simulator: network model, fault injection, trace recorder, metrics."""
 
-from mailroom.sim.faults import Partition, restore_endpoint
+from mailroom.core.registry import restore_endpoint
+from mailroom.sim.faults import Partition
 from mailroom.sim.metrics import Metrics, metadata_size, varint_size
 from mailroom.sim.simulation import InFlight, NetworkModel, Simulation
 from mailroom.sim.workload import random_workload

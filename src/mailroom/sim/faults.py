@@ -12,13 +12,11 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any
 
 import attrs
 
-from mailroom.core.endpoint import ENDPOINT_TYPES, Endpoint, Snapshot
-from mailroom.core.errors import LocalError
-from mailroom.core.stack import Stack
+from mailroom.core.endpoint import Endpoint, Snapshot
+from mailroom.core.registry import restore_endpoint
 
 
 @attrs.frozen
@@ -37,17 +35,6 @@ class Partition:
             return False
         side = [k for k, g in enumerate(self.groups) if src in g]
         return not side or dst not in self.groups[side[0]]
-
-
-def restore_endpoint(data: Snapshot) -> Any:
-    """Rebuild an endpoint or a Stack from its ``snapshot()`` data."""
-    name = data.get("protocol") if isinstance(data, dict) else None
-    if name == Stack.protocol:
-        return Stack.restore(data)
-    kind = ENDPOINT_TYPES.get(name) if isinstance(name, str) else None
-    if kind is None:
-        raise LocalError(f"snapshot names unknown protocol {name!r}")
-    return kind.restore(data)
 
 
 def checkpoint(endpoint: Endpoint) -> Snapshot:

@@ -12,9 +12,12 @@ Two ways to drive it:
 
 Every application send and delivery, and every arrival of a packet carrying an
 application message, is recorded as a trace ``Event``; ``vc`` is the vector
-time of application events (sends and deliveries). An endpoint with a
-``consume(message_id)`` method is told when the application takes each
-delivery (just before ``on_deliver`` runs); ``on_stable`` sees Stable reports.
+time of application events (sends and deliveries). The simulator drives every
+capability an endpoint has: an endpoint that needs explicit consumption
+(``ConsumingEndpoint`` with ``needs_consume``) is told when the application
+takes each delivery (just before ``on_deliver`` runs), with or without
+recording; ``on_stable`` sees Stable reports; a send the endpoint does not
+offer (``broadcast`` on a unicast-only endpoint) is a LocalError.
 """
 
 from __future__ import annotations
@@ -27,7 +30,7 @@ from typing import Any
 import attrs
 
 from mailroom.core.actions import Action, Deliver, Stable, Transmit
-from mailroom.core.endpoint import Endpoint
+from mailroom.core.endpoint import ConsumingEndpoint, Endpoint, consumer, require
 from mailroom.core.errors import LocalError
 from mailroom.core.messages import Message, MessageId, Payload
 from mailroom.sim.faults import Partition, restore_endpoint
@@ -93,6 +96,8 @@ class Simulation:
         self.endpoints = list(endpoints)
         self.n = len(self.endpoints)
         for pid, ep in enumerate(self.endpoints):
+            if not isinstance(ep, Endpoint):
+                raise LocalError(f"{ep!r} is not an endpoint (see mailroom.core.Endpoint)")
             if ep.pid != pid or ep.n != self.n:
                 raise LocalError(
                     f"endpoint {pid} has pid={ep.pid}, n={ep.n}; expected {pid}, {self.n}"
@@ -132,35 +137,47 @@ class Simulation:
         )
         #: False keeps no per-message history (trace, delivered lists, delays): for soaks.
         self.record = record
+        #: per pid: (endpoint, the endpoint if the host must call its consume)
+        self._consumers: dict[int, tuple[Endpoint, ConsumingEndpoint | None]] = {}
 
     # -- the application's side -----------------------------------------------------
     def send(self, pid: int, payload: Payload, to: int) -> MessageId:
         """Process ``pid`` sends ``payload`` to ``to`` now; returns the message id."""
-        return self._issue(pid, payload, (to,), lambda ep: ep.send(payload, to=to))
+        return self._issue(pid, payload, (to,), "unicast", lambda ep: ep.send(payload, to=to))
 
     def broadcast(self, pid: int, payload: Payload) -> MessageId:
         """Process ``pid`` broadcasts ``payload`` now; returns the message id."""
         dest = tuple(range(self.n))
-        return self._issue(pid, payload, dest, lambda ep: ep.broadcast(payload))
+        return self._issue(pid, payload, dest, "broadcast", lambda ep: ep.broadcast(payload))
 
     def multicast(self, pid: int, payload: Payload, to: Sequence[int]) -> MessageId:
         """Process ``pid`` multicasts ``payload`` to the set ``to`` now."""
         dest = tuple(sorted(set(to)))
-        return self._issue(pid, payload, dest, lambda ep: ep.multicast(payload, to=set(dest)))
+        return self._issue(
+            pid, payload, dest, "multicast", lambda ep: ep.multicast(payload, to=dest)
+        )
 
     def schedule(self, time: float, op: Callable[[Simulation], object]) -> None:
         """Run ``op(sim)`` at simulated ``time`` (timed mode)."""
         self._push(time, "op", op)
 
     def _issue(
-        self, pid: int, payload: Payload, dest: tuple[int, ...], call: Callable[[Any], list[Action]]
+        self,
+        pid: int,
+        payload: Payload,
+        dest: tuple[int, ...],
+        capability: str,
+        call: Callable[[Any], list[Action]],
     ) -> MessageId:
+        if type(pid) is not int or not 0 <= pid < self.n:
+            raise LocalError(f"P{pid!r} is not a process of this simulation")
         if pid in self.down:
             raise LocalError(f"P{pid} has crashed and is down until {self.down[pid]}")
         ep = self.endpoints[pid]
-        before = getattr(ep, "sent_count", None)
+        require(ep, capability)
+        before = ep.sent_count
         actions = call(ep)
-        mid = MessageId(pid, (before or 0) + 1) if before is not None else _first_id(actions)
+        mid = MessageId(pid, before + 1)
         self.metrics.app_messages += 1
         if not self.record:
             self._apply(pid, actions)
@@ -356,11 +373,18 @@ class Simulation:
                 self._put(pid, t.to, t.packet, t.message_id)
         self._put(pid, t.to, t.packet, t.message_id)
 
+    def _consumer(self, pid: int) -> ConsumingEndpoint | None:
+        ep = self.endpoints[pid]
+        cached = self._consumers.get(pid)
+        if cached is None or cached[0] is not ep:
+            cached = (ep, consumer(ep))
+            self._consumers[pid] = cached
+        return cached[1]
+
     def _deliver(self, pid: int, message: Message) -> None:
         if not self.record:
             self.metrics.deliveries += 1
-            if self.on_deliver is not None:
-                self.on_deliver(self, pid, message)
+            self._hand_over(pid, message)
             return
         mid = message.id
         vc = self._vc[pid]
@@ -373,11 +397,14 @@ class Simulation:
         self.delivered[pid].append(message)
         if mid in self._sent_at:
             self.metrics.record_delay(self.now - self._sent_at[mid])
-        # Endpoints with an explicit consume step (tagged causal broadcast) learn
-        # here that the application takes the message; what that triggers
-        # (acknowledgements, Stable reports) follows the application's handling.
-        consume = getattr(self.endpoints[pid], "consume", None)
-        follow: list[Action] = consume(mid) if consume is not None else []
+        self._hand_over(pid, message)
+
+    def _hand_over(self, pid: int, message: Message) -> None:
+        """The application takes ``message``: an endpoint with an explicit consume step
+        (tagged causal broadcast) learns it first; what that triggers (acknowledgements,
+        Stable reports) follows the application's handling."""
+        ep = self._consumer(pid)
+        follow: list[Action] = ep.consume(message.id) if ep is not None else []
         if self.on_deliver is not None:
             self.on_deliver(self, pid, message)
         if follow:
@@ -408,12 +435,3 @@ class Simulation:
                 payload=payload,
             )
         )
-
-
-def _first_id(actions: list[Action]) -> MessageId:
-    for a in actions:
-        if isinstance(a, Transmit) and a.message_id is not None:
-            return a.message_id
-        if isinstance(a, Deliver):
-            return a.message.id
-    raise LocalError("the endpoint sent nothing and has no sent_count to name the message")

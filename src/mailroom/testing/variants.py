@@ -8,10 +8,11 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from mailroom.clocks import FrozenMatrix
+from mailroom.clocks import FrozenMatrix, Row
 from mailroom.core.actions import Action, Deliver
 from mailroom.protocols.causal.broadcast import CBCAST, CBCASTPacket, _message
 from mailroom.protocols.causal.ks import KS, Entry
+from mailroom.protocols.causal.tagged import TaggedCausalBroadcast
 from mailroom.protocols.causal.unicast import RST
 from mailroom.protocols.reliable import Reliable, ReliablePacket
 from mailroom.protocols.reliable import _message as _reliable_message
@@ -145,3 +146,25 @@ class ReliableNoDedup(Reliable):
         if isinstance(p, ReliablePacket) and p.seq <= self.received[p.sender]:
             return [Deliver(_reliable_message(p))]
         return super().receive(packet)
+
+
+class NaiveTagged(TaggedCausalBroadcast):
+    """Known-buggy: exposes the middleware's internal vector clock as the tag.
+
+    A broadcast is stamped with every message handed out so far, including
+    deliveries the application has not consumed yet (seed 002, section 3). In the
+    callback model a send issued while handling the first of a batch of
+    deliveries is tagged as after the rest of the batch: concurrent messages are
+    over-ordered, and receivers make it wait for messages it does not depend on.
+    Explicit consumption by default (with consumption on delivery the two coincide).
+    """
+
+    protocol = "NaiveTagged"
+
+    def __init__(
+        self, pid: int, n: int, *, ack_every: int | None = 1, consume: str = "explicit"
+    ) -> None:
+        super().__init__(pid, n, ack_every=ack_every, consume=consume)
+
+    def _stamp(self) -> Row:
+        return tuple(self._delivered)

@@ -3,7 +3,6 @@
 from mailroom.protocols.causal.broadcast import CBCAST, CBCASTPacket
 from mailroom.protocols.causal.ks import KS, KSPacket
 from mailroom.protocols.causal.tagged import (
-    NaiveTagged,
     StabilityAck,
     TaggedCausalBroadcast,
     TaggedPacket,
@@ -16,7 +15,6 @@ __all__ = [
     "RST",
     "CBCASTPacket",
     "KSPacket",
-    "NaiveTagged",
     "RSTPacket",
     "StabilityAck",
     "TaggedCausalBroadcast",

@@ -80,7 +80,7 @@ The encoding changes no entry: it is the same log, written more compactly.
 from __future__ import annotations
 
 import heapq
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Collection, Iterable, Iterator, Sequence
 from itertools import pairwise
 from typing import Any
 
@@ -305,10 +305,10 @@ class KS(EndpointBase):
         self._check_payload(payload)
         return self._send(payload, (to,))
 
-    def multicast(self, payload: Payload, to: set[int]) -> list[Action]:
-        """Send one message (one id) to every process in ``to``."""
-        if not isinstance(to, set | frozenset | list | tuple) or not to:
-            raise LocalError(f"multicast needs a non-empty set of destinations, got {to!r}")
+    def multicast(self, payload: Payload, to: Collection[int]) -> list[Action]:
+        """Send one message (one id) to every process in ``to`` (any collection of pids)."""
+        if not isinstance(to, Collection) or isinstance(to, str | bytes) or not to:
+            raise LocalError(f"multicast needs a non-empty collection of pids, got {to!r}")
         dests = tuple(sorted({self._check_dest(d) for d in to}))
         self._check_payload(payload)
         return self._send(payload, dests)

@@ -11,9 +11,18 @@ wait in a queue (the two-thread model) or when the application sends from
 inside the handling of an earlier delivery of the same batch (the callback
 model). So the API has an explicit step:
 
-- ``consume(message_id)``: the application takes the next delivered message.
-  Call it for each ``Deliver``, in order, when the application starts handling
-  it (``Simulation`` does this for you). Own messages need no consuming.
+- consumption modes. ``consume="delivery"`` (the default): each message is
+  consumed when it is delivered, so a host need do nothing; tags stay causal
+  but a send issued while handling the first of a batch of deliveries is tagged
+  after the whole batch. ``consume="explicit"``: the application calls
+  ``consume(message_id)`` for each ``Deliver``, in order, when it starts
+  handling it (every host in mailroom does this for you), which keeps tags
+  precise. Forgetting it is loud: a ``broadcast`` issued while deliveries are
+  unconsumed and the application has consumed nothing since they were handed
+  out is a LocalError (its tag would miss what the application was handed).
+  Replying from the handling of the first of a batch (consumed) while the rest
+  waits unconsumed is the legitimate case and is allowed.
+  Own messages need no consuming.
 - ``broadcast(payload)``: stamped at once, at the moment the application
   issues it, with the application's clock, never from a send queue.
 
@@ -69,7 +78,16 @@ import attrs
 from mailroom.clocks import Row, VectorClock
 from mailroom.core import validate
 from mailroom.core.actions import Action, Deliver, Stable, Transmit
-from mailroom.core.endpoint import EndpointBase, Snapshot, load_counts
+from mailroom.core.endpoint import (
+    EndpointBase,
+    Snapshot,
+    load_counts,
+    snap_bool,
+    snap_counter,
+    snap_list,
+    snap_pid,
+    snap_positive,
+)
 from mailroom.core.errors import LocalError, RemoteError
 from mailroom.core.messages import MessageId, Payload, TaggedMessage
 from mailroom.core.pending import Pending
@@ -96,6 +114,10 @@ class StabilityAck:
     clock: Row = attrs.field(converter=as_row)
 
 
+#: How a TaggedCausalBroadcast learns that the application took a delivery.
+CONSUME_MODES = ("delivery", "explicit")
+
+
 def _max_into(target: list[int], other: Sequence[int]) -> None:
     for k, v in enumerate(other):
         if v > target[k]:
@@ -113,11 +135,19 @@ class TaggedCausalBroadcast(EndpointBase):
 
     protocol = "TaggedCausalBroadcast"
 
-    def __init__(self, pid: int, n: int, *, ack_every: int | None = 1) -> None:
+    snapshot_version = 2
+
+    def __init__(
+        self, pid: int, n: int, *, ack_every: int | None = 1, consume: str = "delivery"
+    ) -> None:
         super().__init__(pid, n)
         if ack_every is not None and (type(ack_every) is not int or ack_every < 1):
             raise LocalError(f"ack_every must be a positive integer or None, got {ack_every!r}")
+        if consume not in CONSUME_MODES:
+            raise LocalError(f"consume must be one of {CONSUME_MODES}, got {consume!r}")
         self.ack_every = ack_every
+        #: "delivery": consumed when delivered; "explicit": the application calls consume()
+        self.consume_mode = consume
         self._delivered = [0] * n
         self._clock = [0] * n
         self._knows = [[0] * n for _ in range(n)]
@@ -125,6 +155,8 @@ class TaggedCausalBroadcast(EndpointBase):
         self._acks = [[0] * n for _ in range(n)]
         self._unannounced = 0
         self._unconsumed: deque[tuple[MessageId, Row]] = deque()
+        #: explicit mode: deliveries were handed out and nothing was consumed since
+        self._fresh = False
         self._unstable: deque[MessageId] = deque()
         self._buffer: DependencyBuffer[TaggedPacket] = DependencyBuffer(self._delivered)
 
@@ -148,9 +180,20 @@ class TaggedCausalBroadcast(EndpointBase):
         """The tag of a broadcast being issued now."""
         return tuple(self._clock)
 
+    @property
+    def needs_consume(self) -> bool:
+        """True in explicit mode: the host must call ``consume`` for every delivery."""
+        return self.consume_mode == "explicit"
+
     # -- the application's side ---------------------------------------------------
     def broadcast(self, payload: Payload) -> list[Action]:
         """Send ``payload`` to every process, tagged now; the sender delivers it at once."""
+        if self._unconsumed and self._fresh:
+            raise LocalError(
+                f"{len(self._unconsumed)} delivered message(s) not consumed yet "
+                f"(first {self._unconsumed[0][0]}): consume() each delivery before "
+                "broadcasting, or its tag misses what the application was handed"
+            )
         self._check_payload(payload)
         mid = self._next_id()
         self._clock[self.pid] += 1
@@ -176,11 +219,20 @@ class TaggedCausalBroadcast(EndpointBase):
                 raise LocalError(f"{message_id} was never sent by P{self.pid}")
             return []
         if not self._unconsumed:
+            if not self.needs_consume:
+                raise LocalError(
+                    "this endpoint consumes each message when it is delivered "
+                    "(consume='delivery'); calling consume() is not needed"
+                )
             raise LocalError("no delivered message is waiting to be consumed")
-        mid, tag = self._unconsumed[0]
+        mid = self._unconsumed[0][0]
         if message_id is not None and message_id != mid:
             raise LocalError(f"the next delivered message is {mid}, not {message_id}")
-        self._unconsumed.popleft()
+        return self._consume_next()
+
+    def _consume_next(self) -> list[Action]:
+        self._fresh = False
+        mid, tag = self._unconsumed.popleft()
         _max_into(self._clock, tag)
         _max_into(self._knows[mid.origin], tag)
         self._use_ack(mid.origin)
@@ -195,7 +247,7 @@ class TaggedCausalBroadcast(EndpointBase):
         """Consume every delivered message (for an application that took them all)."""
         actions: list[Action] = []
         while self._unconsumed:
-            actions += self.consume()
+            actions += self._consume_next()
         return actions
 
     def unconsumed(self) -> list[MessageId]:
@@ -258,6 +310,10 @@ class TaggedCausalBroadcast(EndpointBase):
             self._unconsumed.append((message.id, q.tag))
             actions.append(Deliver(message))
             self._buffer.delivered_one(q.sender)
+        if not self.needs_consume:
+            actions += self.consume_all()
+        elif actions:
+            self._fresh = True
         return actions
 
     # -- stability --------------------------------------------------------------------------
@@ -291,12 +347,14 @@ class TaggedCausalBroadcast(EndpointBase):
     def snapshot(self) -> Snapshot:
         data = self._header()
         data["ack_every"] = self.ack_every
+        data["consume"] = self.consume_mode
         data["delivered"] = list(self._delivered)
         data["clock"] = list(self._clock)
         data["knows"] = [list(row) for row in self._knows]
         data["acks"] = [list(row) for row in self._acks]
         data["unannounced"] = self._unannounced
         data["unconsumed"] = [[m.origin, m.seq, list(tag)] for m, tag in self._unconsumed]
+        data["fresh"] = self._fresh
         data["unstable"] = [[m.origin, m.seq] for m in self._unstable]
         data["buffer"] = [packet_to_data(p) for p in self._buffer.by_arrival()]
         return data
@@ -306,38 +364,48 @@ class TaggedCausalBroadcast(EndpointBase):
         if ack_every is not None and (type(ack_every) is not int or ack_every < 1):
             raise LocalError(f"snapshot field ack_every is {ack_every!r}")
         self.ack_every = ack_every
+        mode = data["consume"]
+        if mode not in CONSUME_MODES:
+            raise LocalError(f"snapshot field consume is {mode!r}")
+        self.consume_mode = mode
         self._delivered[:] = load_counts(data["delivered"], self.n, "delivered")
         self._clock[:] = load_counts(data["clock"], self.n, "clock")
         for j, row in enumerate(_matrix(data["knows"], self.n, "knows")):
             self._knows[j][:] = row
         for j, row in enumerate(_matrix(data["acks"], self.n, "acks")):
             self._acks[j][:] = row
-        self._unannounced = int(data["unannounced"])
-        for origin, seq, tag in data["unconsumed"]:
-            self._unconsumed.append(
-                (MessageId(origin, seq), tuple(load_counts(tag, self.n, "tag")))
+        if self._knows[self.pid] != self._clock:
+            raise LocalError("snapshot field knows must hold the clock in its own row")
+        self._unannounced = snap_counter(data["unannounced"], "unannounced")
+        unconsumed = snap_list(data["unconsumed"], "unconsumed")
+        if unconsumed and not self.needs_consume:
+            raise LocalError("snapshot holds unconsumed deliveries in consume='delivery' mode")
+        for item in unconsumed:
+            origin, seq, tag = snap_list(item, "unconsumed item", 3)
+            vec: Row = tuple(load_counts(tag, self.n, "unconsumed tag"))
+            mid = MessageId(
+                snap_pid(origin, self.n, "unconsumed"), snap_positive(seq, "unconsumed")
             )
-        for origin, seq in data["unstable"]:
-            self._unstable.append(MessageId(origin, seq))
-        for item in data["buffer"]:
-            p = packet_from_data(TaggedPacket, item)
-            self._buffer.add(p.sender, p.tag[p.sender] - 1, p.tag, p)
-
-
-class NaiveTagged(TaggedCausalBroadcast):
-    """Known-buggy: exposes the middleware's internal vector clock as the tag.
-
-    A broadcast is stamped with every message handed out so far, including
-    deliveries the application has not consumed yet (seed 002, section 3). In the
-    callback model a send issued while handling the first of a batch of
-    deliveries is tagged as after the rest of the batch: concurrent messages are
-    over-ordered, and receivers make it wait for messages it does not depend on.
-    """
-
-    protocol = "NaiveTagged"
-
-    def _stamp(self) -> Row:
-        return tuple(self._delivered)
+            if vec[mid.origin] != mid.seq or mid.seq > self._delivered[mid.origin]:
+                raise LocalError(f"snapshot holds an unconsumed {mid} never delivered")
+            self._unconsumed.append((mid, vec))
+        self._fresh = snap_bool(data["fresh"], "fresh")
+        if self._fresh and not self._unconsumed:
+            raise LocalError("snapshot field fresh is true with nothing unconsumed")
+        for item in snap_list(data["unstable"], "unstable"):
+            origin, seq = snap_list(item, "unstable item", 2)
+            mid = MessageId(snap_pid(origin, self.n, "unstable"), snap_positive(seq, "unstable"))
+            if mid.seq > self._delivered[mid.origin]:
+                raise LocalError(f"snapshot holds {mid} as unstable but never delivered")
+            self._unstable.append(mid)
+        for item in snap_list(data["buffer"], "buffer"):
+            p = self._validate(packet_from_data(TaggedPacket, item))
+            index = p.tag[p.sender] - 1
+            if index < self._delivered[p.sender] or self._buffer.holds(p.sender, index):
+                raise LocalError("snapshot buffers a message delivered or held already")
+            self._buffer.add(p.sender, index, p.tag, p)
+        if len(self._buffer._ready):
+            raise LocalError("snapshot buffers a message that was deliverable")
 
 
 def _message(p: TaggedPacket) -> TaggedMessage:
@@ -346,4 +414,4 @@ def _message(p: TaggedPacket) -> TaggedMessage:
     )
 
 
-__all__ = ["NaiveTagged", "StabilityAck", "TaggedCausalBroadcast", "TaggedPacket"]
+__all__ = ["CONSUME_MODES", "StabilityAck", "TaggedCausalBroadcast", "TaggedPacket"]

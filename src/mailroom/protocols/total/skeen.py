@@ -62,13 +62,13 @@ from mailroom.core.actions import Action, Deliver, Transmit
 from mailroom.core.endpoint import (
     EndpointBase,
     Snapshot,
+    load_counts,
     snap_bool,
     snap_counter,
     snap_list,
     snap_pid,
     snap_positive,
     snap_seen,
-    load_counts,
 )
 from mailroom.core.errors import LocalError, RemoteError
 from mailroom.core.messages import Message, MessageId, Payload
@@ -241,7 +241,9 @@ class Skeen(EndpointBase):
         self._mark_seen(mid.origin, m.index)
         self._clock = max(self._clock, m.ts) + 1
         self._hold(mid, m, self._clock)
-        return [Transmit(mid.origin, SkeenProposal(self.pid, mid.origin, mid.seq, self._clock), None)]
+        return [
+            Transmit(mid.origin, SkeenProposal(self.pid, mid.origin, mid.seq, self._clock), None)
+        ]
 
     def _seen(self, sender: int, index: int) -> bool:
         return index <= self._low[sender] or index in self._high[sender]
@@ -341,7 +343,9 @@ class Skeen(EndpointBase):
             self.duplicates += 1  # a late copy for a message delivered here
             return []
         if held.message.index != index:
-            raise RemoteError(f"final number for {mid} names index {index}, not {held.message.index}")
+            raise RemoteError(
+                f"final number for {mid} names index {index}, not {held.message.index}"
+            )
         if held.final:
             if held.number != number:
                 raise RemoteError(
@@ -458,7 +462,9 @@ class Skeen(EndpointBase):
             for seq, c in sorted(self._collecting.items())
         ]
         data["sent_to"] = list(self._sent_to)
-        data["seen"] = [[low, sorted(high)] for low, high in zip(self._low, self._high, strict=True)]
+        data["seen"] = [
+            [low, sorted(high)] for low, high in zip(self._low, self._high, strict=True)
+        ]
         data["finals"] = [[m.origin, m.seq, v] for m, v in self.finals.items()]
         return data
 
@@ -486,10 +492,16 @@ class Skeen(EndpointBase):
             seq = snap_positive(item["seq"], "collecting.seq")
             if seq > self.sent_count or seq in self._collecting:
                 raise LocalError(f"snapshot collects for message {seq} twice or never sent")
-            dest = tuple(snap_pid(q, self.n, "collecting.dest") for q in snap_list(item["dest"], "collecting.dest"))
+            dest = tuple(
+                snap_pid(q, self.n, "collecting.dest")
+                for q in snap_list(item["dest"], "collecting.dest")
+            )
             if not dest or list(dest) != sorted(set(dest)):
                 raise LocalError("snapshot field collecting.dest is not a sorted set of pids")
-            indexes = tuple(snap_positive(k, "collecting.indexes") for k in snap_list(item["indexes"], "collecting.indexes"))
+            indexes = tuple(
+                snap_positive(k, "collecting.indexes")
+                for k in snap_list(item["indexes"], "collecting.indexes")
+            )
             if len(indexes) != len(dest):
                 raise LocalError("snapshot field collecting.indexes does not match dest")
             proposals: dict[int, int] = {}
