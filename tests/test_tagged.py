@@ -18,7 +18,6 @@ from mailroom import (
     LocalError,
     Message,
     MessageId,
-    NaiveTagged,
     RemoteError,
     Stable,
     Stack,
@@ -31,6 +30,7 @@ from mailroom.core.endpoint import Endpoint
 from mailroom.protocols import StabilityAck, TaggedPacket
 from mailroom.sim import Simulation
 from mailroom.testing import (
+    NaiveTagged,
     Op,
     Scenario,
     replay,
@@ -42,6 +42,15 @@ from mailroom.testing import (
 from mailroom.trace import Event, check
 
 CAUSAL = ("integrity", "fifo", "causal", "liveness")
+
+
+class Explicit(TaggedCausalBroadcast):
+    """Tagged causal broadcast with explicit consumption (precise tags under batching)."""
+
+    def __init__(self, pid: int, n: int, *, ack_every: int | None = 1) -> None:
+        super().__init__(pid, n, ack_every=ack_every, consume="explicit")
+
+
 A, B, X = MessageId(0, 1), MessageId(1, 1), MessageId(2, 1)
 
 
@@ -71,7 +80,7 @@ def seed002_callback(cls: type[TaggedCausalBroadcast]) -> Simulation:
 
 
 def test_seed002_callback_model_tags_x_precisely() -> None:
-    sim = seed002_callback(TaggedCausalBroadcast)
+    sim = seed002_callback(Explicit)
     assert [(m.payload, m.tag) for m in sim.delivered[2]] == [  # type: ignore[attr-defined]
         ("a", vc(1, 0, 0)),
         ("x", vc(1, 0, 1)),  # P2 had seen a, and only a, when it sent x
@@ -102,7 +111,7 @@ def test_seed002_callback_model_naive_over_orders() -> None:
 def test_seed002_two_thread_model() -> None:
     """Deliveries wait in a queue the application has not consumed: a send made after
     taking a, with b still queued, is tagged with a only."""
-    p = [TaggedCausalBroadcast(i, 3) for i in range(3)]
+    p = [Explicit(i, 3) for i in range(3)]
     naive = NaiveTagged(2, 3)
     pa = p[0].broadcast("a")[0].packet
     p[1].receive(pa)
@@ -124,7 +133,7 @@ def test_seed002_two_thread_model() -> None:
 
 
 def test_seed002_stability_and_garbage_collection() -> None:
-    sim = seed002_callback(TaggedCausalBroadcast)
+    sim = seed002_callback(Explicit)
     while sim.in_flight:
         sim.arrive(min(sim.in_flight))
     assert sim.stable == [[A, B, X], [A, B, X], [A, X, B]]  # each in its delivery order
@@ -137,7 +146,7 @@ def test_seed002_stability_and_garbage_collection() -> None:
 
 
 def test_single_process_messages_are_stable_at_once() -> None:
-    ep = TaggedCausalBroadcast(0, 1)
+    ep = Explicit(0, 1)
     out = ep.broadcast("solo")
     assert out == [
         Deliver(TaggedMessage(MessageId(0, 1), 0, "solo", vc(1))),
@@ -147,7 +156,7 @@ def test_single_process_messages_are_stable_at_once() -> None:
 
 
 def test_acks_spread_knowledge_and_announce_on_demand() -> None:
-    p0, p1 = TaggedCausalBroadcast(0, 2), TaggedCausalBroadcast(1, 2, ack_every=None)
+    p0, p1 = Explicit(0, 2), Explicit(1, 2, ack_every=None)
     packet = p0.broadcast("a")[0].packet
     (deliver,) = p1.receive(packet)
     # P1 knows both applications have seen a (P0 sent it); no ack is sent yet
@@ -180,9 +189,9 @@ def test_acks_spread_knowledge_and_announce_on_demand() -> None:
     ],
 )
 def test_bad_packets_are_remote_errors_and_change_nothing(packet: object) -> None:
-    p1 = TaggedCausalBroadcast(1, 3)
-    p2 = TaggedCausalBroadcast(2, 3)
-    pa = TaggedCausalBroadcast(0, 3).broadcast("a")[0].packet
+    p1 = Explicit(1, 3)
+    p2 = Explicit(2, 3)
+    pa = Explicit(0, 3).broadcast("a")[0].packet
     p1.consume_all()
     p2.receive(p1.broadcast("b")[1].packet)  # P2 has a delivered, unconsumed message
     before = p2.snapshot()
@@ -193,7 +202,7 @@ def test_bad_packets_are_remote_errors_and_change_nothing(packet: object) -> Non
 
 
 def test_duplicates_and_echoes_are_dropped_and_counted() -> None:
-    p0, p1 = TaggedCausalBroadcast(0, 2), TaggedCausalBroadcast(1, 2)
+    p0, p1 = Explicit(0, 2), Explicit(1, 2)
     packet = p0.broadcast("a")[0].packet
     assert len(p1.receive(packet)) == 1
     assert p1.receive(packet) == []
@@ -207,7 +216,7 @@ def test_duplicates_and_echoes_are_dropped_and_counted() -> None:
 
 
 def test_consume_misuse_is_a_local_error() -> None:
-    p0, p1 = TaggedCausalBroadcast(0, 2), TaggedCausalBroadcast(1, 2)
+    p0, p1 = Explicit(0, 2), Explicit(1, 2)
     with pytest.raises(LocalError):
         p1.consume()
     p1.receive(p0.broadcast("a")[0].packet)
@@ -219,7 +228,7 @@ def test_consume_misuse_is_a_local_error() -> None:
     p1.consume(MessageId(0, 1))
     assert p1.unconsumed() == [MessageId(0, 2)]
     with pytest.raises(LocalError):
-        TaggedCausalBroadcast(0, 2, ack_every=0)
+        Explicit(0, 2, ack_every=0)
 
 
 # -- Hypothesis: the callback model in the simulator ----------------------------------
@@ -252,7 +261,7 @@ def all_violations(sim: Simulation) -> list[str]:
 @given(callback_scenarios(max_ops=6))
 @settings(max_examples=100)
 def test_tagged_is_causal_precise_stable_and_collects_garbage(s: Scenario) -> None:
-    run = replay(TaggedCausalBroadcast, s, on_deliver=replier)
+    run = replay(Explicit, s, on_deliver=replier)
     sim = run.sim
     assert run.errors == ()  # no packet was rejected
     assert all_violations(sim) == [], run.describe()
@@ -269,7 +278,7 @@ def test_snapshot_restore_midway_changes_nothing(s: Scenario, cut: int) -> None:
     """Checkpoint every endpoint midway (buffers, unconsumed queues, acks in the air)
     and restore it: the snapshot round-trips exactly."""
     s = attrs.evolve(s, choices=s.choices[:cut])
-    run = replay(TaggedCausalBroadcast, s, on_deliver=replier)
+    run = replay(Explicit, s, on_deliver=replier)
     for ep in run.sim.endpoints:
         data = ep.snapshot()
         assert type(ep).restore(data).snapshot() == data
@@ -292,7 +301,7 @@ def test_naive_tagged_is_caught_over_ordering_in_the_callback_model() -> None:
     naive = replay(NaiveTagged, found, on_deliver=replier).sim
     assert all("over-orders" in v.reason for v in tag_violations(naive))
     assert check(naive.trace, CAUSAL).ok  # causal delivery itself still holds
-    assert all_violations(replay(TaggedCausalBroadcast, found, on_deliver=replier).sim) == []
+    assert all_violations(replay(Explicit, found, on_deliver=replier).sim) == []
 
 
 # -- Hypothesis: the two-thread model ---------------------------------------------------
@@ -345,6 +354,7 @@ class TwoThreads:
     def arrive(self, packet_id: int) -> None:
         to, packet = self.wire.pop(packet_id)
         self._apply(to, self.endpoints[to].receive(packet))
+        self.endpoints[to].defer()  # queued for the application thread, not handed to it
 
     def take(self, pid: int) -> None:
         m = self.queues[pid].popleft()
@@ -399,7 +409,7 @@ def run_two_threads(factory: type[TaggedCausalBroadcast], drawn: Any) -> TwoThre
 @given(two_thread_runs)
 @settings(max_examples=100)
 def test_two_thread_model_tags_are_precise_and_stability_is_safe(drawn: Any) -> None:
-    t = run_two_threads(TaggedCausalBroadcast, drawn)
+    t = run_two_threads(Explicit, drawn)
     sim: Any = t
     assert [v.explain() for v in check(t.trace, CAUSAL).violations.values() for v in v] == []
     assert [v.explain() for v in tag_violations(sim) + stability_violations(sim)] == []
@@ -411,7 +421,7 @@ def test_two_thread_model_tags_are_precise_and_stability_is_safe(drawn: Any) -> 
 @settings(max_examples=50)
 def test_two_thread_snapshots_round_trip_midway(drawn: Any) -> None:
     (n, ops), choices = drawn
-    t = TwoThreads(TaggedCausalBroadcast, n).run(
+    t = TwoThreads(Explicit, n).run(
         [(pid, f"m{i}{mark}") for i, (pid, mark) in enumerate(ops)], choices, drain=False
     )
     for ep in t.endpoints:
@@ -432,7 +442,7 @@ def test_naive_tagged_is_caught_in_the_two_thread_model() -> None:
             suppress_health_check=list(HealthCheck),
         ),
     )
-    precise: Any = run_two_threads(TaggedCausalBroadcast, found)
+    precise: Any = run_two_threads(Explicit, found)
     assert tag_violations(precise) == []
 
 
@@ -443,7 +453,7 @@ def test_retained_entries_stay_bounded_over_a_long_run() -> None:
     """2,000 broadcasts over a reordering network: the per-message state an endpoint
     keeps stays bounded by what is in flight, and drops to zero at the end."""
     n = 4
-    eps: list[Endpoint] = [TaggedCausalBroadcast(p, n) for p in range(n)]
+    eps: list[Endpoint] = [Explicit(p, n) for p in range(n)]
     sim = Simulation(eps, seed=7)  # timed: uniform delays in (1, 1) plus jitter below
     sim.network = attrs.evolve(sim.network, delay=(0.5, 3.0))
     peak = [0]
@@ -461,7 +471,7 @@ def test_retained_entries_stay_bounded_over_a_long_run() -> None:
 
 def test_replier_answers_from_inside_delivery_handling() -> None:
     s = Scenario(2, (Op(0, None, "m0!"),), ())
-    run = replay(TaggedCausalBroadcast, s, on_deliver=replier)
+    run = replay(Explicit, s, on_deliver=replier)
     assert [m.payload for m in run.sim.delivered[0]] == ["m0!", "re:m0@P1"]
 
 
@@ -471,7 +481,7 @@ def test_replier_answers_from_inside_delivery_handling() -> None:
 def busy() -> tuple[TaggedCausalBroadcast, object]:
     """P2 with a consumed delivery, an unconsumed one, a buffered one, and the packet
     that would release it."""
-    p0, p1, p2 = (TaggedCausalBroadcast(i, 3) for i in range(3))
+    p0, p1, p2 = (Explicit(i, 3) for i in range(3))
     first = p0.broadcast("a")[0].packet
     second = p0.broadcast("b")[0].packet
     third = p0.broadcast("c")[0].packet
@@ -510,11 +520,11 @@ def test_snapshot_is_json_and_the_restored_endpoint_continues() -> None:
 
 
 def test_local_errors_for_payloads_and_snapshots() -> None:
-    ep = TaggedCausalBroadcast(0, 2)
+    ep = Explicit(0, 2)
     for payload in (object(), {1: "x"}, float("nan")):
         with pytest.raises(LocalError):
             ep.broadcast(payload)
-    assert ep.snapshot() == TaggedCausalBroadcast(0, 2).snapshot()
+    assert ep.snapshot() == Explicit(0, 2).snapshot()
     with pytest.raises(LocalError, match="not 'TaggedCausalBroadcast'"):
         TaggedCausalBroadcast.restore(NaiveTagged(0, 2).snapshot())
     data = ep.snapshot()
@@ -531,7 +541,7 @@ def test_packet_classes_are_registered() -> None:
 
 
 def fifo_below_tagged(pid: int, n: int) -> Stack:
-    return Stack(Fifo(pid, n), TaggedCausalBroadcast(pid, n))
+    return Stack(Fifo(pid, n), Explicit(pid, n))
 
 
 @given(callback_scenarios(max_ops=5))
@@ -543,7 +553,8 @@ def test_tagged_on_top_of_a_stack(s: Scenario) -> None:
     assert run.errors == ()
     assert all_violations(run.sim) == [], run.describe()
     assert unstable_violations(run.sim) == []
-    assert Stack(Fifo(0, 2)).consume() == []  # no consume step above: nothing to do
+    with pytest.raises(LocalError, match="does not offer consume"):
+        Stack(Fifo(0, 2)).consume()  # the Stack offers exactly its top layer's capabilities
 
 
 # -- the checkers catch what they claim to ---------------------------------------------------
@@ -576,7 +587,7 @@ def test_checkers_catch_under_ordering_early_stability_and_disorder() -> None:
     eager = seed002_callback(EagerStable)
     assert any("before P" in v.reason for v in stability_violations(eager))
 
-    sim = seed002_callback(TaggedCausalBroadcast)
+    sim = seed002_callback(Explicit)
     while sim.in_flight:
         sim.arrive(min(sim.in_flight))
     sim.stable[0].reverse()
@@ -615,4 +626,61 @@ def test_trusting_acks_too_soon_is_caught() -> None:
     )
     (v, *_) = stability_violations(replay(AckTooSoon, found, on_deliver=replier).sim)
     assert "not in its causal future" in v.reason
-    assert stability_violations(replay(TaggedCausalBroadcast, found, on_deliver=replier).sim) == []
+    assert stability_violations(replay(Explicit, found, on_deliver=replier).sim) == []
+
+
+# -- consumption modes: forgetting consume() is impossible or loud ----------------------
+
+
+def _question_answer(p1: TaggedCausalBroadcast) -> list[str]:
+    """P0 asks; P1 is handed the question and answers; P2 gets the answer first.
+    Returns what P2 delivers once both have arrived."""
+    p0, p2 = TaggedCausalBroadcast(0, 3), TaggedCausalBroadcast(2, 3)
+    question = p0.broadcast("question")[0].packet
+    p1.receive(question)
+    answer = [a for a in p1.broadcast("answer") if isinstance(a, Transmit) and a.to == 2]
+    got = p2.receive(answer[0].packet) + p2.receive(question)
+    return [a.message.payload for a in got if isinstance(a, Deliver)]
+
+
+def test_default_mode_consumes_on_delivery_so_the_answer_follows_the_question() -> None:
+    p1 = TaggedCausalBroadcast(1, 3)
+    assert not p1.needs_consume
+    assert _question_answer(p1) == ["question", "answer"]
+    assert p1.unconsumed() == []
+    assert p1.consume(MessageId(0, 1)) == []  # already consumed: old-style hosts still work
+    with pytest.raises(LocalError, match="consume='delivery'"):
+        p1.consume(MessageId(2, 1))
+
+
+def test_explicit_mode_refuses_a_broadcast_that_forgot_consume() -> None:
+    p1 = TaggedCausalBroadcast(1, 3, consume="explicit")
+    assert p1.needs_consume
+    before = p1.snapshot()
+    with pytest.raises(LocalError, match="not consumed yet"):
+        _question_answer(p1)
+    assert p1.snapshot()["sent_count"] == before["sent_count"] == 0
+    p1.consume()  # the application took the question: now it may answer
+    assert [a.message.payload for a in p1.broadcast("answer") if isinstance(a, Deliver)] == [
+        "answer"
+    ]
+    with pytest.raises(LocalError, match="consume"):
+        TaggedCausalBroadcast(0, 2, consume="sometimes")
+
+
+@pytest.mark.parametrize("record", [True, False])
+def test_simulation_drives_consume_with_or_without_recording(record: bool) -> None:
+    replies: list[str] = []
+
+    def reply(sim: Simulation, pid: int, m: Message) -> None:
+        if pid == 1 and m.payload == "question":
+            sim.broadcast(1, "answer")
+            replies.append("answer")
+
+    eps = [TaggedCausalBroadcast(p, 3, consume="explicit") for p in range(3)]
+    sim = Simulation(eps, record=record, on_deliver=reply)
+    sim.broadcast(0, "question")
+    sim.run()
+    assert replies == ["answer"]
+    assert all(ep.unconsumed() == [] for ep in eps)
+    assert all(ep.retained() == 0 for ep in eps)  # consumed, acknowledged, stable

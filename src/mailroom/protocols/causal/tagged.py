@@ -21,7 +21,9 @@ model). So the API has an explicit step:
   unconsumed and the application has consumed nothing since they were handed
   out is a LocalError (its tag would miss what the application was handed).
   Replying from the handling of the first of a batch (consumed) while the rest
-  waits unconsumed is the legitimate case and is allowed.
+  waits unconsumed is the legitimate case and is allowed; a host that queues
+  deliveries for an application thread (the two-thread model) says so with
+  ``defer()``, after which broadcasting before taking them is allowed too.
   Own messages need no consuming.
 - ``broadcast(payload)``: stamped at once, at the moment the application
   issues it, with the application's clock, never from a send queue.
@@ -218,12 +220,14 @@ class TaggedCausalBroadcast(EndpointBase):
             if not 1 <= message_id.seq <= self.sent_count:
                 raise LocalError(f"{message_id} was never sent by P{self.pid}")
             return []
-        if not self._unconsumed:
-            if not self.needs_consume:
+        if not self.needs_consume:  # consumed when delivered: nothing left to do
+            if message_id is not None and message_id.seq > self._delivered[message_id.origin]:
                 raise LocalError(
-                    "this endpoint consumes each message when it is delivered "
-                    "(consume='delivery'); calling consume() is not needed"
+                    f"{message_id} was not delivered here (this endpoint consumes each "
+                    "message when it is delivered, consume='delivery')"
                 )
+            return []
+        if not self._unconsumed:
             raise LocalError("no delivered message is waiting to be consumed")
         mid = self._unconsumed[0][0]
         if message_id is not None and message_id != mid:
@@ -242,6 +246,13 @@ class TaggedCausalBroadcast(EndpointBase):
         if self.ack_every is not None and self._unannounced >= self.ack_every:
             actions += self.announce()
         return actions + self._stabilize()
+
+    def defer(self) -> None:
+        """Explicit mode: the host queued the deliveries handed out so far for the
+        application, which has not seen them; a broadcast before it takes them is fine."""
+        if not self.needs_consume:
+            raise LocalError("defer() is for consume='explicit' endpoints")
+        self._fresh = False
 
     def consume_all(self) -> list[Action]:
         """Consume every delivered message (for an application that took them all)."""
