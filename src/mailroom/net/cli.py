@@ -26,28 +26,16 @@ from pathlib import Path
 from typing import Any
 
 from mailroom.core.errors import LocalError
+from mailroom.core.registry import PROTOCOLS as REGISTRY
 from mailroom.core.stack import Stack
 from mailroom.net.config import PeerTable, load_key
 from mailroom.net.node import Node
-from mailroom.protocols import (
-    CBCAST,
-    RST,
-    Fifo,
-    LamportTotalOrder,
-    Reliable,
-    Sequencer,
-    Skeen,
-    Unordered,
-)
+from mailroom.protocols import Reliable
 
+#: The protocols the runtime hosts, from the one registry (mailroom.core.registry).
 PROTOCOLS: dict[str, Callable[[int, int], Any]] = {
-    "cbcast": CBCAST,
-    "skeen": Skeen,
-    "sequencer": Sequencer,
-    "lamport": LamportTotalOrder,
-    "fifo": Fifo,
-    "rst": RST,
-    "unordered": Unordered,
+    name: REGISTRY[name][0]
+    for name in ("cbcast", "skeen", "sequencer", "lamport", "fifo", "rst", "unordered")
 }
 #: Protocols that offer broadcast(); the others send to each peer in turn.
 BROADCASTING = {"cbcast", "skeen", "sequencer", "lamport", "fifo", "unordered"}
@@ -162,7 +150,7 @@ async def run(args: argparse.Namespace, stop: asyncio.Event | None = None) -> in
 
 def _write(path: str, node: Node) -> None:
     data = node.stats.to_dict()
-    data["duplicates"] = int(getattr(node.endpoint, "duplicates", 0))
+    data["duplicates"] = int(node.endpoint.duplicates)
     tmp = Path(path + ".tmp")
     tmp.write_text(json.dumps(data))
     tmp.replace(path)

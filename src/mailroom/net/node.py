@@ -52,15 +52,15 @@ from typing import Any
 
 import attrs
 
-from mailroom.core.actions import Action, Backpressure, Deliver, Transmit
+from mailroom.core.actions import Action, Backpressure, Deliver, Stable, Transmit
 from mailroom.core.codec import decode, encode
+from mailroom.core.endpoint import Endpoint, capabilities, consumer, receive_batch, require
 from mailroom.core.errors import LocalError, RemoteError
 from mailroom.core.messages import Message, MessageId, Payload
+from mailroom.core.registry import restore_endpoint
 from mailroom.net import frames as fr
 from mailroom.net.config import PeerTable
 from mailroom.net.store import TraceFile, read_checkpoint, write_atomic
-from mailroom.protocols.reliable import ReliableAck
-from mailroom.sim.faults import restore_endpoint
 from mailroom.trace.events import Event
 
 log = logging.getLogger("mailroom.net")
@@ -329,8 +329,11 @@ class Node:
     ``checkpoint``: a file to resume from (if it exists) and to keep up to date.
     ``trace``: a JSON Lines file of this process's send/receive/deliver events.
     ``on_deliver``: called with each delivered message; otherwise read
-    ``deliveries()``. ``app_state``: returns JSON data to keep in the checkpoint;
-    after a restart, ``resumed_state`` holds what it returned last time.
+    ``deliveries()``. ``on_stable``: called with the ids of each ``Stable`` report.
+    An endpoint with explicit consumption is told the application takes each
+    delivery just before it is handed over. ``app_state``: returns JSON data to
+    keep in the checkpoint; after a restart, ``resumed_state`` holds what it
+    returned last time.
     """
 
     def __init__(
@@ -347,7 +350,10 @@ class Node:
         delays: Mapping[int, float] | None = None,
         listen: socket.socket | None = None,
         outbox_limit: int = 100_000,
+        on_stable: Callable[[tuple[MessageId, ...]], None] | None = None,
     ) -> None:
+        if not isinstance(endpoint, Endpoint):
+            raise LocalError(f"{endpoint!r} is not an endpoint (see mailroom.core.Endpoint)")
         self.checkpoint_path = Path(checkpoint) if checkpoint is not None else None
         saved = read_checkpoint(self.checkpoint_path) if self.checkpoint_path else None
         self.resumed_state: Any = None
@@ -361,6 +367,11 @@ class Node:
             endpoint = restored
             self.resumed_state = saved.get("app")
         self.endpoint = endpoint
+        #: Capabilities driven for the endpoint: consume (explicit consumption) and
+        #: flow control; Stable reports go to ``on_stable``.
+        self._consumer = consumer(endpoint)
+        self._flow = "can_send" in capabilities(endpoint)
+        self.on_stable = on_stable
         self.pid: int = endpoint.pid
         if endpoint.n != peers.n:
             raise LocalError(f"the endpoint has n={endpoint.n}, the peer table {peers.n} peers")
@@ -455,6 +466,7 @@ class Node:
         if self._closed:
             raise LocalError("the node is closed")
         ep = self.endpoint
+        require(ep, "broadcast" if to is None else "unicast")
         mid = MessageId(self.pid, ep.sent_count + 1)
         actions = ep.broadcast(payload) if to is None else ep.send(payload, to=to)
         self.stats.sent += 1
@@ -467,8 +479,7 @@ class Node:
         return mid
 
     def can_send(self) -> bool:
-        can = getattr(self.endpoint, "can_send", None)
-        return True if can is None else bool(can())
+        return not self._flow or bool(self.endpoint.can_send())
 
     async def wait_can_send(self) -> None:
         """Return when the reliable layer's windows have room again."""
@@ -498,17 +509,16 @@ class Node:
     def _received(self, peer: int, batch: list[tuple[object, fr.Data]]) -> None:
         if self._closed:
             return
-        actions: list[Action] = []
-        for packet, item in batch:
+        for _, item in batch:
             if item.message_id is not None and self.trace is not None:
                 dest = tuple(range(self.peers.n)) if item.carries == fr.BROADCAST else (self.pid,)
                 self._dest.setdefault(item.message_id, dest)
                 self._record("receive", item.message_id, item.message_id.origin, dest, None)
-            try:
-                actions += self.endpoint.receive(packet)
-            except RemoteError as exc:
-                self.stats.remote_errors += 1
-                log.warning("P%d: dropped a packet from P%d: %s", self.pid, peer, exc)
+        # One step for the batch: the reliable layer answers it with one ack per peer.
+        actions, errors = receive_batch(self.endpoint, [packet for packet, _ in batch])
+        for exc in errors:
+            self.stats.remote_errors += 1
+            log.warning("P%d: dropped a packet from P%d: %s", self.pid, peer, exc)
         self._step(actions)
 
     def _loopback(self, packet: object) -> None:
@@ -531,15 +541,13 @@ class Node:
     def _step(self, actions: list[Action]) -> None:
         delivered: list[Message] = []
         transmits: list[Transmit] = []
-        last_ack: dict[int, int] = {}
+        stable: list[tuple[MessageId, ...]] = []
         loop = asyncio.get_running_loop()
         for a in actions:
             if isinstance(a, Transmit):
                 if a.to == self.pid:
                     loop.call_soon(self._loopback, a.packet)
                 else:
-                    if type(a.packet) is ReliableAck:
-                        last_ack[a.to] = len(transmits)
                     transmits.append(a)
             elif isinstance(a, Deliver):
                 m = a.message
@@ -547,15 +555,11 @@ class Node:
                 if self.trace is not None:
                     dest = self._dest.pop(m.id, (self.pid,))
                     self._record("deliver", m.id, m.sender, dest, m.payload)
+            elif isinstance(a, Stable):
+                stable.append(a.messages)
             elif isinstance(a, Backpressure):
                 pass  # the layer keeps the packet; can_send() says when to resume
-        # Acknowledgements are cumulative: of a step's ReliableAcks to one peer, the last
-        # says everything the earlier ones say, so only it goes on the wire.
-        sends = [
-            (t.to, encode(t.packet), t.message_id)
-            for k, t in enumerate(transmits)
-            if type(t.packet) is not ReliableAck or last_ack[t.to] == k
-        ]
+        sends = [(t.to, encode(t.packet), t.message_id) for t in transmits]
         self.stats.delivered += len(delivered)
         if actions or (self.trace is not None and self.trace.dirty):
             self._commit()
@@ -563,13 +567,22 @@ class Node:
             self._links[to].push(data, mid, self._carries_of(mid))
         for to in {s[0] for s in sends}:
             self._links[to].flush_soon()
+        follow: list[Action] = []
         for m in delivered:
+            if self._consumer is not None:  # explicit consumption: the application takes m
+                follow += self._consumer.consume(m.id)
             if self.on_deliver is not None:
                 self.on_deliver(m)
             else:
                 self._queue.put_nowait(m)
+        if self.on_stable is not None:
+            for messages in stable:
+                self.on_stable(messages)
         if self.can_send():
             self._can_send.set()
+        if follow:
+            self._step(follow)
+            return
         self._rearm()
 
     def _rearm(self) -> None:
