@@ -3,7 +3,10 @@
 It stamps messages with seed 004's vector time (a process ticks its own entry
 on every send and every receipt, and takes the entrywise max on receipt), so a
 ``CausalityDetector`` can flag, after the fact, the violations it lets through
-(``ep.violations``). Exact duplicates are still dropped.
+(``ep.violations``). Exact duplicates are still dropped: each packet carries
+``index``, the sender's count of packets to this destination, and a receiver
+keeps per sender the index below which everything arrived plus those above it
+that did (the reordering window), so nothing is kept per message forever.
 """
 
 from __future__ import annotations
@@ -15,8 +18,8 @@ import attrs
 from mailroom.clocks import Row, VectorClock
 from mailroom.core import validate
 from mailroom.core.actions import Action, Deliver, Transmit
-from mailroom.core.endpoint import EndpointBase, Snapshot, load_counts
-from mailroom.core.errors import LocalError, RemoteError
+from mailroom.core.endpoint import EndpointBase, Snapshot, load_counts, snap_seen
+from mailroom.core.errors import RemoteError
 from mailroom.core.messages import Message, MessageId, Payload
 from mailroom.core.pending import Pending
 from mailroom.core.wire import as_row, packet
@@ -30,17 +33,22 @@ class UnorderedPacket:
     seq: int
     vc: Row = attrs.field(converter=as_row)
     payload: Any
+    index: int
 
 
 class Unordered(EndpointBase):
     """No ordering at all; detects causality violations instead of preventing them."""
 
     protocol = "Unordered"
+    snapshot_version = 2
 
     def __init__(self, pid: int, n: int) -> None:
         super().__init__(pid, n)
         self._clock = [0] * n
-        self._seen: list[set[int]] = [set() for _ in range(n)]
+        self._sent_to = [0] * n
+        #: per sender: every index <= _low[p] arrived, and so did each in _high[p]
+        self._low = [0] * n
+        self._high: list[set[int]] = [set() for _ in range(n)]
         self.detector = CausalityDetector(pid, n)
 
     @property
@@ -51,22 +59,27 @@ class Unordered(EndpointBase):
     def violations(self) -> list[CausalityViolation]:
         return self.detector.violations
 
-    def _stamp(self, payload: Payload) -> tuple[MessageId, UnorderedPacket]:
+    def _stamp(self, payload: Payload) -> tuple[MessageId, Row]:
         self._check_payload(payload)
         mid = self._next_id()
         self._clock[self.pid] += 1
-        return mid, UnorderedPacket(self.pid, mid.seq, tuple(self._clock), payload)
+        return mid, tuple(self._clock)
+
+    def _packet(self, mid: MessageId, vc: Row, payload: Payload, to: int) -> UnorderedPacket:
+        self._sent_to[to] += 1
+        return UnorderedPacket(self.pid, mid.seq, vc, payload, self._sent_to[to])
 
     def send(self, payload: Payload, to: int) -> list[Action]:
         self._check_dest(to)
-        mid, packet = self._stamp(payload)
-        return [Transmit(to, packet, mid)]
+        mid, vc = self._stamp(payload)
+        return [Transmit(to, self._packet(mid, vc, payload, to), mid)]
 
     def broadcast(self, payload: Payload) -> list[Action]:
-        mid, packet = self._stamp(payload)
-        self._seen[self.pid].add(mid.seq)
+        mid, vc = self._stamp(payload)
         actions: list[Action] = [
-            Transmit(to, packet, mid) for to in range(self.n) if to != self.pid
+            Transmit(to, self._packet(mid, vc, payload, to), mid)
+            for to in range(self.n)
+            if to != self.pid
         ]
         actions.append(Deliver(Message(mid, self.pid, payload)))
         return actions
@@ -77,14 +90,21 @@ class Unordered(EndpointBase):
         sender = validate.pid(packet.sender, self.n)
         seq = validate.positive(packet.seq, "seq")
         vc = validate.vector(packet.vc, self.n, "vector clock")
-        if seq in self._seen[sender]:
+        index = validate.positive(packet.index, "index")
+        if index > seq:
+            raise RemoteError(f"index {index} exceeds the sender's count of messages {seq}")
+        high = self._high[sender]
+        if index <= self._low[sender] or index in high:
             self.duplicates += 1
             return []
         if sender != self.pid and vc[self.pid] > self._clock[self.pid]:
             raise RemoteError(
                 f"vector clock[{self.pid}] claims P{self.pid} had events it never had"
             )
-        self._seen[sender].add(seq)
+        high.add(index)
+        while self._low[sender] + 1 in high:
+            self._low[sender] += 1
+            high.discard(self._low[sender])
         mid = MessageId(sender, seq)
         self.detector.observe(mid, VectorClock(vc))
         for k, v in enumerate(vc):
@@ -102,14 +122,14 @@ class Unordered(EndpointBase):
     def snapshot(self) -> Snapshot:
         data = self._header()
         data["clock"] = list(self._clock)
-        data["seen"] = [sorted(s) for s in self._seen]
+        data["sent_to"] = list(self._sent_to)
+        data["seen"] = [[low, sorted(h)] for low, h in zip(self._low, self._high, strict=True)]
         data["known"] = self.detector.known.tolist()
         return data
 
     def _load(self, data: Snapshot) -> None:
         self._clock[:] = load_counts(data["clock"], self.n, "clock")
-        seen = data["seen"]
-        if not isinstance(seen, list) or len(seen) != self.n:
-            raise LocalError(f"snapshot field seen must have {self.n} lists")
-        self._seen = [set(s) for s in seen]
+        self._sent_to[:] = load_counts(data["sent_to"], self.n, "sent_to")
+        for p, (low, high) in enumerate(snap_seen(data["seen"], self.n, "seen")):
+            self._low[p], self._high[p] = low, high
         self.detector.known = VectorClock(load_counts(data["known"], self.n, "known"))

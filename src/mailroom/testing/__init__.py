@@ -10,6 +10,14 @@ from mailroom.testing.harness import (
     replay,
     scenarios,
 )
+from mailroom.testing.open_ended import (
+    ShiftedClock,
+    Steady,
+    SteadyRun,
+    open_ended_problems,
+    run_steady,
+    steady_scenarios,
+)
 from mailroom.testing.tagged import (
     delivered_tags,
     stability_violations,
@@ -48,14 +56,20 @@ __all__ = [
     "Run",
     "Scenario",
     "SequencerNoHold",
+    "ShiftedClock",
     "SkeenEagerDelivery",
     "SkeenNoClockRaise",
+    "Steady",
+    "SteadyRun",
     "assert_properties",
     "delivered_tags",
     "find_counterexample",
+    "open_ended_problems",
     "replay",
+    "run_steady",
     "scenarios",
     "stability_violations",
+    "steady_scenarios",
     "tag_violations",
     "unstable_violations",
 ]

@@ -24,7 +24,7 @@ from hypothesis import strategies as st
 from hypothesis.errors import NoSuchExample
 
 from mailroom.core.actions import Deliver
-from mailroom.core.endpoint import Endpoint
+from mailroom.core.endpoint import Endpoint, require
 from mailroom.core.errors import RemoteError
 from mailroom.sim.simulation import DeliverHook, Simulation, StableHook
 from mailroom.trace.checkers import PROPERTIES, Violation, check
@@ -149,8 +149,13 @@ def replay(
     ``on_deliver`` and ``on_stable`` are passed to the Simulation: the application
     may send from inside its delivery handling (the callback model).
     """
+    endpoints = [factory(pid, scenario.n) for pid in range(scenario.n)]
+    needed = {_capability(op) for op in scenario.ops}
+    for ep in endpoints:  # refuse at once a workload the endpoints cannot run
+        for capability in sorted(needed):
+            require(ep, capability)
     sim = Simulation(
-        [factory(pid, scenario.n) for pid in range(scenario.n)],
+        endpoints,
         adversarial=True,
         on_deliver=on_deliver,
         on_stable=on_stable,
@@ -226,6 +231,12 @@ def replay(
     else:
         raise RuntimeError(f"scenario did not finish within {max_steps} steps")
     return Run(scenario, sim, tuple(steps), tuple(errors))
+
+
+def _capability(op: Op) -> str:
+    if op.to is None:
+        return "broadcast"
+    return "multicast" if isinstance(op.to, tuple) else "unicast"
 
 
 def assert_properties(
