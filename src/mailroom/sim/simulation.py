@@ -299,6 +299,15 @@ class Simulation:
         self.endpoints[pid] = restore_endpoint(self.checkpoints[pid])
         self._apply(pid, [])
 
+    def replace(self, pid: int, endpoint: Endpoint) -> None:
+        """Process ``pid`` continues as ``endpoint`` (say, restored from its snapshot on
+        another machine); its timer is re-armed from the new endpoint's deadline."""
+        if not isinstance(endpoint, Endpoint) or (endpoint.pid, endpoint.n) != (pid, self.n):
+            raise LocalError(f"{endpoint!r} cannot stand in for P{pid} of {self.n}")
+        self.endpoints[pid] = endpoint
+        self._timers.pop(pid, None)
+        self._apply(pid, [])
+
     def is_up(self, pid: int) -> bool:
         return pid not in self.down
 
