@@ -92,3 +92,23 @@ def packets_of(draw: st.DrawFn, cls: type, depth: int = 0) -> Any:
 
 def packets(depth: int = 0) -> st.SearchStrategy[Any]:
     return st.sampled_from(packet_classes()).flatmap(lambda c: packets_of(c, depth))
+
+
+def assert_restore_midway_changes_nothing(
+    factory: Any, scenario: Any, data: Any, **options: Any
+) -> None:
+    """Replay ``scenario``, then again with every process restored from its snapshot
+    (through JSON) before a step ``data`` draws among the run's steps: deliveries,
+    stability reports and final states must be the same."""
+    from mailroom.testing import replay
+
+    plain = replay(factory, scenario, **options)
+    cut = data.draw(st.integers(0, max(0, len(plain.steps) - 1)), label="restore before step")
+    again = replay(factory, scenario, restore_at=cut, **options)
+    assert "every process restarts from its snapshot" in again.steps
+    ids = [[m.id for m in d] for d in plain.sim.delivered]
+    assert [[m.id for m in d] for d in again.sim.delivered] == ids
+    assert again.sim.stable == plain.sim.stable
+    assert [ep.snapshot() for ep in again.sim.endpoints] == [
+        ep.snapshot() for ep in plain.sim.endpoints
+    ]

@@ -30,11 +30,12 @@ from mailroom import (
     Sequencer,
     Skeen,
     Stack,
+    TaggedCausalBroadcast,
     Unordered,
     codec,
 )
+from mailroom.core.registry import restore_endpoint
 from mailroom.sim import Simulation
-from mailroom.sim.faults import restore_endpoint
 from tests.strategies import field_values, packets
 
 N = 3
@@ -55,6 +56,9 @@ ENDPOINTS: dict[str, tuple[Callable[[int, int], Any], bool]] = {
     "Skeen": (Skeen, True),
     "Lamport": (LamportTotalOrder, True),
     "Reliable+Skeen": (lambda p, n: Stack(Reliable(p, n), Skeen(p, n)), True),
+    "Tagged": (TaggedCausalBroadcast, True),
+    "Tagged(explicit)": (lambda p, n: TaggedCausalBroadcast(p, n, consume="explicit"), True),
+    "Reliable+Tagged": (lambda p, n: Stack(Reliable(p, n), TaggedCausalBroadcast(p, n)), True),
     "Reliable+Fifo+Lamport": (
         lambda p, n: Stack(Reliable(p, n), Fifo(p, n), LamportTotalOrder(p, n)),
         True,
@@ -72,6 +76,9 @@ ONE_ROUND = {
     "Reliable+Fifo",
     "Reliable+RST",
     "Reliable+CBCAST",
+    "Tagged",
+    "Tagged(explicit)",
+    "Reliable+Tagged",
 }
 
 TRIED: Counter[str] = Counter()

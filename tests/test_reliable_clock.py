@@ -27,7 +27,9 @@ from mailroom.testing import ShiftedClock
 
 
 def _data(actions: list[Any]) -> list[ReliablePacket]:
-    return [a.packet for a in actions if isinstance(a, Transmit) and type(a.packet) is ReliablePacket]
+    return [
+        a.packet for a in actions if isinstance(a, Transmit) and type(a.packet) is ReliablePacket
+    ]
 
 
 def _sent_at(now: float) -> Reliable:

@@ -161,7 +161,7 @@ class Reliable(EndpointBase):
 
     # -- time ------------------------------------------------------------------------
     def next_deadline(self) -> float | None:
-        if self._rebase:
+        if self._rebase and (self._timers or self._unarmed):
             return 0.0  # restored: tick now, whatever the host's clock, to re-base
         if self._unarmed:
             return self.now  # arm new packets' timers at the next tick

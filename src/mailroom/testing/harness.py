@@ -16,6 +16,7 @@ and delivers packets in order unless the bug needs otherwise.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Iterable, Sequence
 
 import attrs
@@ -26,6 +27,7 @@ from hypothesis.errors import NoSuchExample
 from mailroom.core.actions import Deliver
 from mailroom.core.endpoint import Endpoint, require
 from mailroom.core.errors import RemoteError
+from mailroom.core.registry import restore_endpoint
 from mailroom.sim.simulation import DeliverHook, Simulation, StableHook
 from mailroom.trace.checkers import PROPERTIES, Violation, check
 from mailroom.trace.events import Event
@@ -143,11 +145,15 @@ def replay(
     max_steps: int = 100_000,
     on_deliver: DeliverHook | None = None,
     on_stable: StableHook | None = None,
+    restore_at: int | None = None,
 ) -> Run:
     """Run ``scenario`` against endpoints made by ``factory(pid, n)``.
 
     ``on_deliver`` and ``on_stable`` are passed to the Simulation: the application
     may send from inside its delivery handling (the callback model).
+    ``restore_at``: before that step, every process continues from its
+    ``snapshot()`` sent through JSON and restored (mid-run, packets in flight);
+    a correct snapshot leaves the rest of the run exactly as it would have been.
     """
     endpoints = [factory(pid, scenario.n) for pid in range(scenario.n)]
     needed = {_capability(op) for op in scenario.ops}
@@ -166,6 +172,10 @@ def replay(
     ops = list(scenario.ops)
     next_op = 0
     for step in range(max_steps):
+        if step == restore_at:
+            for pid, ep in enumerate(sim.endpoints):
+                sim.replace(pid, restore_endpoint(json.loads(json.dumps(ep.snapshot()))))
+            steps.append("every process restarts from its snapshot")
         packets = sim.packets()
         events: list[tuple[str, int]] = [("op", next_op)] if next_op < len(ops) else []
         events += [("arrive", p.id) for p in packets]
