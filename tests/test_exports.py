@@ -54,3 +54,46 @@ def test_subpackages_export_what_they_list() -> None:
         mod = importlib.import_module(pkg)
         for name in getattr(mod, "__all__", []):
             assert hasattr(mod, name), (pkg, name)
+
+
+#: Exactly the top-level API: adding a name is a decision (update this list), and
+#: known-buggy variants (NaiveTagged and the rest) live in mailroom.testing only.
+TOP_LEVEL = {
+    "Action", "Backpressure", "BroadcastEndpoint", "CBCAST", "CausalityDetector",
+    "CausalityViolation", "ConsumingEndpoint", "DelivVector", "Deliver", "Endpoint",
+    "Fifo", "FlowControlled", "KS", "LamportClock", "LamportTotalOrder", "LocalError",
+    "MailroomError", "Message", "MessageId", "MulticastEndpoint", "Pending", "RST",
+    "Reliable", "RemoteError", "SentMatrix", "Sequencer", "Skeen", "Stable", "Stack",
+    "TaggedCausalBroadcast", "TaggedMessage", "Transmit", "UnicastEndpoint", "Unordered",
+    "VectorClock", "Wait", "__version__", "restore_endpoint",
+}  # fmt: skip
+
+
+def test_the_top_level_exports_exactly_the_public_api() -> None:
+    assert set(mailroom.__all__) == TOP_LEVEL
+    assert len(mailroom.__all__) == len(TOP_LEVEL)  # no name listed twice
+    public = {n for n in vars(mailroom) if not n.startswith("_")}
+    modules = {n for n in public if type(getattr(mailroom, n)).__name__ == "module"}
+    assert public - modules == TOP_LEVEL - {"__version__"}
+
+
+def test_known_buggy_variants_live_in_testing_only() -> None:
+    import mailroom.protocols
+    import mailroom.testing
+
+    for name in ("NaiveTagged", "SkeenEagerDelivery", "ReliableNoDedup"):
+        assert name in mailroom.testing.__all__
+        assert not hasattr(mailroom, name) and not hasattr(mailroom.protocols, name)
+    assert "SkeenAllFinal" in mailroom.lab.__all__ and not hasattr(mailroom, "SkeenAllFinal")
+
+
+def test_restore_endpoint_and_the_registry_live_in_core_with_sim_re_exports() -> None:
+    from mailroom.core import registry
+    from mailroom.sim import registry as sim_registry
+    from mailroom.sim import restore_endpoint
+
+    assert restore_endpoint is registry.restore_endpoint is mailroom.restore_endpoint
+    assert sim_registry.PROTOCOLS is registry.PROTOCOLS
+    assert sorted(registry.PROTOCOLS) == [
+        "cbcast", "fifo", "ks", "lamport", "rst", "sequencer", "skeen", "tagged", "unordered",
+    ]  # fmt: skip
