@@ -91,8 +91,10 @@ def main() -> None:
     marks = sorted({k for k in (1_000, 10_000, 100_000, count) if k <= count})
     configs = {
         "CBCAST (baseline)": CBCAST,
-        "TaggedCausalBroadcast(ack_every=1)": TaggedCausalBroadcast,
-        f"TaggedCausalBroadcast(ack_every={n})": partial(TaggedCausalBroadcast, ack_every=n),
+        "TaggedCausalBroadcast(ack_every=1)": partial(TaggedCausalBroadcast, consume="explicit"),
+        f"TaggedCausalBroadcast(ack_every={n})": partial(
+            TaggedCausalBroadcast, ack_every=n, consume="explicit"
+        ),
     }
     print(f"n={n}, up to {args.window} packets in flight, seed {args.seed}")
     print(f"memory: {count} broadcasts; retained entries of the largest endpoint per interval")

@@ -57,7 +57,7 @@ PROTOCOLS = [
     "runtime",
     "ks",
 ]
-TOOLS = ["simulator", "testing", "trace-pipeline", "sweep", "benchmarks", "api"]
+TOOLS = ["simulator", "testing", "open-ended", "trace-pipeline", "sweep", "benchmarks", "api"]
 
 
 def _pages() -> set[str]:

@@ -74,8 +74,8 @@ def rst_under_loss() -> Diagram:
 def tagged_naive() -> Diagram:
     """Seed 002's callback run under NaiveTagged: x is tagged after b, which P2's
     application had not seen; the tag checker's violation is highlighted."""
-    from mailroom import NaiveTagged, TaggedMessage
-    from mailroom.testing import tag_violations
+    from mailroom import TaggedMessage
+    from mailroom.testing import NaiveTagged, tag_violations
 
     def reply(sim: Simulation, pid: int, m: object) -> None:
         if pid == 2 and isinstance(m, TaggedMessage) and m.payload == "a":
