@@ -196,3 +196,17 @@ def test_garbage_inside_a_reliable_frame_is_counted_by_the_stack() -> None:
     assert out == [Transmit(0, ReliableAck(1, 0, 1), None)]
     assert b.rejected == 1 and "claims P1" in b.last_rejection
     assert Stack.restore(b.snapshot()).rejected == 1
+
+
+def test_receive_many_answers_a_batch_with_one_cumulative_ack_per_peer() -> None:
+    a0, a2, b = Reliable(0, 3), Reliable(2, 3), Reliable(1, 3)
+    batch: list[object] = [_data(a0.send(f"x{k}", to=1))[0] for k in range(3)]
+    batch += [_data(a2.send("y", to=1))[0], "garbage"]
+    actions, errors = b.receive_many(reversed(batch))
+    acks = [t for t in actions if isinstance(t, Transmit)]
+    assert sorted((t.to, t.packet.ack) for t in acks) == [(0, 3), (2, 1)]  # type: ignore[attr-defined]
+    assert len([x for x in actions if isinstance(x, Deliver)]) == 4
+    assert len(errors) == 1 and "expected a ReliablePacket" in str(errors[0])
+    stack = Stack(Reliable(1, 3), Fifo(1, 3))
+    actions, errors = stack.receive_many([])
+    assert actions == [] and errors == []
