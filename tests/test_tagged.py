@@ -565,7 +565,7 @@ def test_tagged_on_top_of_a_stack(s: Scenario) -> None:
 # -- the checkers catch what they claim to ---------------------------------------------------
 
 
-class UnderTagged(TaggedCausalBroadcast):
+class UnderTagged(Explicit):
     """Known-buggy: tags carry only the sender's own count, so causality is lost."""
 
     protocol = "UnderTagged"
@@ -574,7 +574,7 @@ class UnderTagged(TaggedCausalBroadcast):
         return tuple(v if k == self.pid else 0 for k, v in enumerate(self._clock))
 
 
-class EagerStable(TaggedCausalBroadcast):
+class EagerStable(Explicit):
     """Known-buggy: reports every message stable as soon as it is delivered."""
 
     protocol = "EagerStable"
@@ -603,7 +603,7 @@ def test_checkers_catch_under_ordering_early_stability_and_disorder() -> None:
     assert any("another process" in v.reason for v in tag_violations(sim))
 
 
-class AckTooSoon(TaggedCausalBroadcast):
+class AckTooSoon(Explicit):
     """Known-buggy: trusts an acknowledgement before consuming the messages its sender
     had sent before it; one of those, concurrent with a message it reports stable,
     can still be delivered afterwards."""
