@@ -8,6 +8,7 @@ so no other program can take the port between choosing and using it.
 from __future__ import annotations
 
 import contextlib
+import os
 import signal
 import socket
 import subprocess
@@ -67,10 +68,33 @@ class RawClient:
             data += chunk
         return data
 
-    def hello(self, sender: int, dest: int, table: PeerTable, key: bytes = KEY) -> fr.Sealer:
+    def intro(self, sender: int, dest: int, table: PeerTable, encrypt: bool = False) -> fr.Intro:
+        """Send an INTRO; returns it (the node answers with a PROOF if it accepts it)."""
         digest = fr.table_digest(table.entries())
-        self.sock.sendall(fr.hello(key, self.nonce, sender, dest, digest))
-        return fr.Sealer(key, self.nonce, sender, dest)
+        i = fr.Intro(sender, dest, digest, encrypt, os.urandom(fr.NONCE_SIZE))
+        self.sock.sendall(fr.intro(sender, dest, digest, i.nonce, encrypt))
+        self.last_intro = i
+        return i
+
+    def read_frame(self) -> tuple[int, bytes]:
+        head = self._exact(5)
+        size = int.from_bytes(head[:4], "big")
+        return head[4], self._exact(size - 1)
+
+    def hello(
+        self, sender: int, dest: int, table: PeerTable, key: bytes = KEY, encrypt: bool = False
+    ) -> fr.Sealer:
+        """The whole handshake as member ``sender``; returns the sealer for data frames.
+        If the node refuses the INTRO (it closes), the sealer is still returned."""
+        i = self.intro(sender, dest, table, encrypt)
+        try:
+            kind, body = self.read_frame()
+        except (ConnectionError, TimeoutError):
+            return fr.Sealer(key, self.nonce, i)
+        assert kind == fr.PROOF
+        fr.check_proof(key, self.nonce, i, body)
+        self.sock.sendall(fr.hello(key, self.nonce, i))
+        return fr.Sealer(key, self.nonce, i)
 
     def send(self, data: bytes) -> None:
         self.sock.sendall(data)

@@ -94,7 +94,7 @@ def test_forged_and_replayed_frames_are_rejected(tmp_path: Path) -> None:
         forged = ReliablePacket(2, 0, 1, 1, 0, fake)
         c = RawClient(port)
         c.hello(2, 0, g.table)
-        bad = fr.Sealer(b"not-the-group-key-0123456789", c.nonce, 2, 0)
+        bad = fr.Sealer(b"not-the-group-key-0123456789", c.nonce, c.last_intro)
         c.send(bad.seal(encode(forged), None, fr.BROADCAST))
         assert c.closed_by_peer()
         # A replay: a valid frame (a harmless ack), then the same bytes again.
