@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import resource
 import signal
 import socket
 import subprocess
@@ -139,14 +140,23 @@ class Group:
     def path(self, name: str, pid: int) -> Path:
         return self.folder / f"{name}{pid}"
 
-    def start(self, pid: int, extra: Sequence[str] = ()) -> None:
+    def start(self, pid: int, extra: Sequence[str] = (), max_files: int | None = None) -> None:
+        """Start process ``pid``; ``max_files`` sets its RLIMIT_NOFILE (soft and hard)."""
         fd = self.socks[pid].fileno()
         cmd = [sys.executable, "-m", "mailroom.net", "--pid", str(pid), "--peers",
                str(self.peers), "--listen-fd", str(fd), "--trace", str(self.path("trace", pid)),
                "--done", str(self.path("done", pid)), "--stats", str(self.path("stats", pid)),
                *self.args, *extra]  # fmt: skip
         log = open(self.path("log", pid), "ab")  # noqa: SIM115
-        self.procs[pid] = subprocess.Popen(cmd, pass_fds=(fd,), stdout=log, stderr=log)
+        limit = None
+        if max_files is not None:
+
+            def limit() -> None:
+                resource.setrlimit(resource.RLIMIT_NOFILE, (max_files, max_files))
+
+        self.procs[pid] = subprocess.Popen(
+            cmd, pass_fds=(fd,), stdout=log, stderr=log, preexec_fn=limit
+        )
         log.close()
 
     def start_all(self, extra: Sequence[str] = ()) -> None:
@@ -196,6 +206,23 @@ class Group:
             s.close()
 
 
+def idle_flood(port: int, count: int) -> list[socket.socket]:
+    """``count`` connections that read what the node sends first and then say nothing."""
+    socks = []
+    for _ in range(count):
+        s = socket.create_connection((HOST, port), timeout=10)
+        socks.append(s)
+    return socks
+
+
+def rss_mb(pid: int) -> float:
+    """The resident memory of process ``pid`` in MB (from /proc)."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    raise AssertionError(f"no VmRSS for {pid}")
+
+
 @contextlib.contextmanager
 def group(folder: Path, n: int, args: Sequence[str]) -> Iterator[Group]:
     g = Group(folder, n, args)
@@ -205,4 +232,14 @@ def group(folder: Path, n: int, args: Sequence[str]) -> Iterator[Group]:
         g.cleanup()
 
 
-__all__ = ["HOST", "KEY", "Group", "RawClient", "group", "listening_sockets", "table_of"]
+__all__ = [
+    "HOST",
+    "KEY",
+    "Group",
+    "RawClient",
+    "group",
+    "idle_flood",
+    "listening_sockets",
+    "rss_mb",
+    "table_of",
+]

@@ -106,7 +106,7 @@ class Busy(LocalError):
     cannot be written); ``await node.wait_can_send()`` returns when it can."""
 
 
-class _Quiet:
+class QuietLog:
     """A rate-limited logger: ``LOG_BURST`` messages per ``LOG_WINDOW``, then a count."""
 
     def __init__(self) -> None:
@@ -569,7 +569,7 @@ class Node:
         self._stalled: OSError | None = None
         self._retry_pause = IO_RETRY
         self._retry: asyncio.TimerHandle | None = None
-        self._quiet = _Quiet()
+        self._quiet = QuietLog()
         self._closed = False
 
     def _restore(self, saved: Saved, fresh: Any) -> Any:
@@ -652,18 +652,23 @@ class Node:
             self._server.close()
             with contextlib.suppress(asyncio.TimeoutError):
                 await asyncio.wait_for(self._server.wait_closed(), 1.0)
+        written = True
         if self._unwritten:
             try:
                 self._write(self._unwritten)
             except OSError as exc:
+                written = False
                 log.error(
                     "P%d: %d steps could not be written (%s); a restart resumes from the "
                     "checkpoint without them", self.pid, len(self._unwritten), exc,
                 )  # fmt: skip
-            else:
-                self.stats.sent = self._unwritten[-1].sent
+            else:  # written: the deliveries are the application's now (packets: retransmitted)
+                for effect in self._unwritten:
+                    self._hand(effect.delivered)
+            self._unwritten = []
         if self._ckpt is not None:
-            self._compact(strict=False)
+            if written:  # a base of unwritten steps would make them count as done
+                self._compact(strict=False)
             self._ckpt.close()
         if self.trace is not None:
             self.trace.close()
@@ -900,6 +905,8 @@ class Node:
                 ckpt.append(records)
             except OSError:
                 self._app_json = None  # write it again with the retry
+                if trace is not None:
+                    trace.rollback()  # no event in the trace that the checkpoint lacks
                 raise
         if trace is not None:
             trace.confirm(*staged)

@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import math
 import os
 import zlib
 from pathlib import Path
@@ -60,6 +61,19 @@ def parse_json(text: str, where: str) -> Any:
         raise LocalError(f"{where}: nested too deeply") from None
     except ValueError as exc:  # JSONDecodeError is a ValueError
         raise LocalError(f"{where}: not valid JSON: {exc}") from None
+
+
+def check_finite(data: Any, where: str) -> None:
+    """LocalError if ``data`` holds a float that is not finite (JSON's 1e400 reads as inf)."""
+    todo = [data]
+    while todo:
+        value = todo.pop()
+        if isinstance(value, float) and not math.isfinite(value):
+            raise LocalError(f"{where}: holds the number {value}")
+        if isinstance(value, dict):
+            todo.extend(value.values())
+        elif isinstance(value, list):
+            todo.extend(value)
 
 
 def _read_text(path: Path) -> str:
@@ -154,6 +168,7 @@ def read_checkpoint(path: Path) -> Saved | None:
     if not isinstance(base, dict) or not isinstance(base.get("endpoint"), dict):
         raise LocalError(f"{path} is not a mailroom.net checkpoint")
     where = f"checkpoint {path}"
+    check_finite(base, where)
     epoch = _count(base, "epoch", where, 0)
     for key in ("trace", "sent", "delivered"):
         _count(base, key, where, 0)
@@ -183,7 +198,9 @@ def read_checkpoint(path: Path) -> Saved | None:
                     if k == len(complete) and not tail:
                         break  # the last line, torn by a crash: never acted on
                     raise LocalError(f"checkpoint log {log_path}, line {k}: damaged")
-                steps.append(_check_step(record, f"checkpoint log {log_path}, line {k}"))
+                at = f"checkpoint log {log_path}, line {k}"
+                check_finite(record, at)
+                steps.append(_check_step(record, at))
                 size += len(line) + 1
         elif complete and head is None and len(complete) > 1:
             raise LocalError(f"checkpoint log {log_path}, line 1: damaged")
@@ -314,6 +331,11 @@ class TraceFile:
 
     def confirm(self, end: int, count: int) -> None:
         self.end, self.count = end, count
+
+    def rollback(self) -> None:
+        """Cut what ``stage`` wrote (the checkpoint that would count it failed)."""
+        with contextlib.suppress(OSError):  # else the next stage overwrites it
+            self._out.truncate(self.end)
 
     def close(self) -> None:
         self._out.close()
