@@ -520,7 +520,8 @@ class Node:
         self.redelivered: list[Message] = []
         if saved is not None:
             endpoint = self._restore(saved, endpoint)
-            self.resumed_state = saved.last.get("app", saved.base.get("app"))
+            apps = [s["app"] for s in saved.steps if "app" in s]  # logged when it changed
+            self.resumed_state = apps[-1] if apps else saved.base.get("app")
         self.endpoint = endpoint
         self.pid: int = endpoint.pid
         if endpoint.n != peers.n:
