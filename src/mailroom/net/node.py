@@ -62,6 +62,7 @@ import collections
 import contextlib
 import json
 import logging
+import math
 import os
 import socket
 import time
@@ -461,7 +462,9 @@ def stack_names(endpoint: Any) -> list[str]:
 
 
 def _apply(endpoint: Any, op: Any) -> list[Action]:
-    """Run one logged input on ``endpoint`` (a checkpoint log's replay)."""
+    """Run one logged input on ``endpoint`` (a checkpoint log's replay). Inputs: ``["r",
+    base64 packet]`` received, ``["b", payload]`` broadcast, ``["s", payload, to]``
+    sent, ``["t", now]`` tick, ``["c", [origin, seq] or None]`` consumed."""
     kind = op[0]
     if kind == "r":
         try:
@@ -473,9 +476,12 @@ def _apply(endpoint: Any, op: Any) -> list[Action]:
     if kind == "s":
         return list(endpoint.send(unplain(op[1]), to=op[2]))
     if kind == "t":
-        if not isinstance(op[1], (int, float)):
+        if not isinstance(op[1], (int, float)) or not math.isfinite(op[1]):
             raise ValueError(f"tick at {op[1]!r}")
         return list(endpoint.tick(float(op[1])))
+    if kind == "c":  # the application consumed a delivery (explicit consumption)
+        mid = MessageId(int(op[1][0]), int(op[1][1])) if op[1] is not None else None
+        return list(endpoint.consume(mid))
     raise ValueError(f"unknown input {kind!r}")
 
 
