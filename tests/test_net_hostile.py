@@ -410,6 +410,35 @@ def test_a_squatter_on_a_down_members_address_learns_nothing() -> None:
     assert bad_mac >= 1
 
 
+def test_a_squatter_that_says_nothing_is_left_and_the_link_reconnects(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(node_module, "HANDSHAKE_TIMEOUT", 0.2)
+    socks = listening_sockets(2)
+    table = table_of(socks)
+    squat = socks[1]
+
+    def squatter() -> int:
+        squat.settimeout(10)
+        first, _ = squat.accept()  # ... and never sends a challenge
+        second, _ = squat.accept()  # the node gave up on the first and came back
+        first.settimeout(5)
+        closed = first.recv(1) == b""
+        first.close()
+        second.close()
+        return int(closed)
+
+    async def main() -> tuple[int, int]:
+        node = Node(_stack(0, 2), table, KEY, listen=socks[0])
+        await node.start()
+        closed = await asyncio.to_thread(squatter)
+        await node.close()
+        return closed, node.stats.timeouts
+
+    closed, timeouts = asyncio.run(main())
+    assert closed == 1 and timeouts >= 1
+
+
 def test_an_encrypted_group_delivers_and_refuses_a_member_that_does_not_encrypt() -> None:
     pytest.importorskip("cryptography")
     socks = listening_sockets(3)

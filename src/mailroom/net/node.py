@@ -317,12 +317,24 @@ class _Outbound(asyncio.Protocol):
         self.intro: fr.Intro | None = None
         self.challenge = b""
         self.sealer: fr.Sealer | None = None
+        self.timeout: asyncio.TimerHandle | None = None
         self.lost: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self.paused = False
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         assert isinstance(transport, asyncio.Transport)
         self.transport = transport
+        self.timeout = asyncio.get_running_loop().call_later(HANDSHAKE_TIMEOUT, self._expire)
+
+    def _expire(self) -> None:
+        """An acceptor that does not complete the handshake in time (a squatter that
+        says nothing) is left, so the link reconnects to whoever holds the address next."""
+        if self.sealer is None and self.transport is not None:
+            node = self.link.node
+            node.stats.timeouts += 1
+            node._quiet(logging.WARNING, "P%d: P%d did not complete the handshake within "
+                        "%s s", node.pid, self.link.peer, HANDSHAKE_TIMEOUT)  # fmt: skip
+            self.transport.close()
 
     def data_received(self, data: bytes) -> None:
         node = self.link.node
@@ -359,6 +371,8 @@ class _Outbound(asyncio.Protocol):
         self.link.flush()
 
     def connection_lost(self, exc: Exception | None) -> None:
+        if self.timeout is not None:
+            self.timeout.cancel()
         if not self.lost.done():
             self.lost.set_result(None)
 
