@@ -586,6 +586,7 @@ class Node:
         self._can_send = asyncio.Event()
         self._dest: dict[MessageId, tuple[int, ...]] = {}
         self._carries: dict[MessageId, int] = {}
+        self._last_carries = fr.UNICAST
         self._unwritten: list[_Effect] = []
         self._stalled: OSError | None = None
         self._retry_pause = IO_RETRY
@@ -731,6 +732,7 @@ class Node:
         if self.trace is not None:
             lines.append(self._line("send", mid, self.pid, dest, payload))
             self._remember(self._carries, mid, carries)  # kept for retransmissions' frames
+            self._last_carries = carries
             if self.pid in dest:
                 self._remember(self._dest, mid, dest)
         op = ["b", plain(payload)] if to is None else ["s", plain(payload), to]
@@ -816,7 +818,9 @@ class Node:
         """What a frame says it carries (the receiver's trace uses it for destinations)."""
         if mid is None:
             return fr.CONTROL
-        return self._carries.get(mid, fr.UNICAST if mid.origin == self.pid else fr.BROADCAST)
+        if mid.origin != self.pid:
+            return fr.BROADCAST
+        return self._carries.get(mid, self._last_carries)  # forgotten: as the latest send
 
     @staticmethod
     def _remember(table: dict[MessageId, Any], mid: MessageId, value: Any) -> None:
