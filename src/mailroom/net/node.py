@@ -593,6 +593,7 @@ class Node:
         self._retry: asyncio.TimerHandle | None = None
         self._quiet = QuietLog()
         self._closed = False
+        self._fit = self._windows_fit()
 
     def _restore(self, saved: Saved, fresh: Any) -> Any:
         """The endpoint of checkpoint ``saved`` with its log replayed; LocalError if it is
@@ -719,7 +720,7 @@ class Node:
             raise LocalError("the node is closed")
         if self._stalled is not None:
             raise Busy(f"the node cannot write its files ({self._stalled}); it retries")
-        if self.max_retained is not None and self._retained() >= self.max_retained:
+        if self._full():
             raise Busy(
                 f"{self._retained()} packets wait for acknowledgement "
                 f"(max_retained={self.max_retained})"
@@ -739,17 +740,42 @@ class Node:
         self._step(actions, [op] if self._ckpt is not None else [], lines)
         return mid
 
+    def _layers(self) -> list[Any]:
+        return list(self.endpoint.layers) if isinstance(self.endpoint, Stack) else [self.endpoint]
+
     def _retained(self) -> int:
-        layers = self.endpoint.layers if isinstance(self.endpoint, Stack) else [self.endpoint]
-        return sum(int(x.retained()) for x in layers if hasattr(x, "retained"))
+        return sum(int(x.retained()) for x in self._layers() if hasattr(x, "retained"))
+
+    def _windows_fit(self) -> bool:
+        """True when open windows alone cannot hold ``max_retained`` packets, so the
+        count is needed only once a window is full (it costs a scan per step)."""
+        if self.max_retained is None:
+            return True
+        held = 0
+        for x in self._layers():
+            if hasattr(x, "retained"):
+                window = getattr(x, "window", None)
+                if type(window) is not int:
+                    return False
+                held += window * (self.peers.n - 1)
+        return held < self.max_retained
+
+    def _full(self) -> bool:
+        """True when the reliable layer keeps ``max_retained`` unacknowledged packets."""
+        if self.max_retained is None:
+            return False
+        if self._fit and self._endpoint_can_send():
+            return False
+        return self._retained() >= self.max_retained
+
+    def _endpoint_can_send(self) -> bool:
+        can = getattr(self.endpoint, "can_send", None)
+        return True if can is None else bool(can())
 
     def can_send(self) -> bool:
         if self._stalled is not None:
             return False
-        if self.max_retained is not None and self._retained() >= self.max_retained:
-            return False
-        can = getattr(self.endpoint, "can_send", None)
-        return True if can is None else bool(can())
+        return self._endpoint_can_send() and not self._full()
 
     async def wait_can_send(self) -> None:
         """Return when the node can take a send (windows open, files writable)."""
