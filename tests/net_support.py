@@ -206,12 +206,15 @@ class Group:
             s.close()
 
 
-def idle_flood(port: int, count: int) -> list[socket.socket]:
-    """``count`` connections that read what the node sends first and then say nothing."""
+def idle_flood(port: int, count: int, timeout: float = 10.0) -> list[socket.socket]:
+    """``count`` attempts at connections that then say nothing; returns those made
+    (a node that stopped accepting lets some time out)."""
     socks = []
     for _ in range(count):
-        s = socket.create_connection((HOST, port), timeout=10)
-        socks.append(s)
+        try:
+            socks.append(socket.create_connection((HOST, port), timeout=timeout))
+        except OSError:
+            continue
     return socks
 
 

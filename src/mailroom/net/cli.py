@@ -91,6 +91,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="fsync the trace and checkpoint log at every step")  # fmt: skip
     p.add_argument("--encrypt", action="store_true",
                    help="encrypt data frames (every member must agree)")  # fmt: skip
+    p.add_argument("--handshake-timeout", type=float, default=None, metavar="SECONDS",
+                   help="close connections not authenticated in time (default 10)")  # fmt: skip
     p.add_argument("--listen-fd", type=int, help="an inherited listening socket to use")
     p.add_argument("--delay", action="append", default=[], metavar="PID=SECONDS",
                    help="hold frames to PID back (a slow link)")  # fmt: skip
@@ -117,6 +119,7 @@ async def run(args: argparse.Namespace, stop: asyncio.Event | None = None) -> in
         listen=listen,
         encrypt=args.encrypt,
         sync=args.sync,
+        handshake_timeout=args.handshake_timeout,
     )
     handed = [0]
     reached = asyncio.Event()

@@ -199,13 +199,14 @@ class _Inbound(asyncio.Protocol):
             return
         transport.write(fr.frame(fr.CHALLENGE, self.nonce))
         loop = asyncio.get_running_loop()
-        self.timeout = loop.call_later(HANDSHAKE_TIMEOUT, self._no_hello)
+        self.timeout = loop.call_later(node.handshake_timeout(), self._no_hello)
         if node._stalled is not None:
             transport.pause_reading()
 
     def _no_hello(self) -> None:
         if self.opener is None:
-            self.reject(fr.FrameError("timeouts", f"no HELLO within {HANDSHAKE_TIMEOUT} s"))
+            limit = self.node.handshake_timeout()
+            self.reject(fr.FrameError("timeouts", f"no HELLO within {limit} s"))
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.node._inbound.discard(self)
@@ -324,7 +325,8 @@ class _Outbound(asyncio.Protocol):
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         assert isinstance(transport, asyncio.Transport)
         self.transport = transport
-        self.timeout = asyncio.get_running_loop().call_later(HANDSHAKE_TIMEOUT, self._expire)
+        limit = self.link.node.handshake_timeout()
+        self.timeout = asyncio.get_running_loop().call_later(limit, self._expire)
 
     def _expire(self) -> None:
         """An acceptor that does not complete the handshake in time (a squatter that
@@ -333,7 +335,7 @@ class _Outbound(asyncio.Protocol):
             node = self.link.node
             node.stats.timeouts += 1
             node._quiet(logging.WARNING, "P%d: P%d did not complete the handshake within "
-                        "%s s", node.pid, self.link.peer, HANDSHAKE_TIMEOUT)  # fmt: skip
+                        "%s s", node.pid, self.link.peer, node.handshake_timeout())  # fmt: skip
             self.transport.close()
 
     def data_received(self, data: bytes) -> None:
@@ -511,6 +513,8 @@ class Node:
     ``sync``: ``fsync`` the trace and the checkpoint log at every step (survives a
     machine crash, not only a process crash). ``max_retained``: sends raise ``Busy``
     while the reliable layer keeps this many unacknowledged packets (None: no bound).
+    ``max_unauthenticated`` and ``handshake_timeout`` bound connections before the
+    handshake completes (defaults: ``MAX_UNAUTHENTICATED``, ``HANDSHAKE_TIMEOUT``).
     """
 
     def __init__(
@@ -531,6 +535,7 @@ class Node:
         sync: bool = False,
         max_retained: int | None = MAX_RETAINED,
         max_unauthenticated: int = MAX_UNAUTHENTICATED,
+        handshake_timeout: float | None = None,
     ) -> None:
         self.checkpoint_path = Path(checkpoint) if checkpoint is not None else None
         saved = read_checkpoint(self.checkpoint_path) if self.checkpoint_path else None
@@ -594,6 +599,11 @@ class Node:
         self._quiet = QuietLog()
         self._closed = False
         self._fit = self._windows_fit()
+        self._handshake_timeout = handshake_timeout
+
+    def handshake_timeout(self) -> float:
+        """Seconds a connection has to complete its handshake (``HANDSHAKE_TIMEOUT``)."""
+        return self._handshake_timeout if self._handshake_timeout else HANDSHAKE_TIMEOUT
 
     def _restore(self, saved: Saved, fresh: Any) -> Any:
         """The endpoint of checkpoint ``saved`` with its log replayed; LocalError if it is
