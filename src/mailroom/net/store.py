@@ -309,6 +309,11 @@ class TraceFile:
                 if k >= keep:
                     break
                 keep_bytes += len(line)
+        size = self._out.seek(0, os.SEEK_END)
+        if size < keep_bytes:  # the trace lost its end (or was removed): keep what is left
+            keep_bytes = size
+            self._out.seek(0)
+            keep = self._out.read(size).count(b"\n")
         self._out.truncate(keep_bytes)
         self.end = keep_bytes
         self.count = keep
