@@ -13,7 +13,10 @@ another process's application) to plain frames received per second (a frame
 reaching another process). Each configuration runs ``--repeat`` times; the best
 is kept.
 
-    python benchmarks/net_throughput.py [--count 3000] [--repeat 3] [--profile DIR]
+    python benchmarks/net_throughput.py [--count 3000] [--repeat 3] [--encrypt] [--profile DIR]
+
+``--encrypt`` adds a run of each protocol with ``Node(..., encrypt=True)``
+(ChaCha20-Poly1305 instead of HMAC-SHA256 on data frames).
 
 ``--profile DIR`` runs every process under cProfile and writes DIR/<run>-P<pid>.prof
 (profiled runs are slower; their rates are not the figures).
@@ -60,7 +63,8 @@ def protocol_names() -> list[str]:
 async def mailroom_node(args: argparse.Namespace) -> dict[str, Any]:
     ports = [int(p) for p in args.ports.split(",")]
     table = PeerTable.of({p: f"127.0.0.1:{port}" for p, port in enumerate(ports)})
-    top = getattr(protocols, args.protocol)(args.pid, N)
+    name, _, mode = args.protocol.partition("+")  # "CBCAST+encrypt": with --encrypt
+    top = getattr(protocols, name)(args.pid, N)
     stack = Stack(Reliable(args.pid, N, rto=1.0, window=WINDOW, capacity=WINDOW), top)
     loop = asyncio.get_running_loop()
     done = asyncio.Event()
@@ -74,7 +78,7 @@ async def mailroom_node(args: argparse.Namespace) -> dict[str, Any]:
             done.set()
 
     node = Node(stack, table, load_key(), listen=socket.socket(fileno=args.fd),
-                on_deliver=delivered)  # fmt: skip
+                on_deliver=delivered, encrypt=mode == "encrypt")  # fmt: skip
     await node.start()
     while node.stats.connected < N - 1:
         await asyncio.sleep(0.01)
@@ -226,6 +230,7 @@ def main() -> None:
     p.add_argument("--count", type=int, default=3000, help="messages per process")
     p.add_argument("--repeat", type=int, default=3)
     p.add_argument("--profile", default="", help="write cProfile stats of each process here")
+    p.add_argument("--encrypt", action="store_true", help="also run each protocol encrypted")
     p.add_argument("--role", help=argparse.SUPPRESS)
     p.add_argument("--pid", type=int, help=argparse.SUPPRESS)
     p.add_argument("--ports", help=argparse.SUPPRESS)
@@ -248,6 +253,8 @@ def main() -> None:
         return
     os.environ.setdefault("MAILROOM_KEY", secrets.token_hex(32))  # a fresh key per run
     kinds = ["plain", *protocol_names()]
+    if args.encrypt:
+        kinds += [f"{name}+encrypt" for name in protocol_names()]
     best: dict[str, dict[str, float]] = {}
     for _ in range(args.repeat):
         for kind in kinds:  # interleaved, so load on the machine affects all alike
@@ -257,12 +264,14 @@ def main() -> None:
     plain = best["plain"]["remote_rate"]
     print(f"{N} processes on 127.0.0.1, {args.count} messages each, payload {len(PAYLOAD)} B, "
           f"frame {frame_size()} B, best of {args.repeat}")  # fmt: skip
-    print(f"{'run':24s} {'remote/s':>10s} {'all/s':>10s} {'ratio':>7s}")
+    print(f"{'run':34s} {'remote/s':>10s} {'all/s':>10s} {'ratio':>7s}")
     for kind in kinds:
         r = best[kind]
-        name = "plain asyncio TCP echo" if kind == "plain" else f"Stack(Reliable, {kind})"
+        proto, _, mode = kind.partition("+")
+        name = "plain asyncio TCP echo" if kind == "plain" else f"Stack(Reliable, {proto})"
+        name += " encrypted" if mode else ""
         ratio = r["remote_rate"] / plain
-        print(f"{name:24s} {r['remote_rate']:10.0f} {r['all_rate']:10.0f} {ratio:7.1%}")
+        print(f"{name:34s} {r['remote_rate']:10.0f} {r['all_rate']:10.0f} {ratio:7.1%}")
 
 
 if __name__ == "__main__":

@@ -55,6 +55,7 @@ PROTOCOLS = [
     "tagged-causal",
     "reliability",
     "runtime",
+    "security",
     "ks",
 ]
 TOOLS = ["simulator", "testing", "open-ended", "trace-pipeline", "sweep", "benchmarks", "api"]

@@ -8,6 +8,8 @@ so no other program can take the port between choosing and using it.
 from __future__ import annotations
 
 import contextlib
+import os
+import resource
 import signal
 import socket
 import subprocess
@@ -67,10 +69,33 @@ class RawClient:
             data += chunk
         return data
 
-    def hello(self, sender: int, dest: int, table: PeerTable, key: bytes = KEY) -> fr.Sealer:
+    def intro(self, sender: int, dest: int, table: PeerTable, encrypt: bool = False) -> fr.Intro:
+        """Send an INTRO; returns it (the node answers with a PROOF if it accepts it)."""
         digest = fr.table_digest(table.entries())
-        self.sock.sendall(fr.hello(key, self.nonce, sender, dest, digest))
-        return fr.Sealer(key, self.nonce, sender, dest)
+        i = fr.Intro(sender, dest, digest, encrypt, os.urandom(fr.NONCE_SIZE))
+        self.sock.sendall(fr.intro(sender, dest, digest, i.nonce, encrypt))
+        self.last_intro = i
+        return i
+
+    def read_frame(self) -> tuple[int, bytes]:
+        head = self._exact(5)
+        size = int.from_bytes(head[:4], "big")
+        return head[4], self._exact(size - 1)
+
+    def hello(
+        self, sender: int, dest: int, table: PeerTable, key: bytes = KEY, encrypt: bool = False
+    ) -> fr.Sealer:
+        """The whole handshake as member ``sender``; returns the sealer for data frames.
+        If the node refuses the INTRO (it closes), the sealer is still returned."""
+        i = self.intro(sender, dest, table, encrypt)
+        try:
+            kind, body = self.read_frame()
+        except (ConnectionError, TimeoutError):
+            return fr.Sealer(key, self.nonce, i)
+        assert kind == fr.PROOF
+        fr.check_proof(key, self.nonce, i, body)
+        self.sock.sendall(fr.hello(key, self.nonce, i))
+        return fr.Sealer(key, self.nonce, i)
 
     def send(self, data: bytes) -> None:
         self.sock.sendall(data)
@@ -115,14 +140,23 @@ class Group:
     def path(self, name: str, pid: int) -> Path:
         return self.folder / f"{name}{pid}"
 
-    def start(self, pid: int, extra: Sequence[str] = ()) -> None:
+    def start(self, pid: int, extra: Sequence[str] = (), max_files: int | None = None) -> None:
+        """Start process ``pid``; ``max_files`` sets its RLIMIT_NOFILE (soft and hard)."""
         fd = self.socks[pid].fileno()
         cmd = [sys.executable, "-m", "mailroom.net", "--pid", str(pid), "--peers",
                str(self.peers), "--listen-fd", str(fd), "--trace", str(self.path("trace", pid)),
                "--done", str(self.path("done", pid)), "--stats", str(self.path("stats", pid)),
                *self.args, *extra]  # fmt: skip
         log = open(self.path("log", pid), "ab")  # noqa: SIM115
-        self.procs[pid] = subprocess.Popen(cmd, pass_fds=(fd,), stdout=log, stderr=log)
+        limit = None
+        if max_files is not None:
+
+            def limit() -> None:
+                resource.setrlimit(resource.RLIMIT_NOFILE, (max_files, max_files))
+
+        self.procs[pid] = subprocess.Popen(
+            cmd, pass_fds=(fd,), stdout=log, stderr=log, preexec_fn=limit
+        )
         log.close()
 
     def start_all(self, extra: Sequence[str] = ()) -> None:
@@ -172,6 +206,26 @@ class Group:
             s.close()
 
 
+def idle_flood(port: int, count: int, timeout: float = 10.0) -> list[socket.socket]:
+    """``count`` attempts at connections that then say nothing; returns those made
+    (a node that stopped accepting lets some time out)."""
+    socks = []
+    for _ in range(count):
+        try:
+            socks.append(socket.create_connection((HOST, port), timeout=timeout))
+        except OSError:
+            continue
+    return socks
+
+
+def rss_mb(pid: int) -> float:
+    """The resident memory of process ``pid`` in MB (from /proc)."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    raise AssertionError(f"no VmRSS for {pid}")
+
+
 @contextlib.contextmanager
 def group(folder: Path, n: int, args: Sequence[str]) -> Iterator[Group]:
     g = Group(folder, n, args)
@@ -181,4 +235,14 @@ def group(folder: Path, n: int, args: Sequence[str]) -> Iterator[Group]:
         g.cleanup()
 
 
-__all__ = ["HOST", "KEY", "Group", "RawClient", "group", "listening_sockets", "table_of"]
+__all__ = [
+    "HOST",
+    "KEY",
+    "Group",
+    "RawClient",
+    "group",
+    "idle_flood",
+    "listening_sockets",
+    "rss_mb",
+    "table_of",
+]

@@ -74,3 +74,17 @@ def test_bad_arguments_are_reported(
     assert "key" in capsys.readouterr().err
     with pytest.raises(Exception, match="PID=SECONDS"):
         cli.parse_delays(["x"])
+
+
+def test_an_encrypted_group_runs_from_the_command_line(tmp_path: Path) -> None:
+    pytest.importorskip("cryptography")
+    socks = listening_sockets(2)
+    peers = write_group(tmp_path, socks)
+    try:
+        _group(tmp_path, peers, [s.fileno() for s in socks],
+               ["--count", "5", "--expect", "10", "--encrypt", "--sync"])  # fmt: skip
+        stats = json.loads((tmp_path / "s1").read_text())
+        assert stats["delivered"] == stats["handed"] == 10 and stats["bad_mac"] == 0
+    finally:
+        for s in socks:
+            s.close()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import attrs
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -16,10 +17,12 @@ from mailroom.net import frames as fr
 KEY = b"k" * 32
 NONCE = b"n" * fr.NONCE_SIZE
 TABLE = {0: "127.0.0.1:7001", 1: "127.0.0.1:7002", 2: "127.0.0.1:7003"}
+INTRO = fr.Intro(1, 0, fr.table_digest(TABLE), False, b"c" * fr.NONCE_SIZE)
 
 
-def _pair() -> tuple[fr.Sealer, fr.Opener]:
-    return fr.Sealer(KEY, NONCE, 1, 0), fr.Opener(KEY, NONCE, 1, 0)
+def _pair(encrypt: bool = False) -> tuple[fr.Sealer, fr.Opener]:
+    i = attrs.evolve(INTRO, encrypt=encrypt)
+    return fr.Sealer(KEY, NONCE, i), fr.Opener(KEY, NONCE, i)
 
 
 def _body(data: bytes) -> bytes:
@@ -46,7 +49,7 @@ def test_frames_survive_any_split_of_the_stream(packets: list[bytes], chunk: int
 
 def test_bad_mac_is_a_forgery() -> None:
     sealer, opener = _pair()
-    forged = fr.Sealer(b"x" * 32, NONCE, 1, 0).seal(b"p", None, fr.CONTROL)
+    forged = fr.Sealer(b"x" * 32, NONCE, INTRO).seal(b"p", None, fr.CONTROL)
     with pytest.raises(fr.FrameError) as err:
         opener.open(_body(forged))
     assert err.value.reason == "bad_mac"
@@ -64,11 +67,15 @@ def test_a_frame_opens_once_and_only_on_its_connection() -> None:
     with pytest.raises(fr.FrameError) as err:
         opener.open(_body(frame))
     assert err.value.reason == "replayed"
-    other = fr.Opener(KEY, b"m" * fr.NONCE_SIZE, 1, 0)  # another connection's nonce
+    other = fr.Opener(KEY, b"m" * fr.NONCE_SIZE, INTRO)  # another connection's nonce
     with pytest.raises(fr.FrameError) as err:
         other.open(_body(frame))
     assert err.value.reason == "bad_mac"
-    wrong_way = fr.Opener(KEY, NONCE, 0, 1)  # same nonce, other direction
+    theirs = fr.Opener(KEY, NONCE, attrs.evolve(INTRO, nonce=b"d" * fr.NONCE_SIZE))
+    with pytest.raises(fr.FrameError) as err:  # the connector's nonce differs
+        theirs.open(_body(frame))
+    assert err.value.reason == "bad_mac"
+    wrong_way = fr.Opener(KEY, NONCE, attrs.evolve(INTRO, sender=0, dest=1))
     with pytest.raises(fr.FrameError):
         wrong_way.open(_body(frame))
 
@@ -83,18 +90,64 @@ def test_garbage_is_refused(data: bytes) -> None:
     assert err.value.reason == "garbage"
 
 
-def test_hello_checks_pid_and_mac() -> None:
+def test_the_handshake_proves_the_key_both_ways() -> None:
     digest = fr.table_digest(TABLE)
-    ((_, body),) = fr.FrameReader().feed(fr.hello(KEY, NONCE, 2, 0, digest))
-    h = fr.read_hello(KEY, NONCE, body, {0, 1, 2})
-    assert (h.sender, h.dest, h.digest) == (2, 0, digest)
+    ((_, body),) = fr.FrameReader().feed(fr.intro(2, 0, digest, b"c" * fr.NONCE_SIZE))
+    i = fr.read_intro(body, {0, 1, 2})
+    assert (i.sender, i.dest, i.digest, i.encrypt) == (2, 0, digest, False)
     with pytest.raises(fr.FrameError) as err:
-        fr.read_hello(KEY, NONCE, body, {0, 1})
+        fr.read_intro(body, {0, 1})
     assert err.value.reason == "unknown_peer"
-    with pytest.raises(fr.FrameError) as err:
-        fr.read_hello(KEY, b"o" * fr.NONCE_SIZE, body, {0, 1, 2})  # a replayed HELLO
-    assert err.value.reason == "bad_mac"
+    ((_, proof),) = fr.FrameReader().feed(fr.proof(KEY, NONCE, i))
+    fr.check_proof(KEY, NONCE, i, proof)
+    ((_, hello),) = fr.FrameReader().feed(fr.hello(KEY, NONCE, i))
+    fr.check_hello(KEY, NONCE, i, hello)
+    bad = [
+        lambda: fr.check_proof(b"x" * 32, NONCE, i, proof),  # an acceptor without the key
+        lambda: fr.check_proof(KEY, NONCE, i, hello),  # the HELLO reflected as a PROOF
+        lambda: fr.check_hello(KEY, NONCE, i, proof),  # the PROOF reflected as a HELLO
+        lambda: fr.check_hello(KEY, b"o" * fr.NONCE_SIZE, i, hello),  # a replayed HELLO
+        lambda: fr.check_hello(KEY, NONCE, attrs.evolve(i, dest=1), hello),  # for another
+        lambda: fr.check_hello(KEY, NONCE, attrs.evolve(i, encrypt=True), hello),  # downgrade
+    ]
+    for check in bad:
+        with pytest.raises(fr.FrameError) as err:
+            check()
+        assert err.value.reason == "bad_mac"
     assert fr.table_digest({**TABLE, 2: "127.0.0.1:7004"}) != digest
+
+
+def test_before_the_handshake_a_long_frame_is_refused_at_its_header() -> None:
+    reader = fr.FrameReader(fr.PREAUTH_LIMIT)
+    with pytest.raises(fr.FrameError) as err:
+        reader.feed((1 << 20).to_bytes(4, "big") + bytes([fr.HELLO]))
+    assert err.value.reason == "garbage"
+    ok = fr.FrameReader(fr.PREAUTH_LIMIT)
+    assert ok.feed(fr.intro(1, 0, b"d" * 32, b"c" * fr.NONCE_SIZE))[0][0] == fr.INTRO
+
+
+def test_encrypted_frames_hide_the_packet_and_refuse_tampering() -> None:
+    pytest.importorskip("cryptography")
+    sealer, opener = _pair(encrypt=True)
+    secret = b"the secret packet"
+    data = sealer.seal_many([(secret, MessageId(1, 1), fr.BROADCAST)])
+    batch = sealer.seal_many([(secret, None, fr.CONTROL), (b"more", None, fr.CONTROL)])
+    assert secret not in data and secret not in batch
+    got = opener.open(_body(data))
+    assert (got.packet, got.message_id) == (secret, MessageId(1, 1))
+    ((_, body),) = fr.FrameReader().feed(batch)
+    assert [d.packet for d in opener.open_many(body)] == [secret, b"more"]
+    with pytest.raises(fr.FrameError) as err:
+        opener.open_many(body)
+    assert err.value.reason == "replayed"
+    tampered = bytearray(sealer.seal(b"p", None, fr.CONTROL))
+    tampered[20] ^= 1
+    with pytest.raises(fr.FrameError) as err:
+        opener.open(_body(bytes(tampered)))
+    assert err.value.reason == "bad_mac"
+    plain_opener = _pair(encrypt=False)[1]  # a member that does not encrypt
+    with pytest.raises(fr.FrameError):
+        plain_opener.open(_body(_pair(encrypt=True)[0].seal(b"p", None, fr.CONTROL)))
 
 
 def test_peer_table_from_toml(tmp_path: Path) -> None:
@@ -161,7 +214,7 @@ def test_one_packet_goes_as_data_and_a_batch_opens_once() -> None:
     tampered = bytearray(body)
     tampered[12] ^= 1
     with pytest.raises(fr.FrameError) as err:
-        fr.Opener(KEY, NONCE, 1, 0).open_many(bytes(tampered))
+        fr.Opener(KEY, NONCE, INTRO).open_many(bytes(tampered))
     assert err.value.reason == "bad_mac"
 
 
@@ -169,7 +222,7 @@ def _signed_batch(payload: bytes) -> bytes:
     """A BATCH body with a valid MAC and counter 1 around arbitrary entries."""
     import hmac
 
-    key = fr.session_key(KEY, NONCE, 1, 0)
+    key = fr.session_key(KEY, NONCE, INTRO)
     signed = payload
     return signed + hmac.digest(key, signed, "sha256")
 

@@ -15,6 +15,7 @@ every process killed in ``finally``.
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import pytest
@@ -89,14 +90,20 @@ def test_forged_and_replayed_frames_are_rejected(tmp_path: Path) -> None:
                              "--start-after", "0.3", "--rto", "0.2"]) as g:  # fmt: skip
         g.start_all()
         port = g.socks[0].getsockname()[1]
+        # Attack once the group is up: a member's genuine reconnection closes any older
+        # connection of the same pid, which would race with the attacks below.
+        wait_for(lambda: _delivered(g.path("trace", 0)) >= 1, 30, "P0 to deliver")
         # A forged message: a packet P0 would deliver, MAC'd with the wrong key.
         fake = CBCASTPacket(2, (0, 0, 1), "forged")
         forged = ReliablePacket(2, 0, 1, 1, 0, fake)
         c = RawClient(port)
         c.hello(2, 0, g.table)
-        bad = fr.Sealer(b"not-the-group-key-0123456789", c.nonce, 2, 0)
+        bad = fr.Sealer(b"not-the-group-key-0123456789", c.nonce, c.last_intro)
         c.send(bad.seal(encode(forged), None, fr.BROADCAST))
         assert c.closed_by_peer()
+        # Each attack as P2 closes the genuine P2's link, which comes back 50 ms later
+        # and closes the attacker's connection in turn: let it come back first.
+        time.sleep(0.3)
         # A replay: a valid frame (a harmless ack), then the same bytes again.
         c = RawClient(port)
         sealer = c.hello(2, 0, g.table)
@@ -104,6 +111,7 @@ def test_forged_and_replayed_frames_are_rejected(tmp_path: Path) -> None:
         c.send(frame + frame)
         assert c.closed_by_peer()
         # Replayed on a new connection: the nonce differs, so the MAC fails.
+        time.sleep(0.3)
         c = RawClient(port)
         c.hello(2, 0, g.table)
         c.send(frame)

@@ -29,7 +29,7 @@ from mailroom.core.errors import LocalError
 from mailroom.core.registry import PROTOCOLS as REGISTRY
 from mailroom.core.stack import Stack
 from mailroom.net.config import PeerTable, load_key
-from mailroom.net.node import Node
+from mailroom.net.node import Busy, Node, QuietLog
 from mailroom.protocols import Reliable
 
 #: The protocols the runtime hosts, from the one registry (mailroom.core.registry).
@@ -75,6 +75,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--trace", help="JSON Lines trace of this process's events")
     p.add_argument("--run", default="run", help="run name in the trace")
     p.add_argument("--checkpoint", help="checkpoint file: resume from it, keep it current")
+    p.add_argument("--sync", action="store_true",
+                   help="fsync the trace and checkpoint log at every step")  # fmt: skip
+    p.add_argument("--encrypt", action="store_true",
+                   help="encrypt data frames (every member must agree)")  # fmt: skip
+    p.add_argument("--handshake-timeout", type=float, default=None, metavar="SECONDS",
+                   help="close connections not authenticated in time (default 10)")  # fmt: skip
     p.add_argument("--listen-fd", type=int, help="an inherited listening socket to use")
     p.add_argument("--delay", action="append", default=[], metavar="PID=SECONDS",
                    help="hold frames to PID back (a slow link)")  # fmt: skip
@@ -99,7 +105,11 @@ async def run(args: argparse.Namespace, stop: asyncio.Event | None = None) -> in
         run=args.run,
         delays=parse_delays(args.delay),
         listen=listen,
+        encrypt=args.encrypt,
+        sync=args.sync,
+        handshake_timeout=args.handshake_timeout,
     )
+    handed = [0]
     reached = asyncio.Event()
     if stop is None:
         stop = asyncio.Event()
@@ -108,6 +118,7 @@ async def run(args: argparse.Namespace, stop: asyncio.Event | None = None) -> in
             loop.add_signal_handler(sig, stop.set)
 
     def delivered(_: object) -> None:
+        handed[0] += 1
         if args.expect and node.stats.delivered >= args.expect:
             reached.set()
 
@@ -118,12 +129,17 @@ async def run(args: argparse.Namespace, stop: asyncio.Event | None = None) -> in
         broadcast = args.protocol in BROADCASTING
         others = [p for p in range(peers.n) if p != args.pid]
         for k in range(node.stats.sent + 1, args.count + 1):
-            await node.wait_can_send()
             payload = {"from": args.pid, "k": k}
-            if broadcast:
-                node.broadcast(payload)
-            else:
-                node.send(payload, to=others[k % len(others)])
+            while True:
+                await node.wait_can_send()
+                try:
+                    if broadcast:
+                        node.broadcast(payload)
+                    else:
+                        node.send(payload, to=others[k % len(others)])
+                    break
+                except Busy:  # the node stalled after wait_can_send returned: wait again
+                    await asyncio.sleep(0)
             if args.interval:
                 await asyncio.sleep(args.interval)
             elif k % 16 == 0:
@@ -135,8 +151,9 @@ async def run(args: argparse.Namespace, stop: asyncio.Event | None = None) -> in
                 reached.set()
             await reached.wait()
             if args.done:
-                _write(args.done, node)
+                _write(args.done, node, handed[0])
 
+    asyncio.get_running_loop().set_exception_handler(_quiet_loop_errors())
     await node.start()
     tasks = [asyncio.create_task(workload()), asyncio.create_task(finish())]
     await stop.wait()
@@ -144,12 +161,27 @@ async def run(args: argparse.Namespace, stop: asyncio.Event | None = None) -> in
         t.cancel()
     await node.close()
     if args.stats:
-        _write(args.stats, node)
+        _write(args.stats, node, handed[0])
     return 0
 
 
-def _write(path: str, node: Node) -> None:
+def _quiet_loop_errors() -> Callable[[asyncio.AbstractEventLoop, dict[str, Any]], None]:
+    """The event loop's error handler, rate-limited: an accept that fails with EMFILE
+    (asyncio pauses accepting for a second and retries) is logged a few times, then
+    counted, not logged with a traceback each time."""
+    quiet = QuietLog()
+
+    def handle(loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
+        exc = context.get("exception")
+        quiet(logging.ERROR, "%s: %s", context.get("message"), exc)
+
+    return handle
+
+
+def _write(path: str, node: Node, handed: int | None = None) -> None:
     data = node.stats.to_dict()
+    if handed is not None:
+        data["handed"] = handed  # deliveries the application received
     data["duplicates"] = int(node.endpoint.duplicates)
     tmp = Path(path + ".tmp")
     tmp.write_text(json.dumps(data))
@@ -166,6 +198,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return asyncio.run(run(args))
     except LocalError as exc:
         print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except OSError as exc:  # e.g. the listening address is taken
+        print(f"error: {exc.strerror or exc}", file=sys.stderr)
         return 2
 
 

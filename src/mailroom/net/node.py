@@ -16,18 +16,34 @@ Rules, in words:
   whenever it breaks or the peer is not up yet. It sends only on connections it
   opened and receives only on connections it accepted (see ``frames``).
 - Every step of the endpoint (a send by the application, a batch of frames that
-  arrived together, a timer) is handled the same way: record the trace events,
-  write the checkpoint, then put the ``Transmit`` packets on the wire and hand
-  the ``Deliver`` messages to the application (a callback, or ``deliveries()``,
-  an async iterator). Timers: ``tick(now)`` runs at ``next_deadline()`` on the
-  event loop's clock.
+  arrived together, a timer) is handled the same way: persist, then act. The
+  step's trace events and its inputs (in the checkpoint's log) are written
+  first; only then do the ``Transmit`` packets go on the wire (or, to itself,
+  back into the endpoint) and the ``Deliver`` messages reach the application
+  (a callback, or ``deliveries()``, an async iterator). Timers: ``tick(now)``
+  runs at ``next_deadline()`` on the event loop's clock.
+- A write that fails (``OSError``: no space, too many open files...) acts on
+  nothing: the step waits, written nowhere and seen by no one, and the node
+  stalls: it stops reading its connections and running its timer,
+  ``can_send()`` is False (a send raises ``Busy``), and it retries the write
+  with a growing pause (``IO_RETRY`` doubling to 1 s), then acts. A process
+  that dies meanwhile restarts from its checkpoint, where the step is not:
+  its packets were never acknowledged, so their senders send them again.
+- At most ``MAX_UNAUTHENTICATED`` accepted connections may be in their
+  handshake at once; another one closes the oldest (counted in ``evicted``).
+  Before the handshake completes a connection may not send a frame longer
+  than the handshake's (``frames.PREAUTH_LIMIT``). Rejected connections are
+  logged at most ``LOG_BURST`` times per ``LOG_WINDOW`` seconds, then counted.
+- The reliable layer keeps what it sends until acknowledged; a send while it
+  keeps ``max_retained`` packets (a peer down for long) raises ``Busy``.
 - Frames that are garbage, forged (bad MAC), replayed, from an unknown pid or
   from a process whose peer-table entry does not match, and connections that
   do not authenticate within ``HANDSHAKE_TIMEOUT``, are dropped and counted
   in ``stats``; the connection they came on is closed with a logged reason. The
-  endpoint and the other connections are untouched. A packet that decodes but
-  that the endpoint refuses (``RemoteError``) is dropped and counted; the
-  connection stays up.
+  endpoint and the other connections are untouched. A frame is all or nothing:
+  every packet of a BATCH is decoded, and its header's message id checked,
+  before any reaches the endpoint. A packet that decodes but that the endpoint
+  refuses (``RemoteError``) is dropped and counted; the connection stays up.
 - Frames to a peer that is not connected wait in its outbox (at most
   ``outbox_limit``; beyond that the oldest are dropped and counted, which the
   reliable layer repairs). ``delays`` holds frames to a peer back for a while,
@@ -41,11 +57,15 @@ Rules, in words:
 from __future__ import annotations
 
 import asyncio
+import base64
 import collections
 import contextlib
+import json
 import logging
+import math
 import os
 import socket
+import time
 from collections.abc import AsyncIterator, Callable, Mapping
 from pathlib import Path
 from typing import Any
@@ -58,15 +78,54 @@ from mailroom.core.endpoint import Endpoint, capabilities, consumer, receive_bat
 from mailroom.core.errors import LocalError, RemoteError
 from mailroom.core.messages import Message, MessageId, Payload
 from mailroom.core.registry import restore_endpoint
+from mailroom.core.stack import Stack
+from mailroom.core.wire import plain, unplain
 from mailroom.net import frames as fr
 from mailroom.net.config import PeerTable
-from mailroom.net.store import TraceFile, read_checkpoint, write_atomic
+from mailroom.net.store import FORMAT, CheckpointLog, Saved, TraceFile, read_checkpoint
 from mailroom.trace.events import Event
 
 log = logging.getLogger("mailroom.net")
 
 #: Seconds an accepted connection has to authenticate before it is closed.
 HANDSHAKE_TIMEOUT = 10.0
+#: Accepted connections allowed in their handshake at once; one more closes the oldest.
+MAX_UNAUTHENTICATED = 64
+#: Default bound on the packets the reliable layer keeps for unacknowledged sends.
+MAX_RETAINED = 4096
+#: First pause before retrying a failed checkpoint or trace write (doubles up to 1 s).
+IO_RETRY = 0.05
+#: Bound on the runtime's per-message tables (message ids awaiting their trace event).
+ID_TABLE_LIMIT = 1 << 16
+#: Rejected connections logged per window; the rest are counted and summed up.
+LOG_BURST = 10
+LOG_WINDOW = 10.0
+
+
+class Busy(LocalError):
+    """The node cannot take a send now (window full, mail room full, or its files
+    cannot be written); ``await node.wait_can_send()`` returns when it can."""
+
+
+class QuietLog:
+    """A rate-limited logger: ``LOG_BURST`` messages per ``LOG_WINDOW``, then a count."""
+
+    def __init__(self) -> None:
+        self.start = -LOG_WINDOW
+        self.count = 0
+        self.suppressed = 0
+
+    def __call__(self, level: int, msg: str, *args: object) -> None:
+        now = time.monotonic()
+        if now - self.start >= LOG_WINDOW:
+            if self.suppressed:
+                log.warning("%d more such messages were not logged", self.suppressed)
+            self.start, self.count, self.suppressed = now, 0, 0
+        if self.count < LOG_BURST:
+            self.count += 1
+            log.log(level, msg, *args)
+        else:
+            self.suppressed += 1
 
 
 @attrs.define
@@ -89,6 +148,8 @@ class NetStats:
     accepted: int = 0
     connected: int = 0
     closed: int = 0
+    evicted: int = 0
+    io_errors: int = 0
 
     def to_dict(self) -> dict[str, int]:
         return attrs.asdict(self)
@@ -103,16 +164,18 @@ class NetStats:
             + self.unknown_peer
             + self.refused
             + self.timeouts
+            + self.evicted
         )
 
 
 class _Inbound(asyncio.Protocol):
-    """An accepted connection: challenge, HELLO, then authenticated DATA frames."""
+    """An accepted connection: CHALLENGE, INTRO, PROOF, HELLO, then data frames."""
 
     def __init__(self, node: Node) -> None:
         self.node = node
-        self.reader = fr.FrameReader()
+        self.reader = fr.FrameReader(fr.PREAUTH_LIMIT)
         self.nonce = os.urandom(fr.NONCE_SIZE)
+        self.intro: fr.Intro | None = None
         self.opener: fr.Opener | None = None
         self.peer = -1
         self.transport: asyncio.Transport | None = None
@@ -121,21 +184,33 @@ class _Inbound(asyncio.Protocol):
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         assert isinstance(transport, asyncio.Transport)
+        node = self.node
         self.transport = transport
         name = transport.get_extra_info("peername")
         self.remote_host = name[0] if name else ""
-        self.node.stats.accepted += 1
-        self.node._inbound.add(self)
+        node.stats.accepted += 1
+        node._inbound.add(self)
+        waiting = node._unauthenticated
+        waiting[self] = None
+        if len(waiting) > node.max_unauthenticated:
+            oldest = next(iter(waiting))
+            oldest.reject(fr.FrameError("evicted", "too many connections in their handshake"))
+        if self.transport.is_closing():
+            return
         transport.write(fr.frame(fr.CHALLENGE, self.nonce))
         loop = asyncio.get_running_loop()
-        self.timeout = loop.call_later(HANDSHAKE_TIMEOUT, self._no_hello)
+        self.timeout = loop.call_later(node.handshake_timeout(), self._no_hello)
+        if node._stalled is not None:
+            transport.pause_reading()
 
     def _no_hello(self) -> None:
         if self.opener is None:
-            self.reject(fr.FrameError("timeouts", f"no HELLO within {HANDSHAKE_TIMEOUT} s"))
+            limit = self.node.handshake_timeout()
+            self.reject(fr.FrameError("timeouts", f"no HELLO within {limit} s"))
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.node._inbound.discard(self)
+        self.node._unauthenticated.pop(self, None)
         if self.timeout is not None:
             self.timeout.cancel()
 
@@ -143,9 +218,9 @@ class _Inbound(asyncio.Protocol):
         node = self.node
         batch: list[tuple[object, fr.Data]] = []
         try:
-            for kind, body in self.reader.feed(data):
+            for kind, body in self.reader.frames(data):
                 if self.opener is None:
-                    self._hello(kind, body)
+                    self._handshake(kind, body)
                     continue
                 if kind == fr.DATA:
                     items = [self.opener.open(body)]
@@ -153,47 +228,81 @@ class _Inbound(asyncio.Protocol):
                     items = self.opener.open_many(body)
                 else:
                     raise fr.FrameError("garbage", f"frame type {kind} after the handshake")
-                for item in items:
-                    try:
-                        packet = decode(item.packet)
-                    except RemoteError as exc:
-                        raise fr.FrameError("garbage", f"undecodable packet: {exc}") from None
-                    node.stats.frames_in += 1
-                    batch.append((packet, item))
+                batch += self._decode_all(items)  # the whole frame, or none of it
         except fr.FrameError as exc:
             self.reject(exc)
         finally:
             if batch:
                 node._received(self.peer, batch)
 
-    def _hello(self, kind: int, body: bytes) -> None:
+    def _decode_all(self, items: list[fr.Data]) -> list[tuple[object, fr.Data]]:
+        """Every packet of one frame decoded and its message id checked, or FrameError."""
+        n = self.node.peers.n
+        out: list[tuple[object, fr.Data]] = []
+        for item in items:
+            mid = item.message_id
+            if mid is not None and not (0 <= mid.origin < n and mid.seq >= 1):
+                raise fr.FrameError("garbage", f"frame names impossible message id {mid}")
+            try:
+                packet = decode(item.packet)
+            except RemoteError as exc:
+                raise fr.FrameError("garbage", f"undecodable packet: {exc}") from None
+            out.append((packet, item))
+        self.node.stats.frames_in += len(out)
+        return out
+
+    def _handshake(self, kind: int, body: bytes) -> None:
         node = self.node
+        if self.intro is None:
+            if kind != fr.INTRO:
+                raise fr.FrameError("garbage", f"expected INTRO, got frame type {kind}")
+            i = fr.read_intro(body, set(node.peers.addresses))
+            if i.dest != node.pid:
+                raise fr.FrameError("refused", f"P{i.sender} meant to reach P{i.dest}, not us")
+            if i.digest != node.digest:
+                raise fr.FrameError("refused", f"P{i.sender} has a different peer table")
+            if i.encrypt != node.encrypt:
+                raise fr.FrameError(
+                    "refused", f"P{i.sender} {'does' if i.encrypt else 'does not'} encrypt"
+                )
+            if not node._host_matches(i.sender, self.remote_host):
+                raise fr.FrameError(
+                    "refused",
+                    f"P{i.sender}'s table entry is {node.peers.entries()[i.sender]}, "
+                    f"but it connects from {self.remote_host}",
+                )
+            self.intro = i
+            assert self.transport is not None
+            self.transport.write(fr.proof(node.key, self.nonce, i))
+            return
         if kind != fr.HELLO:
             raise fr.FrameError("garbage", f"expected HELLO, got frame type {kind}")
-        h = fr.read_hello(node.key, self.nonce, body, set(node.peers.addresses))
-        if h.dest != node.pid:
-            raise fr.FrameError("refused", f"P{h.sender} meant to reach P{h.dest}, not us")
-        if h.digest != node.digest:
-            raise fr.FrameError("refused", f"P{h.sender} has a different peer table")
-        if not node._host_matches(h.sender, self.remote_host):
-            raise fr.FrameError(
-                "refused",
-                f"P{h.sender}'s table entry is {node.peers.entries()[h.sender]}, "
-                f"but it connects from {self.remote_host}",
-            )
-        self.peer = h.sender
-        self.opener = fr.Opener(node.key, self.nonce, h.sender, node.pid)
-        for other in [c for c in node._inbound if c is not self and c.peer == h.sender]:
+        i = self.intro
+        fr.check_hello(node.key, self.nonce, i, body)
+        self.peer = i.sender
+        self.opener = fr.Opener(node.key, self.nonce, i)
+        self.reader.limit = fr.MAX_FRAME
+        node._unauthenticated.pop(self, None)
+        for other in [c for c in node._inbound if c is not self and c.peer == i.sender]:
             other.close()  # the peer restarted or reconnected: the old connection is dead
 
     def reject(self, exc: fr.FrameError) -> None:
-        stats = self.node.stats
+        node = self.node
+        stats = node.stats
         setattr(stats, exc.reason, getattr(stats, exc.reason) + 1)
         who = f"P{self.peer}" if self.peer >= 0 else self.remote_host
-        log.warning("P%d: closing connection from %s: %s: %s", self.node.pid, who, exc.reason, exc)
+        node._quiet(
+            logging.WARNING,
+            "P%d: closing connection from %s: %s: %s",
+            node.pid,
+            who,
+            exc.reason,
+            exc,
+        )
         self.close()
 
     def close(self) -> None:
+        self.node._unauthenticated.pop(self, None)
         if self.transport is not None and not self.transport.is_closing():
             self.node.stats.closed += 1
             self.transport.close()
@@ -204,33 +313,56 @@ class _Outbound(asyncio.Protocol):
 
     def __init__(self, link: _Link) -> None:
         self.link = link
-        self.reader = fr.FrameReader()
+        self.reader = fr.FrameReader(fr.PREAUTH_LIMIT)
         self.transport: asyncio.Transport | None = None
+        self.intro: fr.Intro | None = None
+        self.challenge = b""
         self.sealer: fr.Sealer | None = None
+        self.timeout: asyncio.TimerHandle | None = None
         self.lost: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self.paused = False
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         assert isinstance(transport, asyncio.Transport)
         self.transport = transport
+        limit = self.link.node.handshake_timeout()
+        self.timeout = asyncio.get_running_loop().call_later(limit, self._expire)
+
+    def _expire(self) -> None:
+        """An acceptor that does not complete the handshake in time (a squatter that
+        says nothing) is left, so the link reconnects to whoever holds the address next."""
+        if self.sealer is None and self.transport is not None:
+            node = self.link.node
+            node.stats.timeouts += 1
+            node._quiet(logging.WARNING, "P%d: P%d did not complete the handshake within "
+                        "%s s", node.pid, self.link.peer, node.handshake_timeout())  # fmt: skip
+            self.transport.close()
 
     def data_received(self, data: bytes) -> None:
         node = self.link.node
+        peer = self.link.peer
+        assert self.transport is not None
         try:
-            frames = self.reader.feed(data)
-            for kind, body in frames:
-                if kind != fr.CHALLENGE or len(body) != fr.NONCE_SIZE or self.sealer:
-                    raise fr.FrameError("garbage", f"P{self.link.peer} sent frame type {kind}")
-                assert self.transport is not None
-                self.transport.write(
-                    fr.hello(node.key, body, node.pid, self.link.peer, node.digest)
-                )
-                self.sealer = fr.Sealer(node.key, body, node.pid, self.link.peer)
+            for kind, body in self.reader.frames(data):
+                if self.sealer is not None:
+                    raise fr.FrameError("garbage", f"P{peer} sent frame type {kind}")
+                if self.intro is None:
+                    if kind != fr.CHALLENGE or len(body) != fr.NONCE_SIZE:
+                        raise fr.FrameError("garbage", f"P{peer} sent frame type {kind}")
+                    self.challenge = body
+                    nonce = os.urandom(fr.NONCE_SIZE)
+                    self.intro = fr.Intro(node.pid, peer, node.digest, node.encrypt, nonce)
+                    self.transport.write(fr.intro(node.pid, peer, node.digest, nonce, node.encrypt))
+                    continue
+                if kind != fr.PROOF:
+                    raise fr.FrameError("garbage", f"P{peer} sent frame type {kind}")
+                fr.check_proof(node.key, self.challenge, self.intro, body)
+                self.transport.write(fr.hello(node.key, self.challenge, self.intro))
+                self.sealer = fr.Sealer(node.key, self.challenge, self.intro)
                 self.link.ready(self)
         except fr.FrameError as exc:
-            node.stats.garbage += 1
-            log.warning("P%d: closing connection to P%d: %s", node.pid, self.link.peer, exc)
-            assert self.transport is not None
+            setattr(node.stats, exc.reason, getattr(node.stats, exc.reason) + 1)
+            node._quiet(logging.WARNING, "P%d: closing connection to P%d: %s", node.pid, peer, exc)
             self.transport.close()
 
     def pause_writing(self) -> None:
@@ -241,6 +373,8 @@ class _Outbound(asyncio.Protocol):
         self.link.flush()
 
     def connection_lost(self, exc: Exception | None) -> None:
+        if self.timeout is not None:
+            self.timeout.cancel()
         if not self.lost.done():
             self.lost.set_result(None)
 
@@ -323,6 +457,51 @@ class _Link:
             await asyncio.sleep(pause)
 
 
+@attrs.define
+class _Effect:
+    """One step's consequences, held until the step is written down: then acted on."""
+
+    ops: list[Any]
+    lines: list[bytes]
+    sends: list[tuple[int, bytes, MessageId | None]]
+    loopback: list[object]
+    delivered: list[Message]
+    sent: int
+    delivered_count: int
+    stable: list[tuple[MessageId, ...]] = attrs.Factory(list)
+
+
+def stack_names(endpoint: Any) -> list[str]:
+    """The protocol stack of ``endpoint``, bottom first: ``["Reliable", "CBCAST"]``."""
+    if isinstance(endpoint, Stack):
+        return [str(type(x).protocol) for x in endpoint.layers]
+    return [str(type(endpoint).protocol)]
+
+
+def _apply(endpoint: Any, op: Any) -> list[Action]:
+    """Run one logged input on ``endpoint`` (a checkpoint log's replay). Inputs: ``["r",
+    base64 packet]`` received, ``["b", payload]`` broadcast, ``["s", payload, to]``
+    sent, ``["t", now]`` tick, ``["c", [origin, seq] or None]`` consumed."""
+    kind = op[0]
+    if kind == "r":
+        try:
+            return list(endpoint.receive(decode(base64.b64decode(op[1], validate=True))))
+        except RemoteError:
+            return []  # refused then too: nothing changed
+    if kind == "b":
+        return list(endpoint.broadcast(unplain(op[1])))
+    if kind == "s":
+        return list(endpoint.send(unplain(op[1]), to=op[2]))
+    if kind == "t":
+        if not isinstance(op[1], (int, float)) or not math.isfinite(op[1]):
+            raise ValueError(f"tick at {op[1]!r}")
+        return list(endpoint.tick(float(op[1])))
+    if kind == "c":  # the application consumed a delivery (explicit consumption)
+        mid = MessageId(int(op[1][0]), int(op[1][1])) if op[1] is not None else None
+        return list(endpoint.consume(mid))
+    raise ValueError(f"unknown input {kind!r}")
+
+
 class Node:
     """Hosts ``endpoint`` for process ``endpoint.pid`` and connects it to ``peers``.
 
@@ -331,9 +510,15 @@ class Node:
     ``on_deliver``: called with each delivered message; otherwise read
     ``deliveries()``. ``on_stable``: called with the ids of each ``Stable`` report.
     An endpoint with explicit consumption is told the application takes each
-    delivery just before it is handed over. ``app_state``: returns JSON data to
-    keep in the checkpoint; after a restart, ``resumed_state`` holds what it
-    returned last time.
+    delivery in the step that delivers it (the consumption is logged with the step).
+    ``app_state``: returns JSON data to keep in the checkpoint; after a restart,
+    ``resumed_state`` holds what it returned last time.
+    ``encrypt``: seal data frames with ChaCha20-Poly1305 (every member must agree).
+    ``sync``: ``fsync`` the trace and the checkpoint log at every step (survives a
+    machine crash, not only a process crash). ``max_retained``: sends raise ``Busy``
+    while the reliable layer keeps this many unacknowledged packets (None: no bound).
+    ``max_unauthenticated`` and ``handshake_timeout`` bound connections before the
+    handshake completes (defaults: ``MAX_UNAUTHENTICATED``, ``HANDSHAKE_TIMEOUT``).
     """
 
     def __init__(
@@ -350,6 +535,11 @@ class Node:
         delays: Mapping[int, float] | None = None,
         listen: socket.socket | None = None,
         outbox_limit: int = 100_000,
+        encrypt: bool = False,
+        sync: bool = False,
+        max_retained: int | None = MAX_RETAINED,
+        max_unauthenticated: int = MAX_UNAUTHENTICATED,
+        handshake_timeout: float | None = None,
         on_stable: Callable[[tuple[MessageId, ...]], None] | None = None,
     ) -> None:
         if not isinstance(endpoint, Endpoint):
@@ -357,15 +547,13 @@ class Node:
         self.checkpoint_path = Path(checkpoint) if checkpoint is not None else None
         saved = read_checkpoint(self.checkpoint_path) if self.checkpoint_path else None
         self.resumed_state: Any = None
+        #: Deliveries of the last logged step, handed again at start when ``app_state``
+        #: is kept: the state saved with that step predates them.
+        self.redelivered: list[Message] = []
         if saved is not None:
-            restored = restore_endpoint(saved["endpoint"])
-            if (restored.pid, restored.n) != (endpoint.pid, endpoint.n):
-                raise LocalError(
-                    f"checkpoint {checkpoint} is of P{restored.pid} of {restored.n}, "
-                    f"not P{endpoint.pid} of {endpoint.n}"
-                )
-            endpoint = restored
-            self.resumed_state = saved.get("app")
+            endpoint = self._restore(saved, endpoint)
+            apps = [s["app"] for s in saved.steps if "app" in s]  # logged when it changed
+            self.resumed_state = apps[-1] if apps else saved.base.get("app")
         self.endpoint = endpoint
         #: Capabilities driven for the endpoint: consume (explicit consumption) and
         #: flow control; Stable reports go to ``on_stable``.
@@ -375,6 +563,8 @@ class Node:
         self.pid: int = endpoint.pid
         if endpoint.n != peers.n:
             raise LocalError(f"the endpoint has n={endpoint.n}, the peer table {peers.n} peers")
+        if encrypt:
+            fr._aead(bytes(32))  # LocalError now, not at the first connection
         self.peers = peers
         self.key = key
         self.digest = fr.table_digest(peers.entries())
@@ -383,22 +573,84 @@ class Node:
         self.app_state = app_state
         self.delays = dict(delays or {})
         self.outbox_limit = outbox_limit
+        self.encrypt = encrypt
+        self.max_retained = max_retained
+        self.max_unauthenticated = max_unauthenticated
         self.stats = NetStats()
-        if saved is not None:
-            self.stats.sent = int(saved.get("sent", 0))
-            self.stats.delivered = int(saved.get("delivered", 0))
-        self.trace = TraceFile(Path(trace), saved["trace"] if saved else 0) if trace else None
+        last = saved.last if saved is not None else {}
+        self.stats.sent = int(last.get("sent", 0))
+        self.stats.delivered = int(last.get("delivered", 0))
+        self.trace = (
+            TraceFile(Path(trace), int(last.get("trace", 0)), last.get("trace_bytes"), sync=sync)
+            if trace
+            else None
+        )
+        self._ckpt = (
+            CheckpointLog(self.checkpoint_path, saved, sync=sync)
+            if self.checkpoint_path is not None
+            else None
+        )
+        self._events = self.trace.count if self.trace is not None else 0
+        self._app_json = json.dumps(self.resumed_state) if saved is not None else None
         self._listen = listen
         self._server: asyncio.Server | None = None
         self._links: dict[int, _Link] = {}
         self._inbound: set[_Inbound] = set()
+        self._unauthenticated: dict[_Inbound, None] = {}
         self._timer: asyncio.TimerHandle | None = None
         self._timer_at: float | None = None
         self._queue: asyncio.Queue[Message | None] = asyncio.Queue()
         self._can_send = asyncio.Event()
         self._dest: dict[MessageId, tuple[int, ...]] = {}
         self._carries: dict[MessageId, int] = {}
+        self._last_carries = fr.UNICAST
+        self._unwritten: list[_Effect] = []
+        self._stalled: OSError | None = None
+        self._retry_pause = IO_RETRY
+        self._retry: asyncio.TimerHandle | None = None
+        self._quiet = QuietLog()
         self._closed = False
+        self._fit = self._windows_fit()
+        self._handshake_timeout = handshake_timeout
+
+    def handshake_timeout(self) -> float:
+        """Seconds a connection has to complete its handshake (``HANDSHAKE_TIMEOUT``)."""
+        return self._handshake_timeout if self._handshake_timeout else HANDSHAKE_TIMEOUT
+
+    def _restore(self, saved: Saved, fresh: Any) -> Any:
+        """The endpoint of checkpoint ``saved`` with its log replayed; LocalError if it is
+        not a checkpoint of ``fresh``'s process and protocol stack."""
+        where = f"checkpoint {self.checkpoint_path}"
+        want = stack_names(fresh)
+        named = saved.base.get("stack")
+        if named is not None and named != want:
+            raise LocalError(f"{where} is of protocol stack {named}, not {want}")
+        try:
+            restored = restore_endpoint(saved.base["endpoint"])
+        except LocalError as exc:
+            raise LocalError(f"{where}: {exc}") from None
+        except (TypeError, ValueError, KeyError, IndexError, AttributeError, OverflowError) as exc:
+            raise LocalError(
+                f"{where}: bad endpoint snapshot: {type(exc).__name__}: {exc}"
+            ) from None
+        except RecursionError:
+            raise LocalError(f"{where}: endpoint snapshot nested too deeply") from None
+        if stack_names(restored) != want:
+            raise LocalError(f"{where} is of protocol stack {stack_names(restored)}, not {want}")
+        if (restored.pid, restored.n) != (fresh.pid, fresh.n):
+            raise LocalError(
+                f"{where} is of P{restored.pid} of {restored.n}, not P{fresh.pid} of {fresh.n}"
+            )
+        for k, step in enumerate(saved.steps):
+            try:
+                delivered = [
+                    a.message for op in step["ops"] for a in _apply(restored, op)
+                    if isinstance(a, Deliver)
+                ]  # fmt: skip
+            except (LocalError, TypeError, ValueError, KeyError, IndexError) as exc:
+                raise LocalError(f"{where}: log step {k + 1} does not replay: {exc}") from None
+            self.redelivered = delivered
+        return restored
 
     # -- life cycle ------------------------------------------------------------------
     async def start(self) -> None:
@@ -416,7 +668,11 @@ class Node:
                 link = _Link(self, peer)
                 link.task = asyncio.create_task(link.run())
                 self._links[peer] = link
-        self._step([])
+        if self._ckpt is not None and self._ckpt.wants_compaction():
+            self._compact(strict=True)  # a base to log against
+        if self.app_state is not None and self.redelivered:
+            self._hand(self.redelivered)
+        self._rearm()
 
     async def close(self) -> None:
         """Stop listening, close every connection, write the last checkpoint."""
@@ -425,6 +681,8 @@ class Node:
         self._closed = True
         if self._timer is not None:
             self._timer.cancel()
+        if self._retry is not None:
+            self._retry.cancel()
         for link in self._links.values():
             link.flush()
             if link.task is not None:
@@ -439,7 +697,24 @@ class Node:
             self._server.close()
             with contextlib.suppress(asyncio.TimeoutError):
                 await asyncio.wait_for(self._server.wait_closed(), 1.0)
-        self._commit()
+        written = True
+        if self._unwritten:
+            try:
+                self._write(self._unwritten)
+            except OSError as exc:
+                written = False
+                log.error(
+                    "P%d: %d steps could not be written (%s); a restart resumes from the "
+                    "checkpoint without them", self.pid, len(self._unwritten), exc,
+                )  # fmt: skip
+            else:  # written: the deliveries are the application's now (packets: retransmitted)
+                for effect in self._unwritten:
+                    self._hand(effect.delivered)
+            self._unwritten = []
+        if self._ckpt is not None:
+            if written:  # a base of unwritten steps would make them count as done
+                self._compact(strict=False)
+            self._ckpt.close()
         if self.trace is not None:
             self.trace.close()
         self._queue.put_nowait(None)
@@ -465,24 +740,67 @@ class Node:
     ) -> MessageId:
         if self._closed:
             raise LocalError("the node is closed")
+        if self._stalled is not None:
+            raise Busy(f"the node cannot write its files ({self._stalled}); it retries")
+        if self._full():
+            raise Busy(
+                f"{self._retained()} packets wait for acknowledgement "
+                f"(max_retained={self.max_retained})"
+            )
         ep = self.endpoint
         require(ep, "broadcast" if to is None else "unicast")
         mid = MessageId(self.pid, ep.sent_count + 1)
         actions = ep.broadcast(payload) if to is None else ep.send(payload, to=to)
         self.stats.sent += 1
+        lines: list[bytes] = []
         if self.trace is not None:
-            self._record("send", mid, self.pid, dest, payload)
-            self._carries[mid] = carries  # kept for retransmissions' frames
+            lines.append(self._line("send", mid, self.pid, dest, payload))
+            self._remember(self._carries, mid, carries)  # kept for retransmissions' frames
+            self._last_carries = carries
             if self.pid in dest:
-                self._dest[mid] = dest
-        self._step(actions)
+                self._remember(self._dest, mid, dest)
+        op = ["b", plain(payload)] if to is None else ["s", plain(payload), to]
+        self._step(actions, [op] if self._ckpt is not None else [], lines)
         return mid
 
-    def can_send(self) -> bool:
+    def _layers(self) -> list[Any]:
+        return list(self.endpoint.layers) if isinstance(self.endpoint, Stack) else [self.endpoint]
+
+    def _retained(self) -> int:
+        return sum(int(x.retained()) for x in self._layers() if hasattr(x, "retained"))
+
+    def _windows_fit(self) -> bool:
+        """True when open windows alone cannot hold ``max_retained`` packets, so the
+        count is needed only once a window is full (it costs a scan per step)."""
+        if self.max_retained is None:
+            return True
+        held = 0
+        for x in self._layers():
+            if hasattr(x, "retained"):
+                window = getattr(x, "window", None)
+                if type(window) is not int:
+                    return False
+                held += window * (self.peers.n - 1)
+        return held < self.max_retained
+
+    def _full(self) -> bool:
+        """True when the reliable layer keeps ``max_retained`` unacknowledged packets."""
+        if self.max_retained is None:
+            return False
+        if self._fit and self._endpoint_can_send():
+            return False
+        return self._retained() >= self.max_retained
+
+    def _endpoint_can_send(self) -> bool:
         return not self._flow or bool(self.endpoint.can_send())
 
+    def can_send(self) -> bool:
+        if self._stalled is not None:
+            return False
+        return self._endpoint_can_send() and not self._full()
+
     async def wait_can_send(self) -> None:
-        """Return when the reliable layer's windows have room again."""
+        """Return when the node can take a send (windows open, files writable)."""
         while not self.can_send():
             self._can_send.clear()
             await self._can_send.wait()
@@ -509,44 +827,64 @@ class Node:
     def _received(self, peer: int, batch: list[tuple[object, fr.Data]]) -> None:
         if self._closed:
             return
+        lines: list[bytes] = []
+        ops: list[Any] = []
         for _, item in batch:
             if item.message_id is not None and self.trace is not None:
                 dest = tuple(range(self.peers.n)) if item.carries == fr.BROADCAST else (self.pid,)
-                self._dest.setdefault(item.message_id, dest)
-                self._record("receive", item.message_id, item.message_id.origin, dest, None)
+                if item.message_id not in self._dest:
+                    self._remember(self._dest, item.message_id, dest)
+                lines.append(
+                    self._line("receive", item.message_id, item.message_id.origin, dest, None)
+                )
+            if self._ckpt is not None:  # a refused packet is refused again on replay
+                ops.append(["r", base64.b64encode(item.packet).decode()])
         # One step for the batch: the reliable layer answers it with one ack per peer.
         actions, errors = receive_batch(self.endpoint, [packet for packet, _ in batch])
         for exc in errors:
             self.stats.remote_errors += 1
-            log.warning("P%d: dropped a packet from P%d: %s", self.pid, peer, exc)
-        self._step(actions)
+            self._quiet(logging.WARNING, "P%d: dropped a packet from P%d: %s", self.pid,
+                        peer, exc)  # fmt: skip
+        self._step(actions, ops, lines)
 
     def _loopback(self, packet: object) -> None:
         if not self._closed:
-            self._step(self.endpoint.receive(packet))
+            ops = [["r", base64.b64encode(encode(packet)).decode()]] if self._ckpt else []
+            self._step(self.endpoint.receive(packet), ops, [])
 
     def _on_timer(self) -> None:
         self._timer = None
         self._timer_at = None
-        if not self._closed:
-            self._step(self.endpoint.tick(self.now()))
+        if not self._closed and self._stalled is None:
+            now = self.now()
+            self._step(self.endpoint.tick(now), [["t", now]] if self._ckpt else [], [])
 
-    # -- one step: record, checkpoint, transmit, deliver, re-arm --------------------------------
+    # -- one step: record, persist, then act --------------------------------------------
     def _carries_of(self, mid: MessageId | None) -> int:
         """What a frame says it carries (the receiver's trace uses it for destinations)."""
         if mid is None:
             return fr.CONTROL
-        return self._carries.get(mid, fr.UNICAST if mid.origin == self.pid else fr.BROADCAST)
+        if mid.origin != self.pid:
+            return fr.BROADCAST
+        return self._carries.get(mid, self._last_carries)  # forgotten: as the latest send
 
-    def _step(self, actions: list[Action]) -> None:
+    @staticmethod
+    def _remember(table: dict[MessageId, Any], mid: MessageId, value: Any) -> None:
+        """Add to a per-message table, forgetting its oldest entry beyond ID_TABLE_LIMIT."""
+        table[mid] = value
+        if len(table) > ID_TABLE_LIMIT:
+            del table[next(iter(table))]
+
+    def _step(self, actions: list[Action], ops: list[Any], lines: list[bytes]) -> None:
         delivered: list[Message] = []
         transmits: list[Transmit] = []
+        loopback: list[object] = []
         stable: list[tuple[MessageId, ...]] = []
-        loop = asyncio.get_running_loop()
-        for a in actions:
+        actions = list(actions)
+        for a in actions:  # grows when an explicit consumption answers with more actions
             if isinstance(a, Transmit):
                 if a.to == self.pid:
-                    loop.call_soon(self._loopback, a.packet)
+                    loopback.append(a.packet)
                 else:
                     transmits.append(a)
             elif isinstance(a, Deliver):
@@ -554,36 +892,146 @@ class Node:
                 delivered.append(m)
                 if self.trace is not None:
                     dest = self._dest.pop(m.id, (self.pid,))
-                    self._record("deliver", m.id, m.sender, dest, m.payload)
+                    lines.append(self._line("deliver", m.id, m.sender, dest, m.payload))
+                if self._consumer is not None:  # the application takes m in this step
+                    actions += self._consumer.consume(m.id)
+                    if self._ckpt is not None:
+                        ops.append(["c", [m.id.origin, m.id.seq]])
             elif isinstance(a, Stable):
                 stable.append(a.messages)
             elif isinstance(a, Backpressure):
                 pass  # the layer keeps the packet; can_send() says when to resume
         sends = [(t.to, encode(t.packet), t.message_id) for t in transmits]
         self.stats.delivered += len(delivered)
-        if actions or (self.trace is not None and self.trace.dirty):
-            self._commit()
-        for to, data, mid in sends:
+        effect = _Effect(
+            ops,
+            lines,
+            sends,
+            loopback,
+            delivered,
+            self.stats.sent,
+            self.stats.delivered,
+            stable,
+        )
+        self._unwritten.append(effect)
+        if self._stalled is None:
+            self._persist_then_act()
+
+    def _persist_then_act(self) -> None:
+        """Write every unwritten step, then act on them in order; on OSError, stall."""
+        self._retry = None
+        if self._closed:
+            return
+        try:
+            self._write(self._unwritten)
+        except OSError as exc:
+            self.stats.io_errors += 1
+            self._stall(exc)
+            return
+        effects, self._unwritten = self._unwritten, []
+        if self._stalled is not None:
+            log.warning("P%d: files written again after %s; resuming", self.pid, self._stalled)
+            self._stalled = None
+            self._retry_pause = IO_RETRY
+            for conn in self._inbound:
+                if conn.transport is not None and not conn.transport.is_closing():
+                    conn.transport.resume_reading()
+        for effect in effects:
+            self._act(effect)
+        if self._ckpt is not None and self._ckpt.wants_compaction():
+            self._compact(strict=False)
+        if self.can_send():
+            self._can_send.set()
+        self._rearm()
+
+    def _stall(self, exc: OSError) -> None:
+        if self._stalled is None:
+            for conn in self._inbound:
+                if conn.transport is not None and not conn.transport.is_closing():
+                    conn.transport.pause_reading()
+        self._stalled = exc
+        self._quiet(logging.ERROR, "P%d: cannot write its checkpoint or trace (%s); "
+                    "%d steps wait, retrying in %.2f s", self.pid, exc, len(self._unwritten),
+                    self._retry_pause)  # fmt: skip
+        loop = asyncio.get_running_loop()
+        self._retry = loop.call_later(self._retry_pause, self._persist_then_act)
+        self._retry_pause = min(self._retry_pause * 2, 1.0)
+
+    def _write(self, effects: list[_Effect]) -> None:
+        """Persist: the trace lines, then the checkpoint log's records (OSError: neither
+        counts as written, and a retry writes both again from the same offsets)."""
+        trace, ckpt = self.trace, self._ckpt
+        if trace is None and ckpt is None:
+            return
+        end, count = (trace.end, trace.count) if trace is not None else (0, 0)
+        records: list[dict[str, Any]] = []
+        for e in effects:
+            end += sum(len(line) for line in e.lines)
+            count += len(e.lines)
+            records.append({"ops": e.ops, "trace": count, "trace_bytes": end, "sent": e.sent,
+                            "delivered": e.delivered_count})  # fmt: skip
+        if trace is not None:
+            staged = trace.stage([line for e in effects for line in e.lines])
+        if ckpt is not None:
+            if self.app_state is not None:
+                text = json.dumps(self.app_state(), allow_nan=False)
+                if text != self._app_json:
+                    records[-1]["app"] = json.loads(text)
+                    self._app_json = text
+            try:
+                ckpt.append(records)
+            except OSError:
+                self._app_json = None  # write it again with the retry
+                if trace is not None:
+                    trace.rollback()  # no event in the trace that the checkpoint lacks
+                raise
+        if trace is not None:
+            trace.confirm(*staged)
+
+    def _act(self, e: _Effect) -> None:
+        loop = asyncio.get_running_loop()
+        for packet in e.loopback:
+            loop.call_soon(self._loopback, packet)
+        for to, data, mid in e.sends:
             self._links[to].push(data, mid, self._carries_of(mid))
-        for to in {s[0] for s in sends}:
+        for to in {s[0] for s in e.sends}:
             self._links[to].flush_soon()
-        follow: list[Action] = []
+        self._hand(e.delivered)
+        if self.on_stable is not None:
+            for messages in e.stable:
+                self.on_stable(messages)
+
+    def _hand(self, delivered: list[Message]) -> None:
         for m in delivered:
-            if self._consumer is not None:  # explicit consumption: the application takes m
-                follow += self._consumer.consume(m.id)
             if self.on_deliver is not None:
                 self.on_deliver(m)
             else:
                 self._queue.put_nowait(m)
-        if self.on_stable is not None:
-            for messages in stable:
-                self.on_stable(messages)
-        if self.can_send():
-            self._can_send.set()
-        if follow:
-            self._step(follow)
-            return
-        self._rearm()
+
+    def _compact(self, *, strict: bool) -> None:
+        """Write a new base checkpoint; a failure only delays it (unless ``strict``)."""
+        assert self._ckpt is not None
+        base: dict[str, Any] = {
+            "format": FORMAT,
+            "stack": stack_names(self.endpoint),
+            "endpoint": self.endpoint.snapshot(),
+            "trace": self.trace.count if self.trace is not None else 0,
+            "trace_bytes": self.trace.end if self.trace is not None else 0,
+            "sent": self.stats.sent,
+            "delivered": self.stats.delivered,
+        }
+        if self.app_state is not None:
+            base["app"] = self.app_state()
+        try:
+            self._ckpt.compact(base)
+        except OSError as exc:
+            if strict:
+                raise LocalError(f"cannot write checkpoint {self.checkpoint_path}: {exc}") from None
+            self.stats.io_errors += 1
+            self._quiet(logging.WARNING, "P%d: checkpoint compaction failed (%s); the log "
+                        "keeps growing until it succeeds", self.pid, exc)  # fmt: skip
+        else:
+            self._app_json = json.dumps(base.get("app"))
 
     def _rearm(self) -> None:
         deadline = self.endpoint.next_deadline()
@@ -596,38 +1044,25 @@ class Node:
         if deadline is not None:
             self._timer = asyncio.get_running_loop().call_at(deadline, self._on_timer)
 
-    def _record(
+    def _line(
         self, kind: str, mid: MessageId, sender: int, dest: tuple[int, ...], payload: Payload
-    ) -> None:
+    ) -> bytes:
+        """One trace event as a JSON Lines line (``seq`` counts the events made so far)."""
         assert self.trace is not None
-        self.trace.write(
-            Event(
-                run=self.run_name,
-                process=self.pid,
-                seq=self.trace.count + 1,
-                kind=kind,
-                message=mid,
-                sender=sender,
-                dest=dest,
-                time=self.now(),
-                payload=payload,
-            )
+        self._events += 1
+        seq = self._events
+        event = Event(
+            run=self.run_name,
+            process=self.pid,
+            seq=seq,
+            kind=kind,
+            message=mid,
+            sender=sender,
+            dest=dest,
+            time=self.now(),
+            payload=payload,
         )
-
-    def _commit(self) -> None:
-        if self.trace is not None:
-            self.trace.flush()
-        if self.checkpoint_path is None:
-            return
-        data: dict[str, Any] = {
-            "endpoint": self.endpoint.snapshot(),
-            "trace": self.trace.count if self.trace is not None else 0,
-            "sent": self.stats.sent,
-            "delivered": self.stats.delivered,
-        }
-        if self.app_state is not None:
-            data["app"] = self.app_state()
-        write_atomic(self.checkpoint_path, data)
+        return (json.dumps(event.to_dict(), separators=(",", ":")) + "\n").encode()
 
 
-__all__ = ["NetStats", "Node"]
+__all__ = ["Busy", "NetStats", "Node", "stack_names"]

@@ -1,74 +1,359 @@
-"""A process's files: its checkpoint and its trace.
+"""A process's files: its checkpoint (a base snapshot plus a log of steps) and its trace.
 
 Rules, in words:
 
-- A checkpoint is JSON: the endpoint's ``snapshot()``, the number of trace events
-  recorded so far, and the application's own state. It is written to a
-  temporary file in the same folder and renamed over the old one, so a reader
-  (a restarted process) sees the old checkpoint or the new one, never half of
-  one. The runtime writes it after every step that changed the endpoint and
-  before the step's frames leave or its deliveries reach the application: what
-  was acknowledged or delivered is never forgotten by a restart.
-- The trace is JSON Lines in the schema of ``mailroom.trace``. Events are
-  appended and flushed before the checkpoint that counts them; on restart,
-  events beyond the checkpoint's count (written, then lost with the crash) are
-  cut off, so each event appears once.
+- A checkpoint is two files. ``path`` holds a base: the endpoint's
+  ``snapshot()``, the protocol stack it belongs to (``stack``, e.g.
+  ``["Reliable", "CBCAST"]``), the trace position, the counters, the
+  application's state and an ``epoch``. ``path.log`` is an append-only log:
+  a first line naming the epoch it continues, then one line per step with the
+  step's inputs (packets received, payloads sent, timer ticks) and the
+  counters after it. The endpoints are deterministic state machines, so the
+  base plus the log's inputs, replayed, is the state after the last step: a
+  step costs the size of its inputs, not of the whole state.
+- Each log line is ``crc32 json`` and ends in a newline. A last line that is
+  cut short or fails its CRC was being written when the process died, and
+  was never acted on: it is dropped. Any other bad line is a damaged file.
+- Compaction writes a new base (epoch + 1) to a temporary file, ``fsync``s
+  it, renames it over the old one, then starts a new log for that epoch. A
+  log whose epoch is not the base's (a crash between the two) is already in
+  the base and is ignored. Compaction runs when the log is larger than the
+  base (and at least ``MIN_LOG`` bytes), so it adds a constant factor.
+- Appends go to a file that stays open: a step's write needs no new file
+  descriptor, so ``EMFILE`` can only delay a compaction, never a step.
+- The trace is JSON Lines in the schema of ``mailroom.trace``. A step's events
+  are written at the trace's committed end before the checkpoint that counts
+  them; a failed attempt is rewritten from the same offset, and on restart
+  the trace is cut at the checkpoint's offset, so each event appears once.
+- Every file read here is validated: bad bytes, bad JSON, deep nesting, NaN,
+  missing or mistyped fields give ``LocalError`` naming the file.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
+import math
 import os
+import zlib
 from pathlib import Path
 from typing import IO, Any
 
-from mailroom.trace.events import Event
+import attrs
+
+from mailroom.core.errors import LocalError
+
+#: The format name written into every base file.
+FORMAT = "mailroom.net checkpoint"
+#: Compaction does not run before the log holds this many bytes.
+MIN_LOG = 64 * 1024
 
 
-def write_atomic(path: Path, data: Any) -> None:
-    """Write ``data`` as JSON to ``path`` via a temporary file and a rename."""
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a number JSON allows")
+
+
+def parse_json(text: str, where: str) -> Any:
+    """``json.loads`` that refuses NaN and Infinity and turns every failure into LocalError."""
+    try:
+        return json.loads(text, parse_constant=_no_constant)
+    except RecursionError:
+        raise LocalError(f"{where}: nested too deeply") from None
+    except ValueError as exc:  # JSONDecodeError is a ValueError
+        raise LocalError(f"{where}: not valid JSON: {exc}") from None
+
+
+def check_finite(data: Any, where: str) -> None:
+    """LocalError if ``data`` holds a float that is not finite (JSON's 1e400 reads as inf)."""
+    todo = [data]
+    while todo:
+        value = todo.pop()
+        if isinstance(value, float) and not math.isfinite(value):
+            raise LocalError(f"{where}: holds the number {value}")
+        if isinstance(value, dict):
+            todo.extend(value.values())
+        elif isinstance(value, list):
+            todo.extend(value)
+
+
+def _read_text(path: Path) -> str:
+    try:
+        raw = path.read_bytes()
+    except OSError as exc:
+        raise LocalError(f"cannot read checkpoint {path}: {exc.strerror or exc}") from None
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise LocalError(f"checkpoint {path}: not UTF-8 text (byte {exc.start})") from None
+
+
+def _count(data: dict[str, Any], key: str, where: str, default: int | None = None) -> int:
+    value = data.get(key, default)
+    if type(value) is not int or value < 0:
+        raise LocalError(f"{where}: field {key!r} must be a non-negative integer, not {value!r}")
+    return value
+
+
+def fsync_dir(folder: Path) -> None:
+    """Make a rename in ``folder`` durable (best effort where directories cannot be opened)."""
+    try:
+        fd = os.open(folder, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def write_atomic(path: Path, data: Any, *, sync: bool = False) -> int:
+    """Write ``data`` as JSON to ``path`` via a temporary file and a rename; returns its size."""
+    body = json.dumps(data, separators=(",", ":"), allow_nan=False).encode()
     tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "w", encoding="utf-8") as out:
-        json.dump(data, out, separators=(",", ":"))
+    with open(tmp, "wb") as out:
+        out.write(body)
+        if sync:
+            out.flush()
+            os.fsync(out.fileno())
     os.replace(tmp, path)
+    if sync:
+        fsync_dir(path.parent)
+    return len(body)
 
 
-def read_checkpoint(path: Path) -> dict[str, Any] | None:
+@attrs.define
+class Saved:
+    """What a checkpoint holds: its base and the steps logged after it."""
+
+    base: dict[str, Any]
+    steps: list[dict[str, Any]]
+    epoch: int
+    log_bytes: int
+
+    @property
+    def last(self) -> dict[str, Any]:
+        """The counters after the last step (the base's if no step was logged)."""
+        return self.steps[-1] if self.steps else self.base
+
+
+def _line(record: Any) -> bytes:
+    body = json.dumps(record, separators=(",", ":"), allow_nan=False).encode()
+    return b"%08x %s\n" % (zlib.crc32(body), body)
+
+
+def _parse_line(line: bytes) -> Any | None:
+    """The record of one log line, or None if it fails its CRC or does not parse."""
+    crc, sep, body = line.partition(b" ")
+    try:
+        if not sep or len(crc) != 8 or int(crc, 16) != zlib.crc32(body):
+            return None
+        return json.loads(body.decode("utf-8"), parse_constant=_no_constant)
+    except (ValueError, RecursionError):
+        return None
+
+
+def _check_step(record: Any, where: str) -> dict[str, Any]:
+    if not isinstance(record, dict) or not isinstance(record.get("ops"), list):
+        raise LocalError(f"{where}: not a step record")
+    for key in ("trace", "trace_bytes", "sent", "delivered"):
+        _count(record, key, where)
+    return record
+
+
+def read_checkpoint(path: Path) -> Saved | None:
+    """The checkpoint at ``path`` (None if there is none); LocalError if it is damaged."""
     if not path.exists():
         return None
-    with open(path, encoding="utf-8") as src:
-        data = json.load(src)
-    if not isinstance(data, dict) or "endpoint" not in data:
-        raise ValueError(f"{path} is not a mailroom.net checkpoint")
-    return data
+    base = parse_json(_read_text(path), f"checkpoint {path}")
+    if not isinstance(base, dict) or not isinstance(base.get("endpoint"), dict):
+        raise LocalError(f"{path} is not a mailroom.net checkpoint")
+    where = f"checkpoint {path}"
+    check_finite(base, where)
+    epoch = _count(base, "epoch", where, 0)
+    for key in ("trace", "sent", "delivered"):
+        _count(base, key, where, 0)
+    if "trace_bytes" in base:
+        _count(base, "trace_bytes", where)
+    stack = base.get("stack")
+    if stack is not None and (
+        not isinstance(stack, list) or not all(isinstance(s, str) for s in stack)
+    ):
+        raise LocalError(f"{where}: field 'stack' must be a list of protocol names")
+    log_path = log_of(path)
+    steps: list[dict[str, Any]] = []
+    size = 0
+    if log_path.exists():
+        try:
+            raw = log_path.read_bytes()
+        except OSError as exc:
+            raise LocalError(f"cannot read checkpoint log {log_path}: {exc.strerror}") from None
+        lines = raw.split(b"\n")
+        complete, tail = lines[:-1], lines[-1]  # tail: b"" or a line cut short
+        head = _parse_line(complete[0]) if complete else None
+        if isinstance(head, dict) and head.get("epoch") == epoch:
+            size = len(complete[0]) + 1
+            for k, line in enumerate(complete[1:], start=2):
+                record = _parse_line(line)
+                if record is None:
+                    if k == len(complete) and not tail:
+                        break  # the last line, torn by a crash: never acted on
+                    raise LocalError(f"checkpoint log {log_path}, line {k}: damaged")
+                at = f"checkpoint log {log_path}, line {k}"
+                check_finite(record, at)
+                steps.append(_check_step(record, at))
+                size += len(line) + 1
+        elif complete and head is None and len(complete) > 1:
+            raise LocalError(f"checkpoint log {log_path}, line 1: damaged")
+    return Saved(base, steps, epoch, size)
+
+
+def log_of(path: Path) -> Path:
+    return path.with_name(path.name + ".log")
+
+
+class CheckpointLog:
+    """Keeps ``path`` (the base) and ``path.log`` (the steps since) up to date."""
+
+    def __init__(self, path: Path, saved: Saved | None, *, sync: bool = False) -> None:
+        self.path = path
+        self.sync = sync
+        self.epoch = saved.epoch if saved is not None else 0
+        self.base_bytes = 0
+        self._log: IO[bytes] | None = None
+        self._end = saved.log_bytes if saved is not None else 0
+        self._next_compaction = MIN_LOG
+        if saved is not None and saved.log_bytes:
+            self._log = open(log_of(path), "r+b", buffering=0)  # noqa: SIM115
+            self._log.truncate(self._end)  # drop a torn last line
+
+    @property
+    def log_bytes(self) -> int:
+        return self._end
+
+    def append(self, records: list[Any]) -> None:
+        """Append step records; on OSError the log is as it was and the error propagates."""
+        if self._log is None:
+            raise OSError("the checkpoint log is not open (no base was written yet)")
+        data = b"".join(_line(r) for r in records)
+        out = self._log
+        try:
+            out.seek(self._end)
+            view = memoryview(data)
+            while view:
+                written = out.write(view)
+                view = view[written or 0 :]
+            if self.sync:
+                os.fsync(out.fileno())
+        except OSError:
+            with contextlib.suppress(OSError):  # else the next append truncates after
+                out.truncate(self._end)
+            raise
+        self._end += len(data)
+        out.truncate(self._end)
+
+    def wants_compaction(self) -> bool:
+        return self._log is None or self._end >= max(self._next_compaction, self.base_bytes)
+
+    def compact(self, base: dict[str, Any]) -> None:
+        """Write ``base`` as epoch + 1 and start its log; on OSError nothing changed."""
+        epoch = self.epoch + 1
+        head = _line({"epoch": epoch})
+        log_path = log_of(self.path)
+        fresh: IO[bytes] | None = None
+        try:
+            if self._log is None:
+                fresh = open(log_path, "a+b", buffering=0)  # noqa: SIM115
+            size = write_atomic(self.path, {**base, "epoch": epoch}, sync=True)
+        except OSError:
+            if fresh is not None:
+                fresh.close()
+            self._next_compaction = max(self._end * 2, MIN_LOG)
+            raise
+        self.epoch, self.base_bytes = epoch, size
+        out = self._log if self._log is not None else fresh
+        assert out is not None
+        self._log = out
+        # From here the base is durable: a failure below leaves a stale log, ignored.
+        out.truncate(0)
+        out.seek(0)
+        out.write(head)
+        if self.sync:
+            os.fsync(out.fileno())
+        self._end = len(head)
+        self._next_compaction = MIN_LOG
+
+    def close(self) -> None:
+        if self._log is not None:
+            self._log.close()
+            self._log = None
 
 
 class TraceFile:
-    """Appends events to a JSON Lines file; ``keep`` events survive from an earlier run."""
+    """Appends events to a JSON Lines file at its committed end.
 
-    def __init__(self, path: Path, keep: int = 0) -> None:
+    ``keep_bytes`` (or, for older checkpoints, ``keep`` lines) survive from an
+    earlier run; the rest, written after the last checkpoint, is cut off.
+    """
+
+    def __init__(
+        self, path: Path, keep: int = 0, keep_bytes: int | None = None, *, sync: bool = False
+    ) -> None:
         self.path = path
-        lines: list[str] = []
-        if keep and path.exists():
-            with open(path, encoding="utf-8") as src:
-                lines = [line for line in src if line.strip()][:keep]
-        self._out: IO[str] = open(path, "w", encoding="utf-8")  # noqa: SIM115
-        self._out.writelines(lines)
-        self.count = len(lines)
-        self.dirty = False
+        self.sync = sync
+        if not path.exists() or (keep == 0 and not keep_bytes):
+            path.write_bytes(b"")
+        self._out: IO[bytes] = open(path, "r+b", buffering=0)  # noqa: SIM115
+        if keep_bytes is None:
+            keep_bytes = 0
+            for k, line in enumerate(self._out):
+                if k >= keep:
+                    break
+                keep_bytes += len(line)
+        size = self._out.seek(0, os.SEEK_END)
+        if size < keep_bytes:  # the trace lost its end (or was removed): keep what is left
+            keep_bytes = size
+            self._out.seek(0)
+            keep = self._out.read(size).count(b"\n")
+        self._out.truncate(keep_bytes)
+        self.end = keep_bytes
+        self.count = keep
 
-    def write(self, event: Event) -> None:
-        self._out.write(json.dumps(event.to_dict(), separators=(",", ":")) + "\n")
-        self.count += 1
-        self.dirty = True
+    def stage(self, lines: list[bytes]) -> tuple[int, int]:
+        """Write ``lines`` at the committed end; returns the (end, count) that ``confirm``
+        makes committed. On OSError the committed end does not move."""
+        data = b"".join(lines)
+        out = self._out
+        out.seek(self.end)
+        view = memoryview(data)
+        while view:
+            written = out.write(view)
+            view = view[written or 0 :]
+        end = self.end + len(data)
+        out.truncate(end)  # a longer earlier attempt may have left bytes past it
+        if self.sync:
+            os.fsync(out.fileno())
+        return end, self.count + len(lines)
 
-    def flush(self) -> None:
-        if self.dirty:
-            self._out.flush()
-            self.dirty = False
+    def confirm(self, end: int, count: int) -> None:
+        self.end, self.count = end, count
+
+    def rollback(self) -> None:
+        """Cut what ``stage`` wrote (the checkpoint that would count it failed)."""
+        with contextlib.suppress(OSError):  # else the next stage overwrites it
+            self._out.truncate(self.end)
 
     def close(self) -> None:
         self._out.close()
 
 
-__all__ = ["TraceFile", "read_checkpoint", "write_atomic"]
+__all__ = [
+    "FORMAT",
+    "MIN_LOG",
+    "CheckpointLog",
+    "Saved",
+    "TraceFile",
+    "log_of",
+    "parse_json",
+    "read_checkpoint",
+    "write_atomic",
+]

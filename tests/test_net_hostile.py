@@ -1,0 +1,522 @@
+"""mailroom.net against hostile peers and failing disks, over real sockets on 127.0.0.1.
+
+- an I/O failure never loses a delivery: a failed checkpoint write acts on
+  nothing, the node stalls and retries, and what the application got equals
+  what the trace says; a node that cannot write and is closed resumes from its
+  checkpoint with nothing lost;
+- a flood of 1,100 idle connections against a process limited to 1,024 open
+  files (RLIMIT_NOFILE) loses nothing and keeps the genuine links;
+- before authentication a connection is bounded: a 1 MiB frame is refused at
+  its header, so a flood of them leaves the node's memory (RSS) where it was;
+- a BATCH frame is all or nothing; a frame naming an impossible message id is
+  garbage; the per-message tables of a traced node are bounded; rejected
+  connections are logged with a rate limit;
+- a squatter on a down member's address gets no HELLO and no packet;
+- encrypted groups deliver; a member that does not encrypt is refused.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import contextlib
+import logging
+import socket
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from mailroom.core.codec import encode
+from mailroom.core.messages import Message, MessageId
+from mailroom.core.stack import Stack
+from mailroom.net import Node, PeerTable
+from mailroom.net import frames as fr
+from mailroom.net import node as node_module
+from mailroom.net.node import Busy
+from mailroom.net.store import CheckpointLog
+from mailroom.protocols import CBCAST, CBCASTPacket, Reliable
+from mailroom.trace import check, read_jsonl
+
+from .net_support import (
+    KEY,
+    RawClient,
+    group,
+    idle_flood,
+    listening_sockets,
+    rss_mb,
+    table_of,
+    wait_for,
+)
+
+
+def _stack(pid: int, n: int) -> Any:
+    return Stack(Reliable(pid, n, rto=0.2), CBCAST(pid, n))
+
+
+async def _until(predicate: Any, timeout: float = 30.0) -> None:
+    """Wait for ``predicate``; the timeout is only a safety net."""
+    async with asyncio.timeout(timeout):
+        while not predicate():
+            await asyncio.sleep(0.01)
+
+
+def _delivered_in(path: Path) -> list[MessageId]:
+    return [e.message for e in read_jsonl(path) if e.kind == "deliver"]
+
+
+# -- persist, then act ------------------------------------------------------------------------
+
+
+def test_a_failed_checkpoint_write_acts_on_nothing_and_is_retried(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    socks = listening_sockets(3)
+    table = table_of(socks)
+    failing = {"left": 0}
+    real_append = CheckpointLog.append
+
+    def append(self: CheckpointLog, records: list[Any]) -> None:
+        if self.path.name == "p0.ckpt" and failing["left"] > 0:
+            failing["left"] -= 1
+            raise OSError(24, "Too many open files")
+        real_append(self, records)
+
+    monkeypatch.setattr(CheckpointLog, "append", append)
+
+    async def main() -> tuple[Node, list[Message], list[Any]]:
+        got: list[Message] = []
+        trace0 = tmp_path / "t0.jsonl"
+        nodes = [
+            Node(_stack(0, 3), table, KEY, listen=socks[0], checkpoint=tmp_path / "p0.ckpt",
+                 trace=trace0, on_deliver=got.append),
+            *[Node(_stack(p, 3), table, KEY, listen=socks[p]) for p in (1, 2)],
+        ]  # fmt: skip
+        for node in nodes:
+            await node.start()
+        nodes[1].broadcast("before")
+        await _until(lambda: len(got) == 1)
+        failing["left"] = 6  # the next six writes fail: the node stalls and retries
+        nodes[1].broadcast("during 1")
+        nodes[2].broadcast("during 2")
+        await _until(lambda: nodes[0].stats.io_errors >= 1)
+        seen: list[Any] = [len(got), len(_delivered_in(trace0)), nodes[0].can_send()]
+        try:
+            nodes[0].broadcast("while stalled")
+        except Busy:
+            seen.append("busy")
+        await nodes[0].wait_can_send()  # returns once the writes succeed again
+        nodes[0].broadcast("after")
+        await _until(lambda: len(got) == 4 and all(n.stats.delivered == 4 for n in nodes))
+        for node in nodes:
+            await node.close()
+        return nodes[0], got, seen
+
+    node0, got, seen = asyncio.run(main())
+    # While the writes failed, nothing was delivered or recorded, and sends waited.
+    assert seen == [1, 1, False, "busy"]
+    assert node0.stats.io_errors == 6
+    traced = _delivered_in(tmp_path / "t0.jsonl")
+    assert [m.id for m in got] == traced  # the application got exactly what was recorded
+    assert sorted(m.payload for m in got) == ["after", "before", "during 1", "during 2"]
+
+
+def test_a_node_that_cannot_write_resumes_from_its_checkpoint_with_nothing_lost(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    socks = listening_sockets(3)
+    table = table_of(socks)
+    broken = {"on": False}
+    real_append = CheckpointLog.append
+
+    def append(self: CheckpointLog, records: list[Any]) -> None:
+        if broken["on"] and self.path.name == "p0.ckpt":
+            raise OSError(28, "No space left on device")
+        real_append(self, records)
+
+    monkeypatch.setattr(CheckpointLog, "append", append)
+    ckpt, trace0 = tmp_path / "p0.ckpt", tmp_path / "t0.jsonl"
+
+    async def main() -> tuple[list[Message], list[Message]]:
+        first: list[Message] = []
+        nodes = [
+            Node(_stack(0, 3), table, KEY, listen=socks[0].dup(), checkpoint=ckpt,
+                 trace=trace0, on_deliver=first.append),
+            *[Node(_stack(p, 3), table, KEY, listen=socks[p]) for p in (1, 2)],
+        ]  # fmt: skip
+        for node in nodes:
+            await node.start()
+        nodes[1].broadcast("one")
+        await _until(lambda: len(first) == 1)
+        broken["on"] = True  # the disk is full from now on
+        for k in range(5):
+            nodes[2].broadcast(f"lost? {k}")
+        await _until(lambda: nodes[0].stats.io_errors >= 2)
+        await nodes[0].close()  # gives up: the steps were never written, nor acted on
+        broken["on"] = False
+        second: list[Message] = []
+        back = Node(_stack(0, 3), table, KEY, listen=socks[0].dup(), checkpoint=ckpt,
+                    trace=trace0, on_deliver=second.append)  # fmt: skip
+        await back.start()
+        await _until(lambda: len(second) == 5)
+        for node in [back, nodes[1], nodes[2]]:
+            await node.close()
+        return first, second
+
+    first, second = asyncio.run(main())
+    assert [m.payload for m in first] == ["one"]
+    assert [m.payload for m in second] == [f"lost? {k}" for k in range(5)]
+    assert [m.id for m in first + second] == _delivered_in(trace0)
+
+
+@pytest.mark.slow
+def test_an_idle_flood_under_rlimit_nofile_loses_no_delivery(tmp_path: Path) -> None:
+    count, flood = 150, 1100
+    with group(tmp_path, 3, ["--protocol", "cbcast", "--count", str(count),
+                             "--expect", str(3 * count), "--interval", "0.01",
+                             "--start-after", "2.0", "--rto", "0.2"]) as g:  # fmt: skip
+        for pid in range(3):
+            g.start(
+                pid,
+                ["--checkpoint", str(g.path("checkpoint", pid))],
+                max_files=1024 if pid == 0 else None,
+            )
+        idle = idle_flood(g.socks[0].getsockname()[1], flood)  # more than P0 may open
+        try:
+            g.wait_done(120)
+        finally:
+            for s in idle:
+                s.close()
+        g.stop()
+        events = g.trace()
+        report = check(events, ["integrity", "fifo", "causal", "liveness"])
+        assert report.ok, report.summary()
+        stats = g.stats(0)
+        traced = sum(e.kind == "deliver" and e.process == 0 for e in events)
+        # What the application got equals what the trace and the counters say: all of it.
+        assert stats["handed"] == stats["delivered"] == traced == 3 * count
+        assert stats["evicted"] >= flood - 2 * node_module.MAX_UNAUTHENTICATED
+        assert stats["io_errors"] == 0
+        assert g.path("log", 0).stat().st_size < 20_000  # rate-limited, no tracebacks
+
+
+@pytest.mark.slow
+def test_real_emfile_under_an_idle_flood_loses_no_delivery(tmp_path: Path) -> None:
+    count = 100
+    with group(tmp_path, 3, ["--protocol", "cbcast", "--count", str(count),
+                             "--expect", str(3 * count), "--interval", "0.01",
+                             "--start-after", "1.0", "--rto", "0.2",
+                             "--handshake-timeout", "1"]) as g:  # fmt: skip
+        for pid in range(3):
+            # 40 files: the idle connections exhaust them, so accept() really fails
+            # with EMFILE (asyncio pauses accepting for a second); the checkpoint
+            # log needs no new file, a compaction that fails is retried later.
+            g.start(pid, ["--checkpoint", str(g.path("checkpoint", pid))],
+                    max_files=40 if pid == 0 else None)  # fmt: skip
+        idle = idle_flood(g.socks[0].getsockname()[1], 150, timeout=0.5)
+        try:
+            g.wait_done(120)
+        finally:
+            for s in idle:
+                s.close()
+        g.stop()
+        events = g.trace()
+        report = check(events, ["integrity", "fifo", "causal", "liveness"])
+        assert report.ok, report.summary()
+        stats = g.stats(0)
+        traced = sum(e.kind == "deliver" and e.process == 0 for e in events)
+        assert stats["handed"] == stats["delivered"] == traced == 3 * count
+        assert stats["timeouts"] >= 1  # the flood did hold connections
+        log = g.path("log", 0).read_text()
+        assert "Traceback" not in log
+        assert "Too many open files" in log  # EMFILE happened, and was only logged
+
+
+# -- bounded before authentication ----------------------------------------------------------------
+
+
+@pytest.mark.slow
+def test_a_preauth_flood_leaves_memory_at_its_baseline(tmp_path: Path) -> None:
+    conns, size = 300, 1 << 20
+    with group(tmp_path, 2, ["--protocol", "cbcast", "--no-reliable"]) as g:
+        g.start(0)
+        port = g.socks[0].getsockname()[1]
+        wait_for(lambda: _accepts(port), 30, "P0 to listen")
+        pid = g.procs[0].pid
+        baseline = rss_mb(pid)
+        # Each connection announces a frame of 1 MiB and sends it, before any HELLO.
+        junk = size.to_bytes(4, "big") + bytes([fr.HELLO]) + b"x" * (size - 1)
+
+        def attack(_: int) -> socket.socket:
+            s = socket.create_connection(("127.0.0.1", port), timeout=10)
+            with contextlib.suppress(OSError):  # refused at the header: the node hung up
+                s.sendall(junk)
+            return s
+
+        peak = baseline
+        with concurrent.futures.ThreadPoolExecutor(16) as pool:
+            socks = list(pool.map(attack, range(conns)))
+            peak = max(peak, rss_mb(pid))
+        peak = max(peak, rss_mb(pid))
+        for s in socks:
+            s.close()
+        wait_for(lambda: _accepts(port), 30, "P0 to serve again")
+        after = rss_mb(pid)
+    assert peak - baseline < 40, (baseline, peak)
+    assert after - baseline < 20, (baseline, after)
+
+
+def _accepts(port: int) -> bool:
+    try:
+        c = RawClient(port)
+    except OSError:
+        return False
+    c.close()
+    return True
+
+
+def test_too_many_unauthenticated_connections_close_the_oldest(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(node_module, "MAX_UNAUTHENTICATED", 4)
+    socks = listening_sockets(2)
+    table = table_of(socks)
+
+    async def main() -> tuple[int, int, bool]:
+        node = Node(CBCAST(0, 2), table, KEY, listen=socks[0], max_unauthenticated=4)
+        await node.start()
+        port = socks[0].getsockname()[1]
+        idle = await asyncio.to_thread(lambda: [RawClient(port) for _ in range(10)])
+        await _until(lambda: node.stats.evicted == 6)
+        waiting = len(node._unauthenticated)
+        closed = await asyncio.to_thread(idle[0].closed_by_peer, 5.0)
+        for c in idle:
+            c.close()
+        await node.close()
+        socks[1].close()
+        return node.stats.evicted, waiting, closed
+
+    assert asyncio.run(main()) == (6, 4, True)
+
+
+# -- frames: all or nothing, ids checked, tables bounded, logs rate-limited ---------------------
+
+
+def _one_node(n: int = 3) -> tuple[list[socket.socket], PeerTable]:
+    socks = listening_sockets(n)
+    return socks, table_of(socks)
+
+
+def test_a_batch_with_one_bad_packet_delivers_nothing() -> None:
+    socks, table = _one_node()
+
+    async def main() -> tuple[int, int, bool]:
+        node = Node(CBCAST(0, 3), table, KEY, listen=socks[0])
+        await node.start()
+        before = node.endpoint.snapshot()
+
+        def attack() -> None:
+            c = RawClient(socks[0].getsockname()[1])
+            sealer = c.hello(2, 0, table)
+            good = encode(CBCASTPacket(2, (0, 0, 1), "deliverable"))
+            frame = sealer.seal_many(
+                [(good, MessageId(2, 1), fr.BROADCAST), (b"\xff\x00garbage", None, fr.CONTROL)]
+            )
+            c.send(frame)
+            assert c.closed_by_peer()
+
+        await asyncio.to_thread(attack)
+        unchanged = node.endpoint.snapshot() == before
+        await node.close()
+        return node.stats.delivered, node.stats.garbage, unchanged
+
+    assert asyncio.run(main()) == (0, 1, True)
+
+
+def test_a_frame_naming_an_impossible_message_id_is_garbage() -> None:
+    socks, table = _one_node()
+
+    async def main() -> tuple[int, int]:
+        node = Node(CBCAST(0, 3), table, KEY, listen=socks[0])
+        await node.start()
+
+        def attack() -> None:
+            c = RawClient(socks[0].getsockname()[1])
+            sealer = c.hello(2, 0, table)
+            good = encode(CBCASTPacket(2, (0, 0, 1), "x"))
+            c.send(sealer.seal(good, MessageId(9, 1), fr.BROADCAST))  # no P9 in a group of 3
+            assert c.closed_by_peer()
+
+        await asyncio.to_thread(attack)
+        await node.close()
+        return node.stats.delivered, node.stats.garbage
+
+    assert asyncio.run(main()) == (0, 1)
+
+
+def test_a_traced_node_keeps_bounded_id_tables(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(node_module, "ID_TABLE_LIMIT", 16)
+    socks, table = _one_node(2)
+
+    async def main() -> tuple[int, int]:
+        node = Node(Reliable(0, 2), table, KEY, listen=socks[0], trace=tmp_path / "t.jsonl",
+                    max_retained=None)  # fmt: skip
+        await node.start()
+        for k in range(200):
+            node.send(k, to=1)  # P1 never comes: every id stays unacknowledged
+        carries = len(node._carries)
+        await node.close()
+        return carries, node.stats.sent
+
+    assert asyncio.run(main()) == (16, 200)
+
+
+def test_rejected_connections_are_logged_with_a_rate_limit(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    socks, table = _one_node(2)
+
+    async def main() -> int:
+        node = Node(CBCAST(0, 2), table, KEY, listen=socks[0])
+        await node.start()
+        port = socks[0].getsockname()[1]
+
+        def attack() -> None:
+            for _ in range(60):
+                c = RawClient(port)
+                c.send(b"\x00\x00\x00\x09hello there")
+                assert c.closed_by_peer()
+
+        await asyncio.to_thread(attack)
+        await node.close()
+        return node.stats.garbage
+
+    with caplog.at_level(logging.WARNING, logger="mailroom.net"):
+        garbage = asyncio.run(main())
+    assert garbage == 60
+    closing = [r for r in caplog.records if "closing connection" in r.getMessage()]
+    assert len(closing) == node_module.LOG_BURST
+
+
+# -- mutual authentication and encryption ---------------------------------------------------------
+
+
+def test_a_squatter_on_a_down_members_address_learns_nothing() -> None:
+    socks = listening_sockets(2)
+    table = table_of(socks)
+    squat = socks[1]  # P1 is down; a process without the key holds its address
+
+    def squatter() -> bytes:
+        squat.settimeout(10)
+        conn, _ = squat.accept()
+        conn.settimeout(3)
+        conn.sendall(fr.frame(fr.CHALLENGE, b"s" * fr.NONCE_SIZE))
+        got = b""
+        reader = fr.FrameReader()
+        try:
+            while chunk := conn.recv(65536):
+                got += chunk
+                for kind, _ in reader.feed(chunk):
+                    if kind == fr.INTRO:  # answer with a PROOF it cannot make
+                        conn.sendall(fr.frame(fr.PROOF, b"p" * fr.MAC_SIZE))
+        except (TimeoutError, ConnectionError):
+            pass
+        conn.close()
+        return got
+
+    async def main() -> tuple[bytes, int]:
+        node = Node(_stack(0, 2), table, KEY, listen=socks[0])
+        await node.start()
+        for k in range(20):
+            node.broadcast(f"secret {k}")
+        got = await asyncio.to_thread(squatter)
+        await node.close()
+        return got, node.stats.bad_mac
+
+    got, bad_mac = asyncio.run(main())
+    kinds = [kind for kind, _ in fr.FrameReader().feed(got)]
+    assert kinds and set(kinds) == {fr.INTRO}  # no HELLO, no DATA, no BATCH
+    assert b"secret" not in got
+    assert bad_mac >= 1
+
+
+def test_a_squatter_that_says_nothing_is_left_and_the_link_reconnects(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(node_module, "HANDSHAKE_TIMEOUT", 0.2)
+    socks = listening_sockets(2)
+    table = table_of(socks)
+    squat = socks[1]
+
+    def squatter() -> int:
+        squat.settimeout(10)
+        first, _ = squat.accept()  # ... and never sends a challenge
+        second, _ = squat.accept()  # the node gave up on the first and came back
+        first.settimeout(5)
+        closed = first.recv(1) == b""
+        first.close()
+        second.close()
+        return int(closed)
+
+    async def main() -> tuple[int, int]:
+        node = Node(_stack(0, 2), table, KEY, listen=socks[0])
+        await node.start()
+        closed = await asyncio.to_thread(squatter)
+        await node.close()
+        return closed, node.stats.timeouts
+
+    closed, timeouts = asyncio.run(main())
+    assert closed == 1 and timeouts >= 1
+
+
+def test_an_encrypted_group_delivers_and_refuses_a_member_that_does_not_encrypt() -> None:
+    pytest.importorskip("cryptography")
+    socks = listening_sockets(3)
+    table = table_of(socks)
+
+    async def main() -> tuple[list[int], int]:
+        nodes = [Node(_stack(p, 3), table, KEY, listen=socks[p], encrypt=True) for p in range(3)]
+        for node in nodes:
+            await node.start()
+        for k in range(5):
+            for node in nodes:
+                node.broadcast(f"hidden {k}")
+        await _until(lambda: all(n.stats.delivered == 15 for n in nodes))
+
+        def plain_member() -> bool:
+            c = RawClient(socks[0].getsockname()[1])
+            c.intro(2, 0, table, encrypt=False)
+            return c.closed_by_peer()
+
+        assert await asyncio.to_thread(plain_member)
+        for node in nodes:
+            await node.close()
+        return [n.stats.delivered for n in nodes], nodes[0].stats.refused
+
+    assert asyncio.run(main()) == ([15, 15, 15], 1)
+
+
+# -- the mail room is bounded by default ----------------------------------------------------
+
+
+def test_sends_to_a_peer_that_is_down_are_bounded_by_default() -> None:
+    socks, table = _one_node(3)
+
+    async def main() -> tuple[int, int]:
+        node = Node(_stack(0, 3), table, KEY, listen=socks[0])  # P1 and P2 never come
+        await node.start()
+        sent = 0
+        with pytest.raises(Busy):
+            while True:
+                node.broadcast("x" * 64)
+                sent += 1
+        retained = node._retained()
+        assert not node.can_send()
+        await node.close()
+        return sent, retained
+
+    sent, retained = asyncio.run(main())
+    assert retained == node_module.MAX_RETAINED  # two peers: 2048 broadcasts, 4096 packets
+    assert sent == node_module.MAX_RETAINED // 2
