@@ -230,7 +230,7 @@ def test_explicit_consumption_and_stable_reports_are_driven_by_the_node(tmp_path
                     on_deliver=on_deliver(p),
                     on_stable=lambda ids, p=p: stable[p].update(ids),
                     checkpoint=tmp_path / f"p{p}.ckpt",
-                )  # fmt: skip
+                )
             )
         for node in nodes:
             await node.start()
