@@ -194,7 +194,7 @@ def _choose(
     if args.properties is not None:
         props = [p.strip() for p in args.properties.split(",") if p.strip()]
         return props, (), None
-    if headers and all(h is not None for h in headers):
+    if headers and all(h is not None and h.promises for h in headers):
         known = [h for h in headers if h is not None]
         promised = {p for h in known for p in h.promises}
         props = [p for p in PROPERTIES if p in promised]
@@ -223,6 +223,11 @@ def _progress(text: str) -> None:
 
 
 def run_check(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
+    if args.properties is not None:
+        named = [p.strip() for p in args.properties.split(",") if p.strip()]
+        unknown = [p for p in named if p not in ALL_PROPERTIES]
+        if unknown:
+            return _fail(f"unknown properties {unknown}; choose from {list(ALL_PROPERTIES)}")
     formats = {_format_of(p, args.format) for p in args.traces}
     if len(formats) > 1:
         return _fail(f"mixed formats {sorted(formats)}; check them separately or pass --format")
