@@ -9,6 +9,8 @@ import pytest
 
 from mailroom import MessageId
 from mailroom.trace import Event, TraceError, check, read_jsonl, send_clocks, write_jsonl
+from mailroom.trace.header import TraceHeader, read_header
+from mailroom.trace.jsonl import read_jsonl_trace
 
 
 def ev(p: int, seq: int, kind: str, m: tuple[int, int], dest: tuple[int, ...]) -> Event:
@@ -130,3 +132,41 @@ def test_bad_rows_are_named(tmp_path: Path, row: str, words: str) -> None:
     with pytest.raises(TraceError, match=words) as info:
         read_jsonl(path)
     assert ":2:" in str(info.value)
+
+
+HEADER = TraceHeader(
+    "mailroom simulate 9.9", "rst", ("integrity", "fifo"), 3, {"seed": 4, "delay": [1.0, 2.0]}
+)
+
+
+def test_the_header_is_kept_and_never_an_event(tmp_path: Path) -> None:
+    events = [
+        Event("r", 0, 1, "send", MessageId(0, 1), 0, (1,)),
+        Event("r", 1, 1, "deliver", MessageId(0, 1), 0, (1,)),
+    ]
+    path = tmp_path / "t.jsonl"
+    write_jsonl(events, path, header=HEADER)
+    assert json.loads(path.read_text().splitlines()[0]) == {"header": HEADER.to_dict()}
+    assert read_header(path) == HEADER and read_header(path).settings["seed"] == 4
+    assert read_jsonl_trace(path) == (HEADER, events)
+    assert read_jsonl(path) == events
+    write_jsonl(events, tmp_path / "bare.jsonl")
+    assert read_header(tmp_path / "bare.jsonl") is None
+    assert read_header(tmp_path / "missing.jsonl") is None
+
+
+@pytest.mark.parametrize(
+    ("header", "words"),
+    [
+        ({"protocol": "rst"}, "'producer'"),
+        ({"producer": "x", "promises": "fifo"}, "'promises'"),
+        ({"producer": "x", "n": 0}, "'n'"),
+        ([], "must be an object"),
+    ],
+)
+def test_a_malformed_header_is_named(tmp_path: Path, header: object, words: str) -> None:
+    path = tmp_path / "t.jsonl"
+    path.write_text(json.dumps({"header": header}) + "\n")
+    with pytest.raises(TraceError, match=f"t.jsonl:1: .*{words}"):
+        read_jsonl(path)
+    assert read_header(path) is None

@@ -524,7 +524,7 @@ def _run_spark(
     protocol: str | None,
     headers: list[TraceHeader | None],
 ) -> int:
-    from mailroom.spark import check_trace, get_session, load_trace
+    from mailroom.spark import Loaded, check_trace, get_session, load_trace
 
     props = [p for p in props if p != "clock"] + (["clock"] if "clock" in props else [])
     _progress(f"starting Spark ({args.master})")
@@ -534,9 +534,11 @@ def _run_spark(
     except Exception as exc:  # no Java, a bad master URL...
         return _fail(f"cannot start Spark at {args.master}: {_first_line(exc)}")
     _progress(f"loading {', '.join(args.traces)}")
-    skip = _header_lines(args.traces, headers) if fmt == "jsonl" else set()
+    # Spark resolves relative paths against the JVM's directory: give it absolute ones
+    paths = [str(Path(p).resolve()) for p in args.traces]
+    skip = _header_lines(paths, headers) if fmt == "jsonl" else set()
     try:
-        loaded = load_trace(spark, list(args.traces), fmt)
+        loaded = load_trace(spark, paths, fmt)
         bad = [
             r
             for r in loaded.invalid.orderBy("source", "line").limit(len(skip) + 1).collect()
@@ -544,6 +546,13 @@ def _run_spark(
         ]
         if bad:
             return _fail(_bad_row(bad[0], args.traces, fmt))
+        if skip:  # header lines are not rows (a reader that already drops them is unaffected)
+            from pyspark.sql import functions as F
+
+            keep = F.lit(True)
+            for source, line in skip:
+                keep = keep & ~((F.col("source") == source) & (F.col("line") == line))
+            loaded = Loaded(loaded.events, loaded.invalid.where(keep))
         events = loaded.events.count()
     except Exception as exc:  # Spark reports unreadable input as assorted JVM errors
         return _fail(f"cannot load {', '.join(args.traces)} as {fmt}: {_first_line(exc)}")
@@ -600,8 +609,8 @@ def _bad_row(row: Any, paths: Sequence[str], fmt: str) -> str:
     """The first invalid row as the reference reader words it: FILE:LINE: reason."""
     reason = str(row.reason).removeprefix("malformed clock: ")
     source = str(row.source)
-    for path in paths:  # Parquet sources are URIs: name the file as the user did
-        if source == path or source.endswith("/" + Path(path).name):
+    for path in paths:  # name the file as the user did (Spark saw it absolute, or as a URI)
+        if source.endswith(str(Path(path).resolve())):
             source = path
             break
     if fmt == "parquet":
