@@ -389,8 +389,8 @@ def _run_reference(
             return _fail(f"cannot read {path}: {exc.strerror or exc}")
         except ImportError:
             return _fail("reading Parquet needs pyarrow (pip install 'mailroom[spark]')")
-        except (TraceError, ValueError, RecursionError, MemoryError) as exc:
-            return _fail(_first_line(exc) if isinstance(exc, TraceError) else f"{path}: {exc}")
+        except TraceError as exc:
+            return _fail(_first_line(exc))
         except Exception as exc:  # pyarrow reports an unreadable file as its own errors
             return _fail(f"cannot load {path} as {fmt}: {_first_line(exc)}")
     if not events:
