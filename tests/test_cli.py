@@ -34,7 +34,9 @@ def test_demo_tells_the_story(capsys: pytest.CaptureFixture[str]) -> None:
     unordered, rst, cbcast = parts[2], parts[4], parts[6]
     assert "m3 reaches Carol  (delivers m3)" in out
     assert "P2 delivered m3 before m1" in out
-    assert "seed 004's detector at Carol: m1 arrived stamped [1, 0, 0]" in out
+    assert "the causality detector at Carol: m1 arrived stamped [1, 0, 0]" in out
+    assert out.startswith("mailroom demo: Alice (P0), Bob (P1) and Carol (P2)")
+    assert "How to read the steps:" in rst and "┊ m3 held       m3 waits in the mail room" in rst
     # RST: m3 waits, the seed's final matrices appear
     assert "Carol's mail room: m3 waits for 1 message from Alice (its 1st message to Carol)" in rst
     assert "m1 reaches Carol  (delivers m1, m3)" in rst
@@ -45,9 +47,9 @@ def test_demo_tells_the_story(capsys: pytest.CaptureFixture[str]) -> None:
 
 
 def test_demo_one_protocol(capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["demo", "--protocol", "cbcast"]) == 0
+    assert main(["demo", "--protocol", "CBCAST"]) == 0
     out = capsys.readouterr().out
-    assert "CBCAST" in out and "RST" not in out
+    assert "CBCAST: causal broadcast" in out and "Raynal" not in out
 
 
 def test_simulate_and_check(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -9,7 +9,7 @@ from collections.abc import Sequence
 
 from mailroom import __version__
 from mailroom.cli.check import add_check_parser, run_check
-from mailroom.cli.demo import RUNS, run_demo
+from mailroom.cli.demo import RUNS, introduce, run_demo
 from mailroom.cli.demo_total import TOTAL_RUNS, run_total_demo
 from mailroom.cli.simulate import PROTOCOLS, add_simulate_parser, run_simulate
 from mailroom.cli.sweep import add_sweep_parser, run_sweep_cli
@@ -51,6 +51,7 @@ def _run(argv: Sequence[str] | None) -> int:
     args = parser.parse_args(argv)
     if args.command == "demo":
         chosen = [*RUNS, *TOTAL_RUNS] if args.protocol == "all" else [args.protocol]
+        introduce(sys.stdout)
         run_demo(sys.stdout, [p for p in chosen if p in RUNS])
         run_total_demo(sys.stdout, [p for p in chosen if p in TOTAL_RUNS])
         return 0
