@@ -1,9 +1,10 @@
 """``mailroom demo``: Alice, Bob and Carol's messages under Unordered, RST and CBCAST.
 
-The story is told in docs/story.md. The schedule is the bad one: Alice's message to Carol (m1) is slow, so Bob's
-message to Carol (m3), which Alice's message to Bob (m2) caused, reaches Carol
-first. Each step prints the event, every process's clocks and what waits in
-the mail room; then a space-time diagram and the checkers' verdict.
+The story is told in docs/story.md. The schedule is the bad one: Alice's
+message to Carol (m1) is slow, so Bob's message to Carol (m3), which Alice's
+message to Bob (m2) caused, reaches Carol first. Each step prints the event,
+every process's clocks and what waits in the mail room; then a space-time
+diagram and the checkers' verdict.
 """
 
 from __future__ import annotations

@@ -79,9 +79,8 @@ def render_text(
             held[e.process].append(name)
         elif e.kind == "deliver" and name in held[e.process]:
             held[e.process].remove(name)
+        time = "" if e.time is None else f"{e.time:g}"
         if steps is not None:
             time = str(steps[i])
-        else:
-            time = "" if e.time is None else f"{e.time:g}"
         lines.append(f"{time:>6}  {''.join(cells)}".rstrip())
     return "\n".join(lines)
