@@ -30,9 +30,7 @@ def main() -> list[str]:
     lines.append(f"log entries kept after stability: {len(shop[0].data.log)}")
     note = [Replica(p, 2, MVRegister()) for p in range(2)]
     _wire(note, note[0].apply(MVRegister.write("3pm")) + note[1].apply(MVRegister.write("4pm")))
-    lines.append(
-        f"concurrent writes of 3pm (P0) and 4pm (P1): both keep {sorted(note[0].value)}"
-    )
+    lines.append(f"concurrent writes of 3pm (P0) and 4pm (P1): both keep {sorted(note[0].value)}")
     _wire(note, note[1].apply(MVRegister.write("5pm")))
     lines.append(f"a later write of 5pm replaces both: {sorted(note[0].value)}")
     return lines
