@@ -1,7 +1,7 @@
-"""Reference checkers: the properties of DESIGN.md over a trace, short enough to read.
+"""Reference checkers: the properties of docs/story.md over a trace, short enough to read.
 
 Happens-before is computed from what the application sees, send and deliver
-events (seed 002): a process's events are ordered by ``seq``, and the send of
+events: a process's events are ordered by ``seq``, and the send of
 m happens before every delivery of m. Receive events are ignored.
 
 Each violation is one row with its witness. The sets are canonical, so other

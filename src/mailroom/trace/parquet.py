@@ -1,4 +1,4 @@
-"""Parquet traces: the DESIGN.md schema as columns (needs the ``spark`` extra's pyarrow).
+"""Parquet traces: the trace schema as columns (needs the ``spark`` extra's pyarrow).
 
 Columns: ``run`` string, ``process``/``seq``/``sender`` int64, ``kind`` string,
 ``message`` struct<origin int64, seq int64>, ``dest`` list<int64>, ``vc``
