@@ -331,6 +331,8 @@ def _finish(
             (out / "summary.txt").write_text(head + "\n" + "\n".join(lines) + "\n")
         except OSError as exc:
             return _fail(f"cannot write the report to {out}: {exc.strerror or exc}")
+        except Exception as exc:  # Spark reports an unwritable directory as a JVM error
+            return _fail(f"cannot write the report to {out}: {_first_line(exc)}")
         print(f"report written to {out}/ (summary.json, summary.txt, violations/, invalid/)")
     bad = any(summary["violations"].values()) or summary["invalid"]
     return 1 if bad else 0

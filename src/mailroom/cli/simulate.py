@@ -134,8 +134,12 @@ def run_simulate(args: argparse.Namespace, parser: argparse.ArgumentParser) -> i
         header = sim.trace_header(args.protocol, promised, f"mailroom simulate {__version__}")
         settings = {**header.settings, "messages": args.messages, "reliable": rto is not None}
         header = attrs.evolve(header, settings=settings)
-        with out:
-            write_jsonl(sim.trace, out.name, header=header)
+        out.close()
+        try:
+            write_jsonl(sim.trace, args.trace, header=header)
+        except OSError as exc:
+            print(f"mailroom simulate: cannot write {args.trace}: {exc}", file=sys.stderr)
+            return 2
         print(f"\ntrace of {len(sim.trace)} events written to {args.trace}")
     broken = [p for p in promised if report.count(p)]
     return 1 if broken else 0
