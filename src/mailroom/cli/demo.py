@@ -34,7 +34,10 @@ network that reorders them. Alice tells Carol about a 3pm meeting (m1), then
 invites Bob (m2); Bob asks Carol about it (m3), and m3 reaches Carol before m1.
 Each protocol's clerk decides when to deliver what arrives: run after run, the
 steps show every event, each process's clocks and what waits in its mail room,
-then a space-time diagram and the verdict of the reference checkers.
+then a space-time diagram and the verdict of the reference checkers. The
+total-order runs (sequencer, skeen, lamport) tell a second story: Alice and
+Carol propose 3pm and 4pm at the same time, and everyone must deliver the two
+in one order. The stories are told in full in docs/story.md.
 """
 
 LEGEND = """\
