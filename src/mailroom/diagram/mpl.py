@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from mailroom.diagram.layout import Layout
-from mailroom.diagram.svg import BAD, FAINT, HELD, INK, LABEL_AT, held_lanes
+from mailroom.diagram.svg import BAD, FAINT, HELD, INK, LABEL_AT, held_lanes, label_places
 
 
 def plot_layout(lay: Layout, ax: Any = None, *, title: str = "", legend: bool = True) -> Any:
@@ -31,13 +31,14 @@ def plot_layout(lay: Layout, ax: Any = None, *, title: str = "", legend: bool = 
         ax.plot([x, x], [-0.6, bottom], color="#b0bec5", lw=2, zorder=1)
         ax.text(x, -0.9, label, ha="center", va="bottom", fontweight="bold", color=INK)
     lanes = held_lanes(lay.arrows)
+    places = label_places(lay.arrows)
     for i, a in enumerate(lay.arrows):
         colour = BAD if a.bad else {"message": INK, "held": HELD}.get(a.kind, FAINT)
         vertical = a.start[0] == a.end[0]
         style = "dashed" if a.kind in ("held", "duplicate") else "solid"
         lane = lanes.get(i, 0)
         rad = -0.5 - 0.35 * lane if vertical else 0.0
-        at = LABEL_AT[i % len(LABEL_AT)]
+        at = places.get(i, LABEL_AT[0])
         ax.add_patch(
             FancyArrowPatch(
                 a.start,

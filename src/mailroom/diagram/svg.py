@@ -5,8 +5,8 @@ the time a message is held in the mail room is a dashed arc down the
 receiver's line; a lost copy ends in a cross; duplicates are faint; arrows
 and deliveries that take part in a violation are red, and the violations are
 listed under the diagram. Held arcs that overlap in time on one process bulge
-into separate lanes, message labels are staggered along their arrows (with a
-white halo) so that they do not pile up where arrows cross, and a legend
+into separate lanes, message labels are placed along their arrows away from
+each other (with a white halo) so that they do not pile up where arrows cross, and a legend
 explains filled and hollow dots and the arcs.
 """
 
@@ -37,9 +37,38 @@ def _colour(arrow: Arrow) -> str:
     return {"message": INK, "held": HELD, "lost": FAINT, "duplicate": FAINT}[arrow.kind]
 
 
-#: where along an arrow its label goes, cycled from one arrow to the next
-LABEL_AT = (0.3, 0.5, 0.7)
+#: where along an arrow its label may go, in order of preference
+LABEL_AT = (0.3, 0.5, 0.7, 0.2, 0.8, 0.4, 0.6)
+#: labels closer than this (in SVG pixels) are moved apart if another place is free
+LABEL_GAP = 26.0
 HALO = 'stroke="white" stroke-width="3" paint-order="stroke"'
+
+
+def label_places(arrows: Sequence[Arrow]) -> dict[int, float]:
+    """Where along each message arrow (a fraction from its start) its label goes.
+
+    Greedy: each arrow takes the first place in ``LABEL_AT`` that is at least
+    ``LABEL_GAP`` pixels from every label placed so far, else the place farthest
+    from them; so labels do not pile up where arrows cross or fan out.
+    """
+    placed: list[tuple[float, float]] = []
+    places: dict[int, float] = {}
+    for i, a in enumerate(arrows):
+        if a.kind not in ("message", "lost") or a.start[0] == a.end[0]:
+            continue
+        (x1, y1), (x2, y2) = _px(a.start), _px(a.end)
+        best, best_gap = LABEL_AT[0], -1.0
+        for at in LABEL_AT:
+            x, y = x1 + (x2 - x1) * at, y1 + (y2 - y1) * at
+            gap = min((abs(x - px) + abs(y - py) for px, py in placed), default=LABEL_GAP * 9)
+            if gap >= LABEL_GAP:
+                best = at
+                break
+            if gap > best_gap:
+                best, best_gap = at, gap
+        places[i] = best
+        placed.append((x1 + (x2 - x1) * best, y1 + (y2 - y1) * best))
+    return places
 
 
 def held_lanes(arrows: Sequence[Arrow]) -> dict[int, int]:
@@ -163,8 +192,9 @@ def render_svg(lay: Layout, *, title: str = "", legend: bool = True) -> str:
             f'stroke="#b0bec5" stroke-width="2"/>'
         )
     lanes = held_lanes(lay.arrows)
+    places = label_places(lay.arrows)
     for i, a in enumerate(lay.arrows):
-        out.extend(_arrow(a, lanes.get(i, 0), LABEL_AT[i % len(LABEL_AT)]))
+        out.extend(_arrow(a, lanes.get(i, 0), places.get(i, LABEL_AT[0])))
     out.extend(_mark(m) for m in lay.marks)
     y = bottom + 20
     for note in lay.notes:
