@@ -6,6 +6,8 @@ import json
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from mailroom import MessageId
 from mailroom.trace import Event, TraceError, check, read_jsonl, send_clocks, write_jsonl
@@ -170,3 +172,42 @@ def test_a_malformed_header_is_named(tmp_path: Path, header: object, words: str)
     with pytest.raises(TraceError, match=f"t.jsonl:1: .*{words}"):
         read_jsonl(path)
     assert read_header(path) is None
+
+
+@settings(max_examples=25, deadline=None)
+@given(
+    seed=st.integers(0, 10_000), n=st.integers(2, 4), mode=st.sampled_from(["unicast", "broadcast"])
+)
+def test_summary_rows_are_one_per_violating_delivery_of_the_full_set(
+    seed: int, n: int, mode: str
+) -> None:
+    from mailroom import Unordered
+    from mailroom.sim import NetworkModel, Simulation, random_workload
+
+    sim = Simulation(
+        [Unordered(p, n) for p in range(n)], NetworkModel(delay=(1.0, 20.0)), seed=seed
+    )
+    random_workload(sim, 25, mode=mode, seed=seed)
+    sim.run()
+    props = ["integrity", "fifo", "causal", "total", "liveness"]
+    full = check(sim.trace, props, mode="full")
+    summary = check(sim.trace, props, mode="summary")
+    for prop in ("fifo", "causal"):
+        assert set(summary.violations[prop]) <= set(full.violations[prop])
+        later = {(v.run, v.processes, v.messages[0]) for v in full.violations[prop]}
+        assert summary.count(prop) == len(later)
+    assert set(summary.violations["total"]) <= set(full.violations["total"])
+    later = {(v.run, v.processes, v.messages[1]) for v in full.violations["total"]}
+    assert summary.count("total") == len(later)
+    for prop in ("integrity", "liveness"):
+        assert summary.violations[prop] == full.violations[prop]
+
+
+def test_in_flight_leaves_late_sends_out_of_liveness() -> None:
+    events = [
+        Event("r", 0, 1, "send", MessageId(0, 1), 0, (1,), time=0.0),
+        Event("r", 0, 2, "send", MessageId(0, 2), 0, (1,), time=9.0),
+        Event("r", 1, 1, "receive", MessageId(0, 2), 0, (1,), time=10.0),
+    ]
+    assert check(events, ["liveness"]).count("liveness") == 2
+    assert check(events, ["liveness"], in_flight=5.0).count("liveness") == 1
