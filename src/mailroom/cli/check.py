@@ -87,7 +87,8 @@ def add_check_parser(sub: Any) -> argparse.ArgumentParser:
         choices=ENGINES,
         default="auto",
         help=f"auto (default): reference up to {AUTO_LIMIT_BYTES >> 20} MB of JSON Lines "
-        "or Parquet, Spark for more, for ShiViz logs and for 'clock'",
+        "or Parquet, Spark for more, for ShiViz logs and for 'clock' (reference for "
+        "everything it reads when pyspark is not installed)",
     )
     chk.add_argument("--master", default="local[*]", help="Spark master URL (default local[*])")
     chk.add_argument(
