@@ -1,4 +1,4 @@
-"""Seed 000's story with RST endpoints and a hand-made network: a list of packets.
+"""The story of docs/story.md with RST endpoints and a hand-made network: a list of packets.
 
 Run: python examples/alice_bob_carol.py
 """

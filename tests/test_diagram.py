@@ -120,3 +120,66 @@ def test_matplotlib_and_files(tmp_path: Path) -> None:
 def test_diagram_imports_without_matplotlib() -> None:
     code = "import sys, mailroom.diagram; assert 'matplotlib' not in sys.modules"
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def _chat_room() -> list[Event]:
+    from mailroom import CBCAST
+    from mailroom.sim import NetworkModel, random_workload
+
+    sim = Simulation([CBCAST(p, 4) for p in range(4)], NetworkModel(delay=(1.0, 10.0)), seed=3)
+    random_workload(sim, 6, mode="broadcast", seed=3)
+    sim.run()
+    return sim.trace
+
+
+def test_labels_keep_apart_and_held_arcs_take_lanes() -> None:
+    from mailroom.diagram.svg import LABEL_GAP, _px, held_lanes, label_places
+
+    lay = layout(_chat_room())
+    places = label_places(lay.arrows)
+    spots = []
+    for i, at in places.items():
+        (x1, y1), (x2, y2) = _px(lay.arrows[i].start), _px(lay.arrows[i].end)
+        spots.append((x1 + (x2 - x1) * at, y1 + (y2 - y1) * at))
+    close = [
+        (a, b)
+        for k, a in enumerate(spots)
+        for b in spots[k + 1 :]
+        if abs(a[0] - b[0]) + abs(a[1] - b[1]) < LABEL_GAP / 2
+    ]
+    assert len(places) > 10 and not close
+    held = [a for a in lay.arrows if a.kind == "held"]
+    assert held and set(held_lanes(lay.arrows)) == {
+        i for i, a in enumerate(lay.arrows) if a.kind == "held"
+    }
+    # two overlapping holds on one process take different lanes
+    Arrow = type(held[0])
+    twin = [
+        Arrow(**{**_fields(held[0]), "start": (0.0, 1.0), "end": (0.0, 5.0)}),
+        Arrow(**{**_fields(held[0]), "start": (0.0, 2.0), "end": (0.0, 4.0)}),
+        Arrow(**{**_fields(held[0]), "start": (0.0, 6.0), "end": (0.0, 7.0)}),
+    ]
+    assert held_lanes(twin) == {0: 0, 1: 1, 2: 0}
+
+
+def _fields(obj: object) -> dict[str, object]:
+    import attrs
+
+    return attrs.asdict(obj, recurse=False)  # type: ignore[arg-type]
+
+
+def test_svg_has_a_legend_for_dots_and_arcs() -> None:
+    svg = draw(_chat_room()).svg()
+    ET.fromstring(svg)
+    assert "send or delivery" in svg and "packet received" in svg
+    assert "held in the mail room" in svg
+    assert "send or delivery" not in render_svg(layout(_chat_room()), legend=False)
+
+
+def test_sweep_charts_have_units_and_distinct_markers() -> None:
+    pytest.importorskip("matplotlib")
+    from mailroom.diagram.charts import CHARTS, MARKERS
+
+    assert all(spec[3] for spec in CHARTS.values())
+    assert "bytes" in CHARTS["metadata"][3] and "time units" in CHARTS["delay"][3]
+    assert len(set(MARKERS)) == len(MARKERS)

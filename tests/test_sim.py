@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from mailroom import CBCAST, RST, Fifo, LocalError, Message, Stack, Unordered
+from mailroom.codec import encode, metadata_bytes
 from mailroom.sim import NetworkModel, Simulation, random_workload, varint_size
 from mailroom.trace import check
 
@@ -47,8 +48,9 @@ def test_metrics_count_packets_and_metadata() -> None:
     sim.run()
     m = sim.metrics
     assert (m.packets, m.data_packets, m.control_packets, m.deliveries) == (1, 1, 0, 1)
-    # sender, dest, seq (1 byte each) + 3x3 matrix of zeros (1 + 3 * (1 + 3)) bytes
-    assert m.metadata_bytes == 3 + 13
+    # through the codec: every encoded byte of the packet but the payload's
+    (t,) = RST(0, 3).send("x", to=1)
+    assert m.metadata_bytes == metadata_bytes(t.packet) == len(encode(t.packet)) - 3
     assert m.delay_max == 1.0
     assert varint_size(127) == 1 and varint_size(128) == 2 and varint_size(-1) == 10
 

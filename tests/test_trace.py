@@ -6,9 +6,13 @@ import json
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from mailroom import MessageId
 from mailroom.trace import Event, TraceError, check, read_jsonl, send_clocks, write_jsonl
+from mailroom.trace.header import TraceHeader, read_header
+from mailroom.trace.jsonl import read_jsonl_trace
 
 
 def ev(p: int, seq: int, kind: str, m: tuple[int, int], dest: tuple[int, ...]) -> Event:
@@ -130,3 +134,80 @@ def test_bad_rows_are_named(tmp_path: Path, row: str, words: str) -> None:
     with pytest.raises(TraceError, match=words) as info:
         read_jsonl(path)
     assert ":2:" in str(info.value)
+
+
+HEADER = TraceHeader(
+    "mailroom simulate 9.9", "rst", ("integrity", "fifo"), 3, {"seed": 4, "delay": [1.0, 2.0]}
+)
+
+
+def test_the_header_is_kept_and_never_an_event(tmp_path: Path) -> None:
+    events = [
+        Event("r", 0, 1, "send", MessageId(0, 1), 0, (1,)),
+        Event("r", 1, 1, "deliver", MessageId(0, 1), 0, (1,)),
+    ]
+    path = tmp_path / "t.jsonl"
+    write_jsonl(events, path, header=HEADER)
+    assert json.loads(path.read_text().splitlines()[0]) == {"header": HEADER.to_dict()}
+    assert read_header(path) == HEADER and read_header(path).settings["seed"] == 4
+    assert read_jsonl_trace(path) == (HEADER, events)
+    assert read_jsonl(path) == events
+    write_jsonl(events, tmp_path / "bare.jsonl")
+    assert read_header(tmp_path / "bare.jsonl") is None
+    assert read_header(tmp_path / "missing.jsonl") is None
+
+
+@pytest.mark.parametrize(
+    ("header", "words"),
+    [
+        ({"protocol": "rst"}, "'producer'"),
+        ({"producer": "x", "promises": "fifo"}, "'promises'"),
+        ({"producer": "x", "n": 0}, "'n'"),
+        ([], "must be an object"),
+    ],
+)
+def test_a_malformed_header_is_named(tmp_path: Path, header: object, words: str) -> None:
+    path = tmp_path / "t.jsonl"
+    path.write_text(json.dumps({"header": header}) + "\n")
+    with pytest.raises(TraceError, match=f"t.jsonl:1: .*{words}"):
+        read_jsonl(path)
+    assert read_header(path) is None
+
+
+@settings(max_examples=25, deadline=None)
+@given(
+    seed=st.integers(0, 10_000), n=st.integers(2, 4), mode=st.sampled_from(["unicast", "broadcast"])
+)
+def test_summary_rows_are_one_per_violating_delivery_of_the_full_set(
+    seed: int, n: int, mode: str
+) -> None:
+    from mailroom import Unordered
+    from mailroom.sim import NetworkModel, Simulation, random_workload
+
+    sim = Simulation(
+        [Unordered(p, n) for p in range(n)], NetworkModel(delay=(1.0, 20.0)), seed=seed
+    )
+    random_workload(sim, 25, mode=mode, seed=seed)
+    sim.run()
+    props = ["integrity", "fifo", "causal", "total", "liveness"]
+    full = check(sim.trace, props, mode="full")
+    summary = check(sim.trace, props, mode="summary")
+    for prop in ("fifo", "causal"):
+        assert set(summary.violations[prop]) <= set(full.violations[prop])
+        later = {(v.run, v.processes, v.messages[0]) for v in full.violations[prop]}
+        assert summary.count(prop) == len(later)
+    assert set(summary.violations["total"]) <= set(full.violations["total"])
+    later = {(v.run, v.processes, v.messages[1]) for v in full.violations["total"]}
+    assert summary.count("total") == len(later)
+    for prop in ("integrity", "liveness"):
+        assert summary.violations[prop] == full.violations[prop]
+
+
+def test_in_flight_leaves_late_sends_out_of_liveness() -> None:
+    events = [
+        Event("r", 0, 1, "send", MessageId(0, 1), 0, (1,), time=0.0),
+        Event("r", 0, 2, "send", MessageId(0, 2), 0, (1,), time=9.0),
+        Event("r", 1, 1, "receive", MessageId(0, 2), 0, (1,), time=10.0),
+    ]
+    assert check(events, ["liveness"]).count("liveness") == 2
+    assert check(events, ["liveness"], in_flight=5.0).count("liveness") == 1

@@ -37,3 +37,17 @@ def test_empty_and_bad(tmp_path: Path) -> None:
     write_parquet([row, {**row, "kind": "shout"}], tmp_path / "b.parquet")
     with pytest.raises(TraceError, match="row 2: unknown kind 'shout'"):
         read_parquet(tmp_path / "b.parquet")
+
+
+def test_the_header_is_kept_in_the_schema_metadata(tmp_path: Path) -> None:
+    from mailroom.trace.header import TraceHeader, read_header
+    from mailroom.trace.parquet import read_parquet_trace
+
+    header = TraceHeader("mailroom test", "cbcast", ("causal",), 2, {"seed": 1})
+    events = [Event("r", 0, 1, "send", MessageId(0, 1), 0, (1,))]
+    path = tmp_path / "t.parquet"
+    write_parquet(events, path, header=header)
+    assert read_header(path) == header
+    assert read_parquet_trace(path) == (header, events)
+    write_parquet(events, tmp_path / "bare.parquet")
+    assert read_header(tmp_path / "bare.parquet") is None

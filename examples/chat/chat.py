@@ -119,11 +119,24 @@ async def chat(args: argparse.Namespace) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m examples.chat", description=__doc__.split("\n")[0])
-    p.add_argument("--pid", type=int, required=True)
-    p.add_argument("--peers", required=True)
-    p.add_argument("--key-file")
-    p.add_argument("--checkpoint")
-    p.add_argument("--delay", action="append", default=[], metavar="NAME=SECONDS")
+    p.add_argument(
+        "--pid", type=int, required=True, help="your id in the room: a key of the peer table"
+    )
+    p.add_argument(
+        "--peers",
+        required=True,
+        metavar="PEERS.TOML",
+        help="the peer table (examples/chat/peers.toml): name and address of every member",
+    )
+    p.add_argument("--key-file", help="group key file (default: key_file in the peer table)")
+    p.add_argument("--checkpoint", help="checkpoint file: resume from it, keep it current")
+    p.add_argument(
+        "--delay",
+        action="append",
+        default=[],
+        metavar="NAME=SECONDS",
+        help="hold what you send to NAME back (a slow link), e.g. carol=3",
+    )
     p.add_argument("--listen-fd", type=int, help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     try:

@@ -9,10 +9,13 @@ delivered tags, and prune it when operations become stable.
 - ``AWSet``: add-wins set (an add wins over a concurrent remove);
 - ``MVRegister``: multi-value register (concurrent writes are all kept);
 - ``Replica``: one process, an endpoint and a data type wired together.
+
+Run the demo from the repository root: ``python -m examples.crdt``. The package
+imports as ``examples.crdt`` or, with ``examples/`` on the path, as ``crdt``.
 """
 
-from crdt.awset import AWSet
-from crdt.mvregister import MVRegister
-from crdt.replica import Replica
+from .awset import AWSet
+from .mvregister import MVRegister
+from .replica import Replica
 
 __all__ = ["AWSet", "MVRegister", "Replica"]

@@ -3,7 +3,7 @@
 For each ``Deliver`` the replica first tells the endpoint that the application
 takes the message (``consume``), then applies the operation; ``Stable`` reports
 go to the data type's ``on_stable``. Operations are stamped the moment the
-replica issues them, so their tags are precise (seed 002).
+replica issues them, so their tags are precise (see docs/tagged-causal.md).
 """
 
 from __future__ import annotations

@@ -33,9 +33,7 @@ def test_clean_trace_exits_0_and_writes_a_report(
 ) -> None:
     write_jsonl(CLEAN, tmp_path / "t.jsonl")
     out = tmp_path / "report"
-    assert (
-        main(["check", str(tmp_path / "t.jsonl"), "--master", "local[2]", "--out", str(out)]) == 0
-    )
+    assert main(["check", str(tmp_path / "t.jsonl"), "--engine", "spark", "--out", str(out)]) == 0
     text = capsys.readouterr().out
     assert "checked 3 events in 1 run(s)" in text and "fifo       ok" in text
     summary = json.loads((out / "summary.json").read_text())
@@ -62,7 +60,7 @@ def test_violations_exit_1_with_witnesses(
     )
     assert code == 1
     text = capsys.readouterr().out
-    assert "fifo       1 violation(s)" in text
+    assert "fifo       1 violating delivery" in text
     assert "P1 delivered P0#2 before P0#1, sent before it" in text
     assert "clock      ok" in text
     rows = spark.read.parquet(str(out / "violations")).collect()
@@ -113,7 +111,8 @@ def test_a_tampered_shiviz_log_has_clock_violations(
     [
         (["check", "nope.jsonl"], "cannot read nope.jsonl: no such file"),
         (["check", "{trace}", "--properties", "fifo,speed"], "unknown properties ['speed']"),
-        (["check", "{empty}"], "no usable events"),
+        (["check", "{empty}"], "e.jsonl:1: missing field 'process'"),
+        (["check", "{blank}", "--engine", "spark"], "no usable events"),
         (["check", "{trace}", "--format", "shiviz", "--parser", "(?<host>"], "not a regular"),
         (["check", "{trace}", "--format", "parquet"], "cannot load"),
     ],
@@ -127,7 +126,9 @@ def test_unusable_input_exits_2_with_one_line(
 ) -> None:
     write_jsonl(CLEAN, tmp_path / "t.jsonl")
     (tmp_path / "e.jsonl").write_text('{"run": "r"}\n')
-    argv = [a.format(trace=tmp_path / "t.jsonl", empty=tmp_path / "e.jsonl") for a in argv] + [
+    (tmp_path / "b.jsonl").write_text("\n")
+    names = {"trace": tmp_path / "t.jsonl", "empty": tmp_path / "e.jsonl"}
+    argv = [a.format(**names, blank=tmp_path / "b.jsonl") for a in argv] + [
         "--out",
         str(tmp_path / "r"),
     ]
@@ -139,7 +140,7 @@ def test_unusable_input_exits_2_with_one_line(
 def test_reference_engine_still_works(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     write_jsonl(FIFO_BROKEN, tmp_path / "t.jsonl")
     assert main(["check", str(tmp_path / "t.jsonl"), "--engine", "reference"]) == 1
-    assert "fifo       1 violation(s)" in capsys.readouterr().out
+    assert "fifo       1 violating delivery" in capsys.readouterr().out
 
 
 @pytest.mark.parametrize("propagation", ["sequential", "iterative"])
@@ -148,12 +149,19 @@ def test_a_trace_without_clocks_gets_them_either_way(
 ) -> None:
     bare = [attrs.evolve(e, vc=None) for e in FIFO_BROKEN]
     write_parquet(bare, tmp_path / "t.parquet")
-    args = ["check", str(tmp_path / "t.parquet"), "--properties", "fifo,causal"]
+    args = [
+        "check",
+        str(tmp_path / "t.parquet"),
+        "--properties",
+        "fifo,causal",
+        "--engine",
+        "spark",
+    ]
     code = main([*args, "--propagation", propagation, "--out", str(tmp_path / "report")])
     assert code == 1
     text = capsys.readouterr().out
     assert "P1 delivered P0#2 before P0#1, sent before it" in text
-    assert "causal     1 violation(s)" in text
+    assert "causal     1 violating delivery" in text
 
 
 def test_an_unknown_propagation_is_refused(capsys: pytest.CaptureFixture[str]) -> None:

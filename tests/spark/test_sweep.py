@@ -83,5 +83,6 @@ def test_cli_writes_rows_summary_and_plots(
     assert (out / "summary.csv").read_text().count("\n") == 9
     assert (out / "summary.md").read_text().startswith("| protocol | network | n |")
     if importlib.util.find_spec("matplotlib") is not None:
-        assert "plots: delay.png, buffer.png, metadata.png, sweep.png, sweep.svg" in text
+        names = ("delay.png", "buffer.png", "metadata.png", "sweep.png", "sweep.svg")
+        assert f"plots: {', '.join(str(out / name) for name in names)}" in text
         assert (out / "sweep.png").stat().st_size > 1000

@@ -3,14 +3,18 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Sequence
 
+from mailroom import __version__
 from mailroom.cli.check import add_check_parser, run_check
-from mailroom.cli.demo import RUNS, run_demo
+from mailroom.cli.demo import RUNS, introduce, run_demo
 from mailroom.cli.demo_total import TOTAL_RUNS, run_total_demo
-from mailroom.cli.simulate import PROTOCOLS, run_simulate
+from mailroom.cli.simulate import PROTOCOLS, add_simulate_parser, run_simulate
 from mailroom.cli.sweep import add_sweep_parser, run_sweep_cli
+
+__all__ = ["PROTOCOLS", "build_parser", "main"]
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -18,50 +22,58 @@ def build_parser() -> argparse.ArgumentParser:
         prog="mailroom",
         description="Ordered message delivery: FIFO, causal and total order.",
     )
+    parser.add_argument("--version", action="version", version=f"mailroom {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
 
-    demo = sub.add_parser("demo", help="seed 000's Alice/Bob/Carol run, step by step")
+    demo = sub.add_parser(
+        "demo",
+        help="Alice, Bob and Carol's messages, step by step, under each protocol",
+        description="Alice, Bob and Carol exchange three messages on a network that "
+        "reorders them; each step shows the clocks and what waits in the mail room. "
+        "The story is told in docs/story.md.",
+    )
     demo.add_argument(
         "--protocol",
+        type=str.lower,
         choices=[*RUNS, *TOTAL_RUNS, "all"],
         default="all",
         help="which protocol to show (default: all)",
     )
-
-    sim = sub.add_parser("simulate", help="simulate a random workload and check the trace")
-    sim.add_argument("--protocol", choices=sorted(PROTOCOLS), default="rst")
-    sim.add_argument("-n", "--processes", type=int, default=4, help="number of processes")
-    sim.add_argument("--messages", type=int, default=100, help="number of messages to send")
-    sim.add_argument("--seed", type=int, default=0)
-    sim.add_argument(
-        "--delay",
-        type=float,
-        nargs=2,
-        default=(1.0, 10.0),
-        metavar=("MIN", "MAX"),
-        help="uniform packet delay range",
-    )
-    sim.add_argument("--duplicate", type=float, default=0.0, help="duplication probability")
-    sim.add_argument("--trace", help="write the trace as JSON Lines to this file")
-
+    demo.set_defaults(subparser=demo)
+    add_simulate_parser(sub)
     add_check_parser(sub)
     add_sweep_parser(sub)
     return parser
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def _run(argv: Sequence[str] | None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     if args.command == "demo":
         chosen = [*RUNS, *TOTAL_RUNS] if args.protocol == "all" else [args.protocol]
+        introduce(sys.stdout)
         run_demo(sys.stdout, [p for p in chosen if p in RUNS])
         run_total_demo(sys.stdout, [p for p in chosen if p in TOTAL_RUNS])
         return 0
     if args.command == "simulate":
-        return run_simulate(args, parser)
+        return run_simulate(args, args.subparser)
     if args.command == "sweep":
         return run_sweep_cli(args)
-    return run_check(args, parser)
+    return run_check(args, args.subparser)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the command; a closed pipe (``mailroom demo | head``) or Ctrl-C ends it quietly."""
+    try:
+        return _run(argv)
+    except BrokenPipeError:
+        # the reader went away: silence the flush at exit, as a shell tool would
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 1
+    except KeyboardInterrupt:
+        print("mailroom: interrupted", file=sys.stderr)
+        return 130
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -1,9 +1,10 @@
-"""``mailroom demo``: seed 000's Alice/Bob/Carol run under Unordered, RST and CBCAST.
+"""``mailroom demo``: Alice, Bob and Carol's messages under Unordered, RST and CBCAST.
 
-The schedule is the bad one: Alice's message to Carol (m1) is slow, so Bob's
-message to Carol (m3), which Alice's message to Bob (m2) caused, reaches Carol
-first. Each step prints the event, every process's clocks and what waits in
-the mail room; then a space-time diagram and the checkers' verdict.
+The story is told in docs/story.md. The schedule is the bad one: Alice's
+message to Carol (m1) is slow, so Bob's message to Carol (m3), which Alice's
+message to Bob (m2) caused, reaches Carol first. Each step prints the event,
+every process's clocks and what waits in the mail room; then a space-time
+diagram and the checkers' verdict.
 """
 
 from __future__ import annotations
@@ -27,13 +28,39 @@ TEXTS = {
 }
 COLUMN = 18
 
+INTRO = """\
+mailroom demo: Alice (P0), Bob (P1) and Carol (P2) exchange messages over a
+network that reorders them. Alice tells Carol about a 3pm meeting (m1), then
+invites Bob (m2); Bob asks Carol about it (m3), and m3 reaches Carol before m1.
+Each protocol's clerk decides when to deliver what arrives: run after run, the
+steps show every event, each process's clocks and what waits in its mail room,
+then a space-time diagram and the verdict of the reference checkers. The
+total-order runs (sequencer, skeen, lamport) tell a second story: Alice and
+Carol propose 3pm and 4pm at the same time, and everyone must deliver the two
+in one order. The stories are told in full in docs/story.md.
+"""
+
+LEGEND = """\
+  How to read the steps:
+    SENT    (RST) row k, column j: how many messages this process knows P(k) sent
+            to P(j); a message carries a copy of its sender's SENT
+    DELIV   (RST) entry k: how many messages from P(k) this process delivered
+    clock   (CBCAST) entry k: how many broadcasts of P(k) this process delivered
+            (its own entry: its own broadcasts)
+    mail room: messages received but held back, and what each waits for
+  How to read the diagram (one row per event; "step" is the step that caused it):
+    send m1 ─▶ P2   a send           m2 ▶ recv   a packet arrived
+    deliver m2      handed to the application
+    ┊ m3 held       m3 waits in the mail room    ✗  a delivery out of causal order
+"""
+
 
 def _row(title: str, cells: list[str]) -> str:
     return f"    {title:<10}" + "".join(f"{c:<{COLUMN}}" for c in cells).rstrip()
 
 
 def _clocks(endpoints: list[Any]) -> list[str]:
-    """The clocks of every process, as rows side by side (seed 000's pictures)."""
+    """The clocks of every process, as rows side by side."""
     lines = [_row("", [LABELS[ep.pid] for ep in endpoints])]
     first = endpoints[0]
     if isinstance(first, RST):
@@ -67,9 +94,12 @@ class _Demo:
         self.out = out
         self.names: dict[MessageId, str] = {}
         self.step_no = 0
+        #: the step that caused each trace event, for the diagram's step column
+        self.steps: list[int] = []
 
     def _step(self, text: str, mark: int) -> None:
         self.step_no += 1
+        self.steps += [self.step_no] * (len(self.sim.trace) - len(self.steps))
         got = [self.names[e.message] for e in self.sim.trace[mark:] if e.kind == "deliver"]
         said = f"  (delivers {', '.join(got)})" if got else ""
         print(f"\n  step {self.step_no}: {text}{said}", file=self.out)
@@ -125,6 +155,11 @@ RUNS: dict[str, tuple[str, Callable[[int, int], Endpoint], Callable[..., _Demo]]
 }
 
 
+def introduce(out: TextIO) -> None:
+    """What the demo shows, before the first run."""
+    print(INTRO, file=out)
+
+
 def banner(out: TextIO, title: str) -> None:
     """The heading of one protocol's run."""
     print("=" * 78, file=out)
@@ -138,11 +173,14 @@ def run_demo(out: TextIO, protocols: list[str]) -> int:
     for key in protocols:
         title, make, script = RUNS[key]
         banner(out, title)
+        print(LEGEND, file=out)
         d = script(make, out)
         report = check(d.sim.trace, ("integrity", "fifo", "causal", "liveness"))
         violations = [v for vs in report.violations.values() for v in vs]
         print("\n  space-time diagram:\n", file=out)
-        diagram = render_text(d.sim.trace, labels=LABELS, names=d.names, violations=violations)
+        diagram = render_text(
+            d.sim.trace, labels=LABELS, names=d.names, violations=violations, steps=d.steps
+        )
         print("\n".join("  " + line for line in diagram.splitlines()), file=out)
         print("\n  verdict of the reference checkers:", file=out)
         for line in report.summary().splitlines():
@@ -152,7 +190,7 @@ def run_demo(out: TextIO, protocols: list[str]) -> int:
         detector = getattr(d.sim.endpoints[2], "violations", [])
         for v in detector:
             print(
-                f"    seed 004's detector at Carol: {d.names[v.message]} arrived stamped "
+                f"    the causality detector at Carol: {d.names[v.message]} arrived stamped "
                 f"{v.timestamp.tolist()} after she already knew {v.known.tolist()}",
                 file=out,
             )

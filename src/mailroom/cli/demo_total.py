@@ -31,6 +31,16 @@ NAMES = ("Alice", "Bob", "Carol")
 LABELS = {i: f"{name} (P{i})" for i, name in enumerate(NAMES)}
 TEXTS = {"m1": "Let's meet at 3pm.", "m2": "Let's meet at 4pm."}
 
+LEGEND = """\
+  How to read the steps:
+    Lamport clocks  (Skeen, Lamport) each process's logical clock after the step
+    + ... waits     a message entered a mail room, and what it waits for
+    ~ ... now waits what a waiting message waits for changed
+    - ... no longer waits   it left the mail room (it was delivered)
+  In the diagram, "step" is the step that caused each event, and
+  "┊ m1 held" means m1 waits in that process's mail room.
+"""
+
 #: (message name, destination) arrivals of the packets carrying the messages, in order
 Script = list[tuple[str, int]]
 
@@ -41,6 +51,9 @@ class _TotalDemo:
         self.out = out
         self.names: dict[MessageId, str] = {}
         self.step_no = 0
+        #: the step that caused each trace event, for the diagram's step column
+        self.steps: list[int] = []
+        self.waiting: list[str] = []
 
     def _rename(self, text: str) -> str:
         for mid, name in self.names.items():
@@ -51,6 +64,7 @@ class _TotalDemo:
 
     def _step(self, text: str, mark: int) -> None:
         self.step_no += 1
+        self.steps += [self.step_no] * (len(self.sim.trace) - len(self.steps))
         got = [
             f"{NAMES[e.process]} delivers {self.names[e.message]}"
             for e in self.sim.trace[mark:]
@@ -62,10 +76,25 @@ class _TotalDemo:
         if all(hasattr(t, "clock") for t in tops):
             clocks = ", ".join(f"{NAMES[t.pid]} {t.clock}" for t in tops)
             print(f"    Lamport clocks: {clocks}", file=self.out)
-        waiting = [self._rename(p.explain()) for ep in self.sim.endpoints for p in ep.pending()]
-        owners = [NAMES[ep.pid] for ep in self.sim.endpoints for _ in ep.pending()]
-        for who, line in zip(owners, waiting, strict=True):
-            print(f"    {who}'s mail room: {line}", file=self.out)
+        waiting = [
+            f"{NAMES[ep.pid]}'s mail room: {self._rename(p.explain())}"
+            for ep in self.sim.endpoints
+            for p in ep.pending()
+        ]
+        # only what changed: new waits, changed waits, and messages that left
+        before = {line.split(" waits ")[0]: line for line in self.waiting}
+        now = {line.split(" waits ")[0]: line for line in waiting}
+        for key, line in now.items():
+            if key not in before:
+                print(f"    + {line}", file=self.out)
+            elif before[key] != line:
+                print(f"    ~ {line.replace(' waits ', ' now waits ', 1)}", file=self.out)
+        for key in before:
+            if key not in now:
+                print(f"    - {key} no longer waits", file=self.out)
+        if waiting and waiting == self.waiting:
+            print(f"    mail rooms unchanged ({len(waiting)} waiting)", file=self.out)
+        self.waiting = waiting
 
     def broadcast(self, name: str, src: int) -> None:
         mark = len(self.sim.trace)
@@ -157,6 +186,7 @@ def run_total_demo(out: TextIO, protocols: list[str]) -> int:
     for key in protocols:
         title, make, script = TOTAL_RUNS[key]
         banner(out, title)
+        print(LEGEND, file=out)
         d = script(make, out)
         print("\n  delivery order:", file=out)
         for pid, got in enumerate(d.sim.delivered):
@@ -164,7 +194,9 @@ def run_total_demo(out: TextIO, protocols: list[str]) -> int:
         report = check(d.sim.trace, ("integrity", "total", "liveness"))
         violations = [v for vs in report.violations.values() for v in vs]
         print("\n  space-time diagram:\n", file=out)
-        diagram = render_text(d.sim.trace, labels=LABELS, names=d.names, violations=violations)
+        diagram = render_text(
+            d.sim.trace, labels=LABELS, names=d.names, violations=violations, steps=d.steps
+        )
         print("\n".join("  " + line for line in diagram.splitlines()), file=out)
         print("\n  verdict of the reference checkers:", file=out)
         for line in report.summary().splitlines():

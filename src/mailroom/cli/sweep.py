@@ -27,15 +27,21 @@ TABLE = (
     ("protocol", "protocol", "{}"),
     ("n", "n", "{}"),
     ("runs", "runs", "{}"),
-    ("delay", "delay_mean", "{:.2f}"),
+    ("delay mean", "delay_mean", "{:.2f}"),
     ("delay p99", "delay_p99", "{:.2f}"),
-    ("buffer", "buffer_mean", "{:.2f}"),
-    ("buffer max", "buffer_max", "{:.1f}"),
-    ("meta B", "meta_mean", "{:.1f}"),
-    ("meta p99", "meta_p99", "{:.1f}"),
-    ("B/msg all", "meta_per_message", "{:.1f}"),
+    ("held mean", "buffer_mean", "{:.2f}"),
+    ("held max", "buffer_max", "{:.1f}"),
+    ("meta bytes/packet", "meta_mean", "{:.1f}"),
+    ("meta bytes/packet p99", "meta_p99", "{:.1f}"),
+    ("meta bytes/message", "meta_per_message", "{:.1f}"),
     ("violations", "violations", "{}"),
     ("wall s", "wall_s", "{:.3f}"),
+)
+#: printed under the table: what the columns measure, with their units
+UNITS_NOTE = (
+    "means over seeds; delays in simulated time units; held = messages waiting in a "
+    "process's mail room; meta = bytes on the wire that are not payload (through the "
+    "codec), per data packet and, for all packets, per application message"
 )
 
 
@@ -81,6 +87,8 @@ def _grid(args: argparse.Namespace) -> SweepGrid:
         for key in ("protocol", "n", "seeds", "messages", "delay", "loss", "duplicate", "reliable")
         if getattr(args, key) is not None
     }
+    if isinstance(given.get("protocol"), str):
+        given["protocol"] = given["protocol"].lower()  # names are case-insensitive
     if args.grid:
         return SweepGrid.from_toml(args.grid, given)
     return SweepGrid.from_mapping(given)
@@ -110,6 +118,7 @@ def run_sweep_cli(args: argparse.Namespace) -> int:
     out = Path(args.out)
     write_summary(result.summary, out)
     print(format_table(result.summary))
+    print(UNITS_NOTE)
     print(f"{result.runs} runs in {elapsed:.1f} s; rows written to {result.path}/")
     print(f"summary in {out}/summary.csv and {out}/summary.md")
     try:
@@ -117,7 +126,7 @@ def run_sweep_cli(args: argparse.Namespace) -> int:
     except ImportError:
         print("plots skipped: matplotlib is not installed (pip install 'mailroom[viz]')")
     else:
-        print(f"plots: {', '.join(p.name for p in plots)}")
+        print(f"plots: {', '.join(str(p) for p in plots)}")
     broken = sum(int(r["violations"]) for r in result.summary)
     if broken:
         print(f"{broken} violation(s) of promised properties; see the violations column")
@@ -160,4 +169,5 @@ def write_summary(summary: Sequence[Mapping[str, Any]], out: Path) -> None:
     headers, rows = _cells(summary)
     md = ["| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)]
     md += ["| " + " | ".join(r) + " |" for r in rows]
+    md += ["", UNITS_NOTE[0].upper() + UNITS_NOTE[1:] + "."]
     (out / "summary.md").write_text("\n".join(md) + "\n", encoding="utf-8")

@@ -11,12 +11,30 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-#: file stem -> (column, dashed companion column, title)
-CHARTS: dict[str, tuple[str, str, str]] = {
-    "delay": ("delay_mean", "delay_p99", "delivery delay (solid: mean, dashed: p99)"),
-    "buffer": ("buffer_mean", "buffer_max", "held messages per process (mean, max)"),
-    "metadata": ("meta_mean", "meta_p99", "metadata bytes per data packet (mean, p99)"),
+#: file stem -> (column, dashed companion column, title, y axis label with its unit)
+CHARTS: dict[str, tuple[str, str, str, str]] = {
+    "delay": (
+        "delay_mean",
+        "delay_p99",
+        "delivery delay (solid: mean, dashed: p99)",
+        "delay (simulated time units)",
+    ),
+    "buffer": (
+        "buffer_mean",
+        "buffer_max",
+        "held messages per process (solid: mean, dashed: max)",
+        "messages in the mail room",
+    ),
+    "metadata": (
+        "meta_mean",
+        "meta_p99",
+        "metadata per data packet (solid: mean, dashed: p99)",
+        "bytes per data packet (through the codec)",
+    ),
 }
+#: one marker and line style per line, so that lines that coincide stay distinguishable
+MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*")
+STYLES = ("-", "-.", ":", (0, (5, 1, 1, 1)))
 
 
 def plot_sweep(
@@ -61,19 +79,34 @@ def plot_sweep(
 
 
 def _draw(
-    ax: Any, lines: Mapping[str, Sequence[Mapping[str, Any]]], spec: tuple[str, str, str]
+    ax: Any, lines: Mapping[str, Sequence[Mapping[str, Any]]], spec: tuple[str, str, str, str]
 ) -> None:
-    """One chart: a solid line per label for the main column, dashed for its companion;
-    earlier lines get larger markers, so that lines that coincide stay visible."""
-    column, companion, title = spec
+    """One chart: a line per label for the main column, dashed for its companion.
+
+    Each label gets its own marker shape, and earlier lines larger, hollow markers
+    drawn under the later ones, so that lines that coincide (RST and KS at small
+    n) stay visible.
+    """
+    column, companion, title, ylabel = spec
     for i, (name, rows) in enumerate(lines.items()):
         ns = [r["n"] for r in rows]
-        size = max(3.0, 9.0 - 2.0 * i)
-        (line,) = ax.plot(ns, [r[column] for r in rows], marker="o", ms=size, label=name)
+        size = max(4.0, 10.0 - 2.0 * i)
+        (line,) = ax.plot(
+            ns,
+            [r[column] for r in rows],
+            marker=MARKERS[i % len(MARKERS)],
+            ms=size,
+            mfc="none" if i % 2 == 0 else None,
+            mew=1.5,
+            lw=max(1.0, 2.6 - 0.5 * i),
+            label=name,
+            zorder=2 + i,
+        )
         ax.plot(ns, [r[companion] for r in rows], ls="--", color=line.get_color(), alpha=0.6)
     ax.set_xscale("log", base=2)
     all_ns = sorted({r["n"] for rows in lines.values() for r in rows})
     ax.set_xticks(all_ns, [str(n) for n in all_ns])
     ax.set_xlabel("n (processes)")
+    ax.set_ylabel(ylabel)
     ax.set_title(title, fontsize="medium")
     ax.grid(alpha=0.3)

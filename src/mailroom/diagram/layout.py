@@ -9,7 +9,7 @@ Rules, in words:
 - A message is an arrow from its send to each destination: to the first
   receipt there if the trace records receipts, else to the delivery.
 - A message received before it could be delivered was "held in the mail room"
-  (seed 000's dashed arrow): a dashed segment runs down the receiver's line
+  (the dashed arrow of docs/story.md): a dashed segment runs down the receiver's line
   from the receipt to the delivery. One that was received but never delivered
   is held to the bottom of the diagram.
 - A copy that never arrived (lost, or still in flight) is a short arrow

@@ -2,7 +2,8 @@
 
 The same picture as the SVG renderer: vertical process lines, time downwards,
 solid arrows for messages, dashed arcs for the time a message is held in the
-mail room, crosses for lost copies, red for violations. matplotlib is imported
+mail room (overlapping ones in separate lanes), crosses for lost copies, red
+for violations, and a legend for the dots and arcs. matplotlib is imported
 inside the function, so ``mailroom.diagram`` imports without it.
 """
 
@@ -11,12 +12,13 @@ from __future__ import annotations
 from typing import Any
 
 from mailroom.diagram.layout import Layout
-from mailroom.diagram.svg import BAD, FAINT, HELD, INK
+from mailroom.diagram.svg import BAD, FAINT, HELD, INK, LABEL_AT, held_lanes, label_places
 
 
-def plot_layout(lay: Layout, ax: Any = None, *, title: str = "") -> Any:
+def plot_layout(lay: Layout, ax: Any = None, *, title: str = "", legend: bool = True) -> Any:
     """Draw ``lay`` on ``ax`` (a new figure if None) and return the axes."""
     import matplotlib.pyplot as plt
+    from matplotlib.lines import Line2D
     from matplotlib.patches import FancyArrowPatch
 
     if ax is None:
@@ -28,11 +30,15 @@ def plot_layout(lay: Layout, ax: Any = None, *, title: str = "") -> Any:
         x = lay.x(p)
         ax.plot([x, x], [-0.6, bottom], color="#b0bec5", lw=2, zorder=1)
         ax.text(x, -0.9, label, ha="center", va="bottom", fontweight="bold", color=INK)
-    for a in lay.arrows:
+    lanes = held_lanes(lay.arrows)
+    places = label_places(lay.arrows)
+    for i, a in enumerate(lay.arrows):
         colour = BAD if a.bad else {"message": INK, "held": HELD}.get(a.kind, FAINT)
         vertical = a.start[0] == a.end[0]
         style = "dashed" if a.kind in ("held", "duplicate") else "solid"
-        rad = -0.5 if vertical else 0.0
+        lane = lanes.get(i, 0)
+        rad = -0.5 - 0.35 * lane if vertical else 0.0
+        at = places.get(i, LABEL_AT[0])
         ax.add_patch(
             FancyArrowPatch(
                 a.start,
@@ -53,11 +59,17 @@ def plot_layout(lay: Layout, ax: Any = None, *, title: str = "") -> Any:
             if vertical:
                 ax.text(x1 + 0.22, min(y1 + 0.6, (y1 + y2) / 2), a.name, color=colour, fontsize=9)
             else:
-                ax.text(x1 + (x2 - x1) * 0.3, y1 + (y2 - y1) * 0.3 - 0.12, a.name, color=colour)
+                ax.text(
+                    x1 + (x2 - x1) * at,
+                    y1 + (y2 - y1) * at - 0.12,
+                    a.name,
+                    color=colour,
+                    bbox={"fc": "white", "ec": "none", "pad": 0.5, "alpha": 0.8},
+                )
         elif a.kind == "held":
             ax.text(
-                x1 + 0.16,
-                min(y1 + 0.6, (y1 + y2) / 2),
+                x1 + 0.16 + 0.12 * lane,
+                min(y1 + 0.6, (y1 + y2) / 2) + 0.3 * lane,
                 f"{a.name} held",
                 color=colour,
                 fontsize=8,
@@ -74,6 +86,21 @@ def plot_layout(lay: Layout, ax: Any = None, *, title: str = "") -> Any:
     ax.set_xlim(-0.6, max(len(lay.processes) - 1, 0) + 0.8)
     ax.set_ylim(bottom + 0.4 + 0.45 * len(lay.notes), -1.2)
     ax.axis("off")
+    if legend:
+        handles = [
+            Line2D([], [], ls="", marker="o", ms=6, color=INK, label="send or delivery"),
+            Line2D([], [], ls="", marker="o", ms=5, mfc="white", mec=INK, label="packet received"),
+            Line2D([], [], ls="--", color=HELD, label="held in the mail room"),
+            Line2D([], [], ls="-", color=BAD, label="violation"),
+        ]
+        ax.legend(
+            handles=handles,
+            loc="upper center",
+            bbox_to_anchor=(0.5, 0.0),
+            ncol=2,
+            fontsize="small",
+            frameon=False,
+        )
     if title:
         ax.set_title(title)
     return ax

@@ -2,13 +2,17 @@
 
 Processes are vertical lines, time runs downwards. Messages are solid arrows;
 the time a message is held in the mail room is a dashed arc down the
-receiver's line (seed 000); a lost copy ends in a cross; duplicates are faint;
-arrows and deliveries that take part in a violation are red, and the
-violations are listed under the diagram.
+receiver's line; a lost copy ends in a cross; duplicates are faint; arrows
+and deliveries that take part in a violation are red, and the violations are
+listed under the diagram. Held arcs that overlap in time on one process bulge
+into separate lanes, message labels are placed along their arrows away from
+each other (with a white halo) so that they do not pile up where arrows cross, and a legend
+explains filled and hollow dots and the arcs.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from html import escape
 
 from mailroom.diagram.layout import Arrow, Layout, Mark
@@ -33,7 +37,56 @@ def _colour(arrow: Arrow) -> str:
     return {"message": INK, "held": HELD, "lost": FAINT, "duplicate": FAINT}[arrow.kind]
 
 
-def _arrow(a: Arrow) -> list[str]:
+#: where along an arrow its label may go, in order of preference
+LABEL_AT = (0.3, 0.5, 0.7, 0.2, 0.8, 0.4, 0.6)
+#: labels closer than this (in SVG pixels) are moved apart if another place is free
+LABEL_GAP = 26.0
+HALO = 'stroke="white" stroke-width="3" paint-order="stroke"'
+
+
+def label_places(arrows: Sequence[Arrow]) -> dict[int, float]:
+    """Where along each message arrow (a fraction from its start) its label goes.
+
+    Greedy: each arrow takes the first place in ``LABEL_AT`` that is at least
+    ``LABEL_GAP`` pixels from every label placed so far, else the place farthest
+    from them; so labels do not pile up where arrows cross or fan out.
+    """
+    placed: list[tuple[float, float]] = []
+    places: dict[int, float] = {}
+    for i, a in enumerate(arrows):
+        if a.kind not in ("message", "lost") or a.start[0] == a.end[0]:
+            continue
+        (x1, y1), (x2, y2) = _px(a.start), _px(a.end)
+        best, best_gap = LABEL_AT[0], -1.0
+        for at in LABEL_AT:
+            x, y = x1 + (x2 - x1) * at, y1 + (y2 - y1) * at
+            gap = min((abs(x - px) + abs(y - py) for px, py in placed), default=LABEL_GAP * 9)
+            if gap >= LABEL_GAP:
+                best = at
+                break
+            if gap > best_gap:
+                best, best_gap = at, gap
+        places[i] = best
+        placed.append((x1 + (x2 - x1) * best, y1 + (y2 - y1) * best))
+    return places
+
+
+def held_lanes(arrows: Sequence[Arrow]) -> dict[int, int]:
+    """A lane (0, 1, ...) for each held arc, by index in ``arrows``: arcs on one process
+    whose intervals overlap get different lanes."""
+    lanes: dict[int, int] = {}
+    busy: dict[int, list[tuple[float, int]]] = {}  # process -> (end row, lane) in use
+    held = [(i, a) for i, a in enumerate(arrows) if a.kind == "held"]
+    for i, a in sorted(held, key=lambda item: (item[1].start[1], item[0])):
+        active = [(end, lane) for end, lane in busy.get(a.dest, []) if end > a.start[1]]
+        used = {lane for _, lane in active}
+        lane = next(k for k in range(len(used) + 1) if k not in used)
+        busy[a.dest] = [*active, (a.end[1], lane)]
+        lanes[i] = lane
+    return lanes
+
+
+def _arrow(a: Arrow, lane: int = 0, label_at: float = 0.3) -> list[str]:
     (x1, y1), (x2, y2) = _px(a.start), _px(a.end)
     colour = _colour(a)
     marker = "bad" if a.bad else a.kind
@@ -41,15 +94,15 @@ def _arrow(a: Arrow) -> list[str]:
     width = 1.0 if a.kind == "duplicate" else 1.6
     out = []
     if x1 == x2:  # held interval or a message to oneself: an arc to the right
-        bulge = 28.0 if a.kind == "held" else 40.0
+        bulge = 28.0 + 22.0 * lane if a.kind == "held" else 40.0
         path = (
             f"M{x1:.1f},{y1:.1f} C{x1 + bulge:.1f},{y1:.1f} "
             f"{x2 + bulge:.1f},{y2:.1f} {x2:.1f},{y2:.1f}"
         )
-        lx, ly = x1 + bulge * 0.8, min(y1 + ROW * 0.6, (y1 + y2) / 2)
+        lx, ly = x1 + bulge * 0.8, min(y1 + ROW * 0.6, (y1 + y2) / 2) + 10.0 * lane
     else:
         path = f"M{x1:.1f},{y1:.1f} L{x2:.1f},{y2:.1f}"
-        lx, ly = x1 + (x2 - x1) * 0.3, y1 + (y2 - y1) * 0.3 - 4
+        lx, ly = x1 + (x2 - x1) * label_at, y1 + (y2 - y1) * label_at - 4
     end = "" if a.kind == "lost" else f' marker-end="url(#arrow-{marker})"'
     out.append(
         f'<path d="{path}" fill="none" stroke="{colour}" stroke-width="{width}"{dash}{end}>'
@@ -63,13 +116,13 @@ def _arrow(a: Arrow) -> list[str]:
         )
     if a.kind in ("message", "lost"):
         out.append(
-            f'<text x="{lx:.1f}" y="{ly:.1f}" font-size="11" fill="{colour}">'
+            f'<text x="{lx:.1f}" y="{ly:.1f}" font-size="11" fill="{colour}" {HALO}>'
             f"{escape(a.name)}</text>"
         )
     elif a.kind == "held":
         out.append(
             f'<text x="{lx + 4:.1f}" y="{ly:.1f}" font-size="10" fill="{colour}" '
-            f'font-style="italic">{escape(a.name)} held</text>'
+            f'font-style="italic" {HALO}>{escape(a.name)} held</text>'
         )
     return out
 
@@ -84,11 +137,31 @@ def _mark(m: Mark) -> str:
     return f'<circle cx="{x:.1f}" cy="{y:.1f}" r="{radius}" fill="{colour}">{title}</circle>'
 
 
-def render_svg(lay: Layout, *, title: str = "") -> str:
-    """The SVG document for a laid-out diagram."""
-    width = LEFT * 2 + max(len(lay.processes) - 1, 0) * COLUMN + 60
+LEGEND_HEIGHT = 22.0
+
+
+def _legend(y: float) -> list[str]:
+    """One line under the diagram: what the dots and arcs mean."""
+    items = [
+        f'<circle cx="14" cy="{y - 4:.1f}" r="3.5" fill="{INK}"/>',
+        f'<text x="22" y="{y:.1f}" font-size="11" fill="{INK}">send or delivery</text>',
+        f'<circle cx="134" cy="{y - 4:.1f}" r="3" fill="white" stroke="{INK}"/>',
+        f'<text x="142" y="{y:.1f}" font-size="11" fill="{INK}">packet received</text>',
+        f'<path d="M250,{y - 4:.1f} L276,{y - 4:.1f}" stroke="{HELD}" stroke-width="1.6" '
+        'stroke-dasharray="6 4"/>',
+        f'<text x="282" y="{y:.1f}" font-size="11" fill="{HELD}">held in the mail room</text>',
+        f'<text x="412" y="{y:.1f}" font-size="11" fill="{BAD}">red: a violation</text>',
+    ]
+    return items
+
+
+def render_svg(lay: Layout, *, title: str = "", legend: bool = True) -> str:
+    """The SVG document for a laid-out diagram, with a legend unless ``legend`` is False."""
+    width = max(LEFT * 2 + max(len(lay.processes) - 1, 0) * COLUMN + 60, 520.0 if legend else 0)
     bottom = TOP + lay.rows * ROW
-    height = bottom + 20 + 16 * len(lay.notes) + (20 if title else 0)
+    height = (
+        bottom + 20 + 16 * len(lay.notes) + (20 if title else 0) + (LEGEND_HEIGHT if legend else 0)
+    )
     out = [
         f'<svg xmlns="http://www.w3.org/2000/svg" width="{width:.0f}" height="{height:.0f}" '
         f'viewBox="0 0 {width:.0f} {height:.0f}" font-family="sans-serif">',
@@ -118,8 +191,10 @@ def render_svg(lay: Layout, *, title: str = "") -> str:
             f'<line x1="{x:.1f}" y1="{TOP - 12:.1f}" x2="{x:.1f}" y2="{bottom:.1f}" '
             f'stroke="#b0bec5" stroke-width="2"/>'
         )
-    for a in lay.arrows:
-        out.extend(_arrow(a))
+    lanes = held_lanes(lay.arrows)
+    places = label_places(lay.arrows)
+    for i, a in enumerate(lay.arrows):
+        out.extend(_arrow(a, lanes.get(i, 0), places.get(i, LABEL_AT[0])))
     out.extend(_mark(m) for m in lay.marks)
     y = bottom + 20
     for note in lay.notes:
@@ -127,5 +202,8 @@ def render_svg(lay: Layout, *, title: str = "") -> str:
         y += 16
     if title:
         out.append(f'<text x="10" y="{y:.1f}" font-size="12" fill="{INK}">{escape(title)}</text>')
+        y += 20
+    if legend:
+        out.extend(_legend(y + 4))
     out.append("</svg>")
     return "\n".join(out)

@@ -4,8 +4,10 @@ One row per event, in the order the trace lists them; one column per process.
 A message is named m1, m2, ... in order of sending. A cell reads ``send m1 ─▶ P2``,
 ``m2 ▶ recv`` (a packet arrived), or ``deliver m2``. While a process holds a
 received but undelivered message, its idle cells show ``┊ m3 held`` (the dashed
-"held in the mail room" arrow of seed 000). Deliveries that take part in a
-violation are marked ``✗``.
+"held in the mail room" arrow of the diagrams). Deliveries that take part in a
+violation are marked ``✗``. The first column is the event's time, or with
+``steps`` the number of the step that caused it (a steady column for a story
+told step by step).
 """
 
 from __future__ import annotations
@@ -43,16 +45,23 @@ def render_text(
     names: Mapping[MessageId, str] | None = None,
     violations: Iterable[Violation] = (),
     width: int = 22,
+    steps: Sequence[int] | None = None,
 ) -> str:
-    """Draw ``events`` (one run) as a text space-time diagram."""
+    """Draw ``events`` (one run) as a text space-time diagram.
+
+    ``steps``, one number per event, replaces the time column by a step column.
+    """
+    if steps is not None and len(steps) != len(events):
+        raise ValueError(f"steps has {len(steps)} entries for {len(events)} events")
     names = dict(names) if names is not None else message_names(events)
     procs = sorted({e.process for e in events} | {d for e in events for d in e.dest})
     labels = labels or {}
     bad = {(q, m) for v in violations for q in v.processes for m in v.messages[-1:]}
     header = "".join(f"{labels.get(p, f'P{p}'):<{width}}" for p in procs)
-    lines = [f"{'time':>6}  {header}".rstrip()]
+    first = "time" if steps is None else "step"
+    lines = [f"{first:>6}  {header}".rstrip()]
     held: dict[int, list[str]] = {p: [] for p in procs}
-    for e in events:
+    for i, e in enumerate(events):
         name = names.get(e.message, str(e.message))
         cells = []
         for p in procs:
@@ -71,5 +80,7 @@ def render_text(
         elif e.kind == "deliver" and name in held[e.process]:
             held[e.process].remove(name)
         time = "" if e.time is None else f"{e.time:g}"
+        if steps is not None:
+            time = str(steps[i])
         lines.append(f"{time:>6}  {''.join(cells)}".rstrip())
     return "\n".join(lines)

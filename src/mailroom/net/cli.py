@@ -59,8 +59,15 @@ def parse_delays(items: Sequence[str]) -> dict[int, float]:
 
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m mailroom.net", description=__doc__.split("\n")[0])
-    p.add_argument("--pid", type=int, required=True)
-    p.add_argument("--peers", required=True, help="peers.toml")
+    p.add_argument(
+        "--pid", type=int, required=True, help="this process's id, 0..n-1, a key of the peer table"
+    )
+    p.add_argument(
+        "--peers",
+        required=True,
+        metavar="PEERS.TOML",
+        help="the peer table: [peers.PID] name and address (host:port) of every member",
+    )
     p.add_argument("--key-file", help="group key file (default: key_file in peers.toml, "
                    "else $MAILROOM_KEY)")  # fmt: skip
     p.add_argument("--protocol", choices=sorted(PROTOCOLS), default="cbcast")

@@ -36,6 +36,7 @@ from mailroom.core.messages import Message, MessageId, Payload
 from mailroom.sim.faults import Partition, restore_endpoint
 from mailroom.sim.metrics import Metrics, metadata_size
 from mailroom.trace.events import Event
+from mailroom.trace.header import TraceHeader
 
 Link = tuple[int, int]
 
@@ -104,6 +105,7 @@ class Simulation:
                 )
         self.network = network or NetworkModel()
         self.random = random.Random(seed)
+        self.seed = seed
         self.adversarial = adversarial
         self.run_name = run
         self.on_deliver = on_deliver
@@ -139,6 +141,26 @@ class Simulation:
         self.record = record
         #: per pid: (endpoint, the endpoint if the host must call its consume)
         self._consumers: dict[int, tuple[Endpoint, ConsumingEndpoint | None]] = {}
+
+    def trace_header(
+        self,
+        protocol: str | None = None,
+        promises: Sequence[str] = (),
+        producer: str = "mailroom.sim",
+    ) -> TraceHeader:
+        """What produced this run's trace: protocol, its promises, n and the settings."""
+        net = self.network
+        settings: dict[str, Any] = {
+            "seed": self.seed,
+            "run": self.run_name,
+            "adversarial": self.adversarial,
+            "delay": list(net.delay),
+            "duplicate": net.duplicate,
+            "loss": net.loss,
+        }
+        if net.links:
+            settings["links"] = {f"{s}->{d}": list(r) for (s, d), r in sorted(net.links.items())}
+        return TraceHeader(producer, protocol, tuple(promises), self.n, settings)
 
     # -- the application's side -----------------------------------------------------
     def send(self, pid: int, payload: Payload, to: int) -> MessageId:
@@ -363,11 +385,13 @@ class Simulation:
     def _transmit(self, pid: int, t: Transmit) -> None:
         m = self.metrics
         m.packets += 1
+        size = metadata_size(t.packet)
         if t.message_id is None:
             m.control_packets += 1
         else:
             m.data_packets += 1
-        m.metadata_bytes += metadata_size(t.packet)
+            m.data_metadata_bytes += size
+        m.metadata_bytes += size
         if self.on_transmit is not None:
             self.on_transmit(self, pid, t)
         if any(c.cuts(pid, t.to, self.now) for c in self.partitions):

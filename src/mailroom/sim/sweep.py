@@ -37,8 +37,7 @@ from typing import Any
 import attrs
 
 from mailroom.core.actions import Transmit
-from mailroom.core.codec import encode, value_size
-from mailroom.core.wire import is_packet
+from mailroom.sim.metrics import metadata_size
 from mailroom.sim.registry import PROTOCOLS, make_endpoints
 from mailroom.sim.simulation import NetworkModel, Simulation
 from mailroom.sim.workload import random_workload
@@ -273,14 +272,9 @@ COLUMNS: tuple[tuple[str, str], ...] = tuple((f.name, str(f.type)) for f in attr
 
 def app_metadata_bytes(packet: object) -> int:
     """Encoded bytes of ``packet`` that are not the application's payload: with stacked
-    layers (one packet carried as another's ``payload``) every layer's header counts."""
-    inner = packet
-    while is_packet(getattr(inner, "payload", None)):
-        inner = inner.payload  # type: ignore[attr-defined]
-    size = len(encode(packet))
-    if hasattr(inner, "payload"):
-        size -= value_size(inner.payload)
-    return size
+    layers (one packet carried as another's ``payload``) every layer's header counts.
+    The simulator's one measure, ``mailroom.sim.metrics.metadata_size``."""
+    return metadata_size(packet)
 
 
 def percentile(values: Sequence[float], q: float) -> float:

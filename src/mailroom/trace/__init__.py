@@ -16,8 +16,9 @@ from mailroom.trace.checkers import (
     send_clocks,
 )
 from mailroom.trace.events import KINDS, Event, TraceError
-from mailroom.trace.jsonl import read_jsonl, write_jsonl
-from mailroom.trace.parquet import read_parquet, write_parquet
+from mailroom.trace.header import TraceHeader, read_header
+from mailroom.trace.jsonl import read_jsonl, read_jsonl_trace, write_jsonl
+from mailroom.trace.parquet import read_parquet, read_parquet_trace, write_parquet
 from mailroom.trace.shiviz import (
     ShivizEvent,
     ShivizLog,
@@ -36,6 +37,7 @@ __all__ = [
     "ShivizEvent",
     "ShivizLog",
     "TraceError",
+    "TraceHeader",
     "Violation",
     "check",
     "check_causal",
@@ -46,8 +48,11 @@ __all__ = [
     "happened_before",
     "neighbourhood",
     "parse_shiviz",
+    "read_header",
     "read_jsonl",
+    "read_jsonl_trace",
     "read_parquet",
+    "read_parquet_trace",
     "read_shiviz",
     "send_clocks",
     "write_jsonl",

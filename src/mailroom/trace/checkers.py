@@ -1,7 +1,7 @@
-"""Reference checkers: the properties of DESIGN.md over a trace, short enough to read.
+"""Reference checkers: the properties of docs/story.md over a trace, short enough to read.
 
 Happens-before is computed from what the application sees, send and deliver
-events (seed 002): a process's events are ordered by ``seq``, and the send of
+events: a process's events are ordered by ``seq``, and the send of
 m happens before every delivery of m. Receive events are ignored.
 
 Each violation is one row with its witness. The sets are canonical, so other
@@ -13,6 +13,16 @@ checkers (Spark) can be compared with these exactly:
 - causal: (q, m1, m2) with send(m1) -> send(m2), q delivers m2 first;
 - total: (p, q, m1, m2) with p < q, p delivers m1 before m2, q delivers m2 first;
 - liveness: (q, m) with q a destination of m that never delivered it.
+
+Two modes, as the Spark checks have (``mailroom.spark.checks``): "full" reports
+every violating pair (the sets above); "summary" reports one row per violating
+later delivery (fifo, causal) or per violating (p, q, m2) (total), each with one
+witness from the full set, chosen exactly as Spark's summary chooses it (fifo:
+the earlier delivery with the highest seq from that origin; causal: the first
+earlier delivery whose send followed; total: the m1 that q delivered last).
+Integrity and liveness rows are the same in both modes. So both engines report
+the same numbers for the same trace in the same mode; ``count_words`` names
+what a count counts ("violating pairs" or "violating deliveries").
 """
 
 from __future__ import annotations
@@ -30,6 +40,29 @@ from mailroom.trace.events import Event
 T = TypeVar("T")
 
 PROPERTIES = ("integrity", "fifo", "causal", "total", "liveness")
+MODES = ("summary", "full")
+
+#: What one violation row counts, per property: (full mode, summary mode).
+_UNITS = {
+    "integrity": ("violating deliveries", "violating deliveries"),
+    "fifo": ("violating pairs", "violating deliveries"),
+    "causal": ("violating pairs", "violating deliveries"),
+    "total": ("violating pairs", "violating deliveries"),
+    "liveness": ("missing deliveries", "missing deliveries"),
+    "clock": ("bad clocks", "bad clocks"),
+}
+
+
+def count_words(prop: str, mode: str, count: int) -> str:
+    """A property's verdict in words: "ok", or the count and what it counts in ``mode``."""
+    if not count:
+        return "ok"
+    full, summary = _UNITS.get(prop, ("violations", "violations"))
+    unit = summary if mode == "summary" else full
+    if count == 1:
+        unit = unit.replace("deliveries", "delivery").replace("pairs", "pair")
+        unit = unit.replace("clocks", "clock")
+    return f"{count} {unit}"
 
 
 @attrs.frozen
@@ -49,10 +82,18 @@ class Violation:
 
 @attrs.frozen
 class Report:
-    """Violations per property for the properties that were checked."""
+    """Violations per property for the properties that were checked.
+
+    ``mode`` says what a count counts (see ``count_words``); ``not_promised``
+    lists properties left unchecked because the trace's protocol does not
+    promise them (shown, never a failure); ``protocol`` names that protocol.
+    """
 
     checked: tuple[str, ...]
     violations: dict[str, list[Violation]]
+    mode: str = "full"
+    not_promised: tuple[str, ...] = ()
+    protocol: str | None = None
 
     @property
     def ok(self) -> bool:
@@ -61,14 +102,21 @@ class Report:
     def count(self, prop: str) -> int:
         return len(self.violations.get(prop, []))
 
-    def summary(self) -> str:
+    def summary(self, k: int = 3) -> str:
+        """One line per property (its count in words, or "ok"), with up to ``k`` witnesses."""
         lines = []
         for prop in self.checked:
             found = self.violations[prop]
-            verdict = "ok" if not found else f"{len(found)} violation(s)"
-            lines.append(f"{prop:10s} {verdict}")
-            lines.extend(f"    {v.reason}" for v in found[:3])
+            lines.append(f"{prop:10s} {count_words(prop, self.mode, len(found))}")
+            lines.extend(f"    {v.reason}" for v in found[:k])
+        lines.extend(not_promised_lines(self.not_promised, self.protocol))
         return "\n".join(lines)
+
+
+def not_promised_lines(props: Iterable[str], protocol: str | None) -> list[str]:
+    """The lines naming properties that were not checked because nothing promised them."""
+    by = f" by {protocol}" if protocol else ""
+    return [f"{prop:10s} not promised{by} (not checked)" for prop in props]
 
 
 def by_run(events: Iterable[Event]) -> dict[str, list[Event]]:
@@ -210,12 +258,13 @@ def _order_violation(
     )
 
 
-def check_fifo(events: Sequence[Event], run: str = "") -> list[Violation]:
+def check_fifo(events: Sequence[Event], run: str = "", summary: bool = False) -> list[Violation]:
     """(q, m1, m2): same origin, m1 sent first (lower seq), q delivers m2 first.
 
     Sort-based rather than pairwise: per process and origin, the seqs delivered so
     far are kept sorted, so each delivery finds the higher seqs delivered before it
-    by bisection; the cost is O(d log d) plus the violations reported.
+    by bisection; the cost is O(d log d) plus the violations reported. With
+    ``summary``, one row per violating delivery, its witness the highest seq.
     """
     found = []
     for q, ordered in _first_deliveries(events).items():
@@ -224,8 +273,12 @@ def check_fifo(events: Sequence[Event], run: str = "") -> list[Violation]:
             m1 = later.message
             earlier = seen.setdefault(m1.origin, [])
             at = bisect.bisect_right(earlier, (m1.seq, len(ordered)))
-            for j in sorted(index for _, index in earlier[at:]):
-                found.append(_order_violation("fifo", run, q, later, ordered[j], "sent"))
+            if summary and at < len(earlier):
+                best = ordered[earlier[-1][1]]
+                found.append(_order_violation("fifo", run, q, later, best, "sent"))
+            elif not summary:
+                for j in sorted(index for _, index in earlier[at:]):
+                    found.append(_order_violation("fifo", run, q, later, ordered[j], "sent"))
             if at == len(earlier):
                 earlier.append((m1.seq, i))
             else:
@@ -241,8 +294,11 @@ def _send_stamps(events: Sequence[Event]) -> dict[MessageId, tuple[int, dict[int
     return {e.message: (e.process, vc) for e, vc in stamped if e.kind == "send" and vc is not None}
 
 
-def check_causal(events: Sequence[Event], run: str = "") -> list[Violation]:
+def check_causal(events: Sequence[Event], run: str = "", summary: bool = False) -> list[Violation]:
     """(q, m1, m2): send(m1) -> send(m2), q delivers m2 first.
+
+    With ``summary``, one row per violating delivery, its witness the first
+    earlier delivery whose send followed send(m1).
 
     With clocks from ``propagate_clocks``, send(m1) at process p happened before
     send(m2) iff sc(m2)[p] >= sc(m1)[p]. Each process keeps the entrywise maximum
@@ -269,14 +325,19 @@ def check_causal(events: Sequence[Event], run: str = "") -> list[Violation]:
                                 "causal", run, q, later, earlier, "whose send happened"
                             )
                         )
+                        if summary:
+                            break
             for key, value in c1.items():
                 if value > seen.get(key, 0):
                     seen[key] = value
     return found
 
 
-def check_total(events: Sequence[Event], run: str = "") -> list[Violation]:
+def check_total(events: Sequence[Event], run: str = "", summary: bool = False) -> list[Violation]:
     """(p, q, m1, m2), p < q: p delivers m1 before m2, q delivers m2 first.
+
+    With ``summary``, one row per violating (p, q, m2), its witness the m1 that q
+    delivered last.
 
     Only messages delivered at two or more processes are compared. For each pair
     of processes, the messages both delivered are walked in p's order while q's
@@ -303,12 +364,15 @@ def check_total(events: Sequence[Event], run: str = "") -> list[Violation]:
         pairs: list[tuple[int, int]] = []
         for j, (_, _, dq) in enumerate(shared):
             at = bisect.bisect_right(seen, (dq.seq, len(shared)))
-            pairs.extend((i, j) for _, i in seen[at:])
+            if summary and at < len(seen):
+                pairs.append((seen[-1][1], j))
+            elif not summary:
+                pairs.extend((i, j) for _, i in seen[at:])
             if at == len(seen):
                 seen.append((dq.seq, j))
             else:
                 bisect.insort(seen, (dq.seq, j))
-        for i, j in sorted(pairs):
+        for i, j in pairs if summary else sorted(pairs):
             m1, p1, q1 = shared[i]
             m2, p2, q2 = shared[j]
             found.append(
@@ -328,10 +392,21 @@ def _by_message(item: tuple[MessageId, Event]) -> tuple[int, int]:
     return item[0].origin, item[0].seq
 
 
-def check_liveness(events: Sequence[Event], run: str = "") -> list[Violation]:
+def check_liveness(
+    events: Sequence[Event], run: str = "", in_flight: float | None = None
+) -> list[Violation]:
+    """(q, m): q a destination of m that never delivered it.
+
+    With ``in_flight`` = T, a message sent less than T before the run's last
+    timed event is still in flight, not missing (as Spark's ``in_flight``).
+    """
     delivered = {(e.process, e.message) for e in events if e.kind == "deliver"}
+    times = [e.time for e in events if e.time is not None]
+    cutoff = max(times) - in_flight if in_flight is not None and times else None
     found = []
     for m, s in sorted(_sends(events).items(), key=_by_message):
+        if cutoff is not None and s.time is not None and s.time > cutoff:
+            continue
         for q in s.dest:
             if (q, m) not in delivered:
                 found.append(
@@ -340,7 +415,13 @@ def check_liveness(events: Sequence[Event], run: str = "") -> list[Violation]:
     return found
 
 
-CHECKERS = {
+_ORDERED: dict[str, Callable[[Sequence[Event], str, bool], list[Violation]]] = {
+    "fifo": check_fifo,
+    "causal": check_causal,
+    "total": check_total,
+}
+
+CHECKERS: dict[str, Callable[[Sequence[Event], str], list[Violation]]] = {
     "integrity": check_integrity,
     "fifo": check_fifo,
     "causal": check_causal,
@@ -349,13 +430,32 @@ CHECKERS = {
 }
 
 
-def check(events: Iterable[Event], properties: Sequence[str] = PROPERTIES) -> Report:
-    """Check ``properties`` on every run in ``events``."""
+def check(
+    events: Iterable[Event],
+    properties: Sequence[str] = PROPERTIES,
+    *,
+    mode: str = "full",
+    in_flight: float | None = None,
+    not_promised: Sequence[str] = (),
+    protocol: str | None = None,
+) -> Report:
+    """Check ``properties`` on every run in ``events``, in ``mode`` "full" or "summary".
+
+    ``not_promised`` and ``protocol`` are carried into the report for its summary.
+    """
     unknown = [p for p in properties if p not in CHECKERS]
     if unknown:
         raise ValueError(f"unknown properties {unknown}; choose from {list(PROPERTIES)}")
+    if mode not in MODES:
+        raise ValueError(f"mode must be one of {list(MODES)}, got {mode!r}")
+    summary = mode == "summary"
     violations: dict[str, list[Violation]] = {p: [] for p in properties}
     for run, evs in sorted(by_run(events).items()):
         for prop in properties:
-            violations[prop].extend(CHECKERS[prop](evs, run))
-    return Report(tuple(properties), violations)
+            if prop == "liveness":
+                violations[prop].extend(check_liveness(evs, run, in_flight))
+            elif prop in ("fifo", "causal", "total"):
+                violations[prop].extend(_ORDERED[prop](evs, run, summary))
+            else:
+                violations[prop].extend(CHECKERS[prop](evs, run))
+    return Report(tuple(properties), violations, mode, tuple(not_promised), protocol)

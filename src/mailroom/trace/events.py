@@ -1,4 +1,4 @@
-"""The trace schema: one event per row (DESIGN.md, "Traces").
+"""The trace schema: one event per row (docs/story.md, "The design").
 
 ``kind`` is "send", "receive" (a packet carrying the message reached the
 process) or "deliver" (the application got it). ``seq`` is the event's position

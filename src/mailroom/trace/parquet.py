@@ -1,10 +1,12 @@
-"""Parquet traces: the DESIGN.md schema as columns (needs the ``spark`` extra's pyarrow).
+"""Parquet traces: the trace schema as columns (needs the ``spark`` extra's pyarrow).
 
 Columns: ``run`` string, ``process``/``seq``/``sender`` int64, ``kind`` string,
 ``message`` struct<origin int64, seq int64>, ``dest`` list<int64>, ``vc``
 map<int64, int64> (sparse, null when absent), ``time`` float64 (nullable),
-``payload`` string holding the payload as JSON (nullable). pyarrow is imported
-inside the functions, so ``mailroom.trace`` imports without it.
+``payload`` string holding the payload as JSON (nullable). A trace's header
+(``mailroom.trace.header``) is kept as JSON in the schema metadata under
+``mailroom.header``. pyarrow is imported inside the functions, so
+``mailroom.trace`` imports without it.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from typing import Any
 
 from mailroom.core.messages import MessageId
 from mailroom.trace.events import Event, TraceError
+from mailroom.trace.header import PARQUET_KEY, TraceHeader, read_header
 
 
 def parquet_schema() -> Any:
@@ -56,13 +59,22 @@ def event_row(e: Event) -> dict[str, Any]:
 
 
 def write_parquet(
-    events: Iterable[Event] | Iterable[dict[str, Any]], path: str | Path, batch: int = 100_000
+    events: Iterable[Event] | Iterable[dict[str, Any]],
+    path: str | Path,
+    batch: int = 100_000,
+    *,
+    header: TraceHeader | None = None,
 ) -> int:
-    """Write events (or rows already in schema form) to one Parquet file; return the count."""
+    """Write events (or rows already in schema form) to one Parquet file; return the count.
+
+    A ``header`` is stored in the schema metadata (``read_header`` reads it back).
+    """
     import pyarrow as pa
     import pyarrow.parquet as pq
 
     schema = parquet_schema()
+    if header is not None:
+        schema = schema.with_metadata({PARQUET_KEY: json.dumps(header.to_dict())})
     count = 0
     with pq.ParquetWriter(str(path), schema) as writer:
         rows: list[dict[str, Any]] = []
@@ -198,3 +210,9 @@ def iter_parquet(path: str | Path) -> Iterator[Event]:
 def read_parquet(path: str | Path) -> list[Event]:
     """Read a whole Parquet trace into memory (use Spark for large ones)."""
     return list(iter_parquet(path))
+
+
+def read_parquet_trace(path: str | Path) -> tuple[TraceHeader | None, list[Event]]:
+    """The header (from the schema metadata, if any) and the events of a Parquet trace."""
+    events = read_parquet(path)
+    return read_header(path, "parquet"), events
