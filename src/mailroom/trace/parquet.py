@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from mailroom.core.messages import MessageId
+from mailroom.core.wire import plain
 from mailroom.trace.events import Event, TraceError
 
 
@@ -51,7 +52,7 @@ def event_row(e: Event) -> dict[str, Any]:
         "dest": list(e.dest),
         "vc": None if e.vc is None else sorted(e.vc.items()),
         "time": e.time,
-        "payload": None if e.payload is None else json.dumps(e.payload),
+        "payload": None if e.payload is None else json.dumps(plain(e.payload)),
     }
 
 
