@@ -14,8 +14,8 @@ n OS processes on 127.0.0.1 (n = 3, 5 and 8 by default), all measured in one run
 - a plain asyncio TCP echo of frames of the same size as a mailroom DATA frame (no
   codec, no MAC, no ordering): the floor of what a Python process can move.
 
-Peak: every process sends ``--count`` 16-byte messages as fast as flow control
-lets it (mailroom: ``can_send``; Redis: pipelines of ``--pipeline`` commands); the
+Peak: every process sends ``--count`` x 3 / n 16-byte messages (the same total at
+every n) as fast as flow control lets it (mailroom: ``can_send``; Redis: pipelines of ``--pipeline`` commands); the
 figure is remote deliveries per second (a message reaching another process's
 application), best of ``--repeat``, with each system's ratio to Redis Streams.
 
@@ -26,12 +26,15 @@ delivery at the last remote process; p50 and p99 over all messages.
 
 CPU: the processes' CPU time (``time.process_time``) per remote delivery in the
 peak runs. ``--profile DIR`` runs every process under cProfile, writes
-DIR/<run>-P<pid>.prof and prints each mailroom system's CPU by part (codec,
-runtime, protocol, Reliable, HMAC, ...); profiled rates are not the figures.
+DIR/<system>-n<n>-<now|before>-P<pid>.prof and prints each system's CPU by part
+(codec, runtime, protocol, Reliable, HMAC, ...); profiled rates are not the figures.
+``--baseline-src DIR`` adds, for each mailroom system, peak rows ``[before]`` run
+with the library in DIR (for example ``git archive <commit> src | tar -x -C /tmp/old``
+and ``--baseline-src /tmp/old/src``).
 
     python benchmarks/net_throughput.py [--n 3,5,8] [--count 3000] [--repeat 2]
         [--systems plain,CBCAST,Skeen,Sequencer,Lamport,redis] [--loads 0.2,0.8]
-        [--seconds 3] [--profile DIR]
+        [--seconds 3] [--pipeline 64] [--profile DIR] [--baseline-src DIR] [--json FILE]
 """
 
 from __future__ import annotations
@@ -80,6 +83,8 @@ def frame_size(n: int = 3) -> int:
 
 
 def name_of(system: str) -> str:
+    if system.endswith("@before"):
+        return name_of(system.removesuffix("@before")) + " [before]"
     if system == "plain":
         return "plain asyncio TCP echo"
     if system == "redis":
@@ -371,9 +376,14 @@ _runs = 0
 
 def one_run(system: str, n: int, count: int, rate: float, opts: argparse.Namespace,
             redis_port: int = 0) -> dict[str, Any]:  # fmt: skip
-    """Start n processes of ``system``; the run's rates, CPU and (at a rate) latencies."""
+    """Start n processes of ``system``; the run's rates, CPU and (at a rate) latencies.
+    ``X@before`` runs X with the library from ``--baseline-src`` instead."""
     global _runs
     _runs += 1
+    system, _, before = system.partition("@")
+    env = dict(os.environ)
+    if before:
+        env["PYTHONPATH"] = os.path.abspath(opts.baseline_src)
     socks = []
     for _ in range(n):
         s = socket.socket()
@@ -389,9 +399,9 @@ def one_run(system: str, n: int, count: int, rate: float, opts: argparse.Namespa
                    "--rate", repr(rate), "--redis-port", str(redis_port), "--run", str(_runs),
                    "--pipeline", str(opts.pipeline)]  # fmt: skip
             if opts.profile:
-                cmd += ["--profile", opts.profile]
+                cmd += ["--profile", opts.profile, "--tag", "before" if before else "now"]
             pipes = {"stdin": subprocess.PIPE, "stdout": subprocess.PIPE}
-            procs.append(subprocess.Popen(cmd, pass_fds=(s.fileno(),), text=True, **pipes))
+            procs.append(subprocess.Popen(cmd, pass_fds=(s.fileno(),), text=True, env=env, **pipes))
         for proc in procs:
             assert proc.stdout is not None
             if proc.stdout.readline().strip() != "ready":
@@ -459,15 +469,24 @@ PARTS = [  # (part, substrings of the function's file), first match wins
     ("runtime (node, frames, Stack)", ["mailroom/net/", "core/stack.py"]),
     ("validation, ids, actions", ["mailroom/core/", "mailroom/clocks.py"]),
     ("attrs __init__", ["<attrs generated"]),
-    ("asyncio and sockets", ["asyncio/", "selectors.py", "socket.py", "<method 'send",
-                             "<method 'recv", "<method 'poll"]),  # fmt: skip
+    (
+        "asyncio and sockets",
+        [
+            "asyncio/",
+            "selectors.py",
+            "socket.py",
+            "<method 'send",
+            "<method 'recv",
+            "<method 'poll",
+        ],
+    ),
 ]
 
 
 def cpu_by_part(directory: str, system: str) -> dict[str, float]:
     """Share of profiled time by part, over every process of the system's last run."""
     files = [os.path.join(directory, f) for f in os.listdir(directory)
-             if f.startswith(f"{system}-")]  # fmt: skip
+             if f.startswith(f"{system}-P")]  # fmt: skip
     if not files:
         return {}
     stats = pstats.Stats(*files)
@@ -499,13 +518,19 @@ def child(args: argparse.Namespace) -> None:
     try:
         prof.runcall(asyncio.run, node(args))
     finally:
-        prof.dump_stats(os.path.join(args.profile, f"{args.role}-n{args.n}-P{args.pid}.prof"))
+        name = f"{args.role}-n{args.n}-{args.tag}-P{args.pid}.prof"
+        prof.dump_stats(os.path.join(args.profile, name))
 
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--n", default="3,5,8", help="group sizes, comma-separated")
-    p.add_argument("--count", type=int, default=3000, help="messages per process, peak runs")
+    p.add_argument(
+        "--count",
+        type=int,
+        default=3000,
+        help="messages per process in a peak run at n = 3 (3/n times as many at n)",
+    )
     p.add_argument("--repeat", type=int, default=2, help="peak runs per system; the best is kept")
     p.add_argument("--systems", default="plain,CBCAST,Skeen,Sequencer,Lamport,redis")
     p.add_argument("--loads", default="0.2,0.8", help="fractions of each system's peak")
@@ -513,6 +538,13 @@ def main() -> None:
     p.add_argument("--pipeline", type=int, default=64, help="Redis commands per round trip")
     p.add_argument("--profile", default="", help="write cProfile stats of each process here")
     p.add_argument("--json", default="", help="also write every figure to this file")
+    p.add_argument(
+        "--baseline-src",
+        default="",
+        help="also run each mailroom system (peak "
+        "only) with the library in this src directory, as rows marked [before]",
+    )
+    p.add_argument("--tag", default="now", help=argparse.SUPPRESS)
     p.add_argument("--role", help=argparse.SUPPRESS)
     p.add_argument("--pid", type=int, help=argparse.SUPPRESS)
     p.add_argument("--ports", help=argparse.SUPPRESS)
@@ -529,7 +561,9 @@ def main() -> None:
     systems = [s for s in args.systems.split(",") if s]
     unknown = set(systems) - {"plain", "redis", *MAILROOM}
     if unknown:
-        p.error(f"unknown systems {sorted(unknown)}; choose from plain, redis, {', '.join(MAILROOM)}")
+        p.error(
+            f"unknown systems {sorted(unknown)}; choose from plain, redis, {', '.join(MAILROOM)}"
+        )
     sizes = [int(x) for x in args.n.split(",")]
     loads = [float(x) for x in args.loads.split(",") if x]
     server = RedisServer()
@@ -551,24 +585,29 @@ def run_size(n: int, systems: list[str], loads: list[float], args: argparse.Name
              server: RedisServer) -> dict[str, Any]:  # fmt: skip
     """Peak, then latency at each load, for every system at group size n; print the table."""
     best: dict[str, dict[str, Any]] = {}
+    if args.baseline_src:
+        systems = [*systems, *(f"{s}@before" for s in systems if s in MAILROOM)]
+    count = max(10, round(args.count * 3 / n))  # the same number of messages at every n
     for _ in range(args.repeat):
         for system in systems:  # interleaved, so load on the machine affects all alike
             if system == "redis":
                 server.flush()
-            r = one_run(system, n, args.count, 0.0, args, server.port)
+            r = one_run(system, n, count, 0.0, args, server.port)
             if system not in best or r["remote_rate"] > best[system]["remote_rate"]:
                 best[system] = r
-    lat: dict[str, dict[float, list[float]]] = {s: {} for s in systems if s != "plain"}
+    lat: dict[str, dict[float, list[float]]] = {
+        s: {} for s in systems if s != "plain" and "@" not in s
+    }
     for load in loads:
         for system in lat:
             if system == "redis":
                 server.flush()
             rate = load * best[system]["remote_rate"] / (n * (n - 1))  # per process
-            count = max(20, round(rate * args.seconds))
-            lat[system][load] = one_run(system, n, count, rate, args, server.port)["latency"]
-    base = best.get("redis", best.get("plain"))
+            sends = max(20, round(rate * args.seconds))
+            lat[system][load] = one_run(system, n, sends, rate, args, server.port)["latency"]
+    base = best.get("redis", best.get("plain", {"remote_rate": float("nan")}))
     base_name = "Redis" if "redis" in best else "plain"
-    print(f"\nn = {n} processes on 127.0.0.1, {args.count} messages each for the peak, payload "
+    print(f"\nn = {n} processes on 127.0.0.1, {count} messages each for the peak, payload "
           f"{PAYLOAD_SIZE} B, best of {args.repeat}")  # fmt: skip
     head = f"{'system':28s} {'order':>6s} {'remote/s':>9s} {'vs ' + base_name:>9s} {'CPU µs':>7s}"
     for load in loads:
@@ -577,8 +616,9 @@ def run_size(n: int, systems: list[str], loads: list[float], args: argparse.Name
     rows = {}
     for system in systems:
         r = best[system]
-        line = (f"{name_of(system):28s} {ORDER[system]:>6s} {r['remote_rate']:9.0f} "
-                f"{r['remote_rate'] / base['remote_rate'] if base else 0:9.2f} {r['cpu_us']:7.1f}")  # fmt: skip
+        order = ORDER[system.partition("@")[0]]
+        line = (f"{name_of(system):28s} {order:>6s} {r['remote_rate']:9.0f} "
+                f"{r['remote_rate'] / base['remote_rate']:9.2f} {r['cpu_us']:7.1f}")  # fmt: skip
         row = {"remote_rate": r["remote_rate"], "cpu_us": r["cpu_us"], "latency": {}}
         for load in loads:
             if system in lat:
@@ -594,7 +634,8 @@ def run_size(n: int, systems: list[str], loads: list[float], args: argparse.Name
     if args.profile:
         print(f"\nCPU by part (cProfile, n = {n}, share of each system's profiled time):")
         for system in systems:
-            shares = cpu_by_part(args.profile, f"{system}-n{n}")
+            kind, _, before = system.partition("@")
+            shares = cpu_by_part(args.profile, f"{kind}-n{n}-{before or 'now'}")
             text = ", ".join(f"{part} {share:.0%}" for part, share in shares.items())
             print(f"  {name_of(system)}: {text}")
             rows[system]["cpu_by_part"] = shares

@@ -345,6 +345,12 @@ _encoders: dict[type, tuple[bytes, Any, int]] = {}
 _decoders: dict[int, tuple[type, int, int]] = {}
 
 
+#: The last packet encoded as a payload (packets are frozen): (packet, depth, its bytes,
+#: the cells they charge). A layer that sends one packet to several peers (a broadcast
+#: over Reliable) wraps the same upper packet once per peer; it is encoded once.
+_last_carried: tuple[object, int, bytes, int] = (None, -1, b"", 0)
+
+
 def _encoder(cls: type) -> tuple[bytes, Any, int]:
     """The cached plan for encoding ``cls``; LocalError if it is not a registered packet."""
     plan = _encoders.get(cls)
@@ -403,8 +409,16 @@ def _fast_fields(out: bytearray, packet: Any, depth: int, spent: list[int], carr
             continue
         elif at == payload_at:
             if depth < MAX_DEPTH and PACKET_TYPES.get(kind.__name__) is kind:
+                global _last_carried
+                last = _last_carried
+                if last[0] is value and last[1] == depth:  # one broadcast, several peers
+                    out += last[2]
+                    spent[0] += last[3]
+                    continue
+                start, before = len(out), spent[0]
                 out.append(PACKET)
                 _fast_fields(out, value, depth + 1, spent, True)
+                _last_carried = (value, depth, bytes(out[start:]), spent[0] - before)
                 continue
             if (problem := _payload_problem(value)) is not None:
                 raise LocalError(f"{type(packet).__name__} payload: {problem}")
@@ -415,7 +429,12 @@ def _fast_fields(out: bytearray, packet: Any, depth: int, spent: list[int], carr
             out.append(COUNTERS)  # no zero entry: the dense form is the smaller one
             _varint(out, len(value))
             for v in value:
-                _varint(out, v)
+                if v < 0x80:
+                    out.append(v)
+                elif v < 0x4000:
+                    out += bytes(((v & 0x7F) | 0x80, v >> 7))
+                else:
+                    _varint(out, v)
             continue
         if carried and at != payload_at and not is_plain(value):
             raise LocalError(
@@ -698,9 +717,12 @@ def _fast_read_packet(data: bytes, pos: int, depth: int) -> tuple[object, int]:
         if kind >= FIXINT:
             append(kind - FIXINT)
         elif kind == INT:
-            if data[pos] < 0x80:
-                z = data[pos]
+            z = data[pos]
+            if z < 0x80:
                 pos += 1
+            elif 0 < data[pos + 1] < 0x80:  # two bytes, minimal: inline
+                z = (z & 0x7F) | (data[pos + 1] << 7)
+                pos += 2
             else:
                 z, pos = _fast_read_varint(data, pos, 2 * MAX_INT)
             value = z >> 1 if not z & 1 else -(z >> 1) - 1
@@ -726,6 +748,9 @@ def _fast_read_packet(data: bytes, pos: int, depth: int) -> tuple[object, int]:
                 v = data[pos]
                 if v < 0x80:
                     pos += 1
+                elif 0 < data[pos + 1] < 0x80:  # two bytes, minimal: inline
+                    v = (v & 0x7F) | (data[pos + 1] << 7)
+                    pos += 2
                 else:
                     v, pos = _fast_read_varint(data, pos, MAX_INT)
                 entries.append(v)

@@ -48,14 +48,17 @@ def check_payload(payload: object, _depth: int = 0) -> None:
     packet as the whole payload (one layer of a stack carrying another's)."""
     if _depth > 64:
         raise LocalError("payload is nested more than 64 levels deep")
-    if payload is None or isinstance(payload, bool | int | str):
+    kind = type(payload)
+    if kind is str or kind is int or payload is None:  # the common cases, first and cheap
         return
     if is_packet(payload):
         if _depth:  # inside a list or dict it could be neither traced nor checkpointed
-            raise LocalError(f"a {type(payload).__name__} packet inside a payload's data")
+            raise LocalError(f"a {kind.__name__} packet inside a payload's data")
         problem = carried_problem(payload)
         if problem is not None:
             raise LocalError(problem)
+        return
+    if isinstance(payload, bool | int | str):
         return
     if isinstance(payload, float):
         if not math.isfinite(payload):

@@ -50,6 +50,7 @@ def is_plain(value: object, depth: int = 0) -> bool:
     return False
 
 
+_INT_ONLY = frozenset((int,))
 #: class -> (getter of the fields other than ``payload``, as a tuple; their names)
 _carried: dict[type, tuple[Any, tuple[str, ...]]] = {}
 
@@ -68,13 +69,14 @@ def carried_problem(packet: object) -> str | None:
             getter = lambda p: (one(p),)  # noqa: E731
         plan = _carried[cls] = (getter, names)
     getter, names = plan
-    for name, value in zip(names, getter(packet), strict=True):
+    for value in getter(packet):
         kind = type(value)
         if kind is int or kind is str or value is None:
             continue
-        if kind is tuple and all(type(v) is int for v in value):
+        if kind is tuple and _INT_ONLY.issuperset(map(type, value)):
             continue
         if not is_plain(value):
+            name = names[[getattr(packet, f) is value for f in names].index(True)]
             return f"carried {cls.__name__} field {name} holds a {kind.__name__}, not plain data"
     return None
 
