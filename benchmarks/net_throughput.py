@@ -15,9 +15,10 @@ n OS processes on 127.0.0.1 (n = 3, 5 and 8 by default), all measured in one run
   codec, no MAC, no ordering): the floor of what a Python process can move.
 
 Peak: every process sends ``--count`` x 3 / n 16-byte messages (the same total at
-every n) as fast as flow control lets it (mailroom: ``can_send``; Redis: pipelines of ``--pipeline`` commands); the
-figure is remote deliveries per second (a message reaching another process's
-application), best of ``--repeat``, with each system's ratio to Redis Streams.
+every n) as fast as flow control lets it (mailroom: ``can_send``; Redis: pipelines
+of ``--pipeline`` commands); the figure is remote deliveries per second (a message
+reaching another process's application), best of ``--repeat``, with each system's
+ratio to Redis Streams.
 
 Latency: at each fraction of ``--loads`` (0.2 and 0.8) of each system's own peak,
 every process sends at a fixed rate for about ``--seconds``; a message's latency is
