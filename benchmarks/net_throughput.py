@@ -495,10 +495,12 @@ def cpu_by_part(directory: str, system: str) -> dict[str, float]:
     total = 0.0
     for (filename, _, func), row in stats.stats.items():  # type: ignore[attr-defined]
         tottime = row[2]
+        if "method 'poll'" in func or "method 'select'" in func:
+            continue  # waiting for the network is idle time, not CPU (cProfile keeps wall time)
         total += tottime
         where = f"{filename}:{func}"
         part = next((p for p, keys in PARTS if any(k in where for k in keys)), "other")
-        if func in ("run_until_complete", "run_forever", "_run_once", "select"):
+        if func in ("run_until_complete", "run_forever", "_run_once"):
             part = "asyncio and sockets"
         shares[part] = shares.get(part, 0.0) + tottime
     return {p: v / total for p, v in sorted(shares.items(), key=lambda x: -x[1])}
@@ -633,7 +635,7 @@ def run_size(n: int, systems: list[str], loads: list[float], args: argparse.Name
         print(line, flush=True)
         rows[system] = row
     if args.profile:
-        print(f"\nCPU by part (cProfile, n = {n}, share of each system's profiled time):")
+        print(f"\nCPU by part (cProfile, n = {n}, share of each system's busy time):")
         for system in systems:
             kind, _, before = system.partition("@")
             shares = cpu_by_part(args.profile, f"{kind}-n{n}-{before or 'now'}")
