@@ -193,20 +193,27 @@ def test_compact_against_json() -> None:
     assert codec.metadata_bytes(packet) < 80 < as_json / 20
 
 
+def _bytes_of(packet_head: bytes, value: object) -> bytes:
+    """A packet's bytes written past the encoder's checks: its head, then ``value``."""
+    out = bytearray(packet_head)
+    codec_module._value(out, value, 0, [0])
+    return bytes(out)
+
+
 def test_a_payload_must_be_what_an_application_can_send() -> None:
-    for bad in [(1, 2), VectorClock((1,)), MessageId(0, 1), [1, (2,)]]:
-        data = codec.encode(FifoPacket(0, 1, 1, 1, bad))
+    inner = FifoPacket(0, 1, 1, 1, "x")
+    for bad in [(1, 2), VectorClock((1,)), MessageId(0, 1), [1, (2,)], [inner], {"k": inner}]:
+        with pytest.raises(LocalError, match="FifoPacket payload"):
+            codec.encode(FifoPacket(0, 1, 1, 1, bad))
         with pytest.raises(RemoteError, match="FifoPacket payload"):
-            codec.decode(data)
+            codec.decode(_bytes_of(HEAD, bad))
 
 
 # -- the fast path agrees with the general codec ---------------------------------------------
 
 
 def _general_encode(packet: object) -> bytes:
-    out = bytearray([codec.VERSION])
-    codec_module._packet(out, packet, 0)
-    return bytes(out)
+    return codec_module._general_encode(packet)
 
 
 def _general_decode(data: bytes) -> Any:

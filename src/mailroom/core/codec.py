@@ -33,10 +33,27 @@ The encoder picks the smaller of the dense and sparse forms. The decoder refuses
 with ``RemoteError``, anything it would not have produced: a wrong version, an
 unknown tag or kind, truncation, trailing bytes, over-long or non-minimal varints,
 lengths larger than the bytes left, invalid UTF-8, non-finite floats, duplicate
-keys, sparse indices out of order or out of range, zero sparse values, nesting
-deeper than 64, a ``payload`` field that is not JSON data or a packet (what
-``check_payload`` allows an application to send), and field values the packet
-class itself rejects.
+keys, sparse indices out of order or out of range, zero sparse values, vectors or
+matrices of more than ``MAX_ELEMENTS`` entries, nesting deeper than 64, a
+``payload`` field that is not JSON data or a packet (what ``check_payload`` allows
+an application to send), a packet carried as a payload whose other fields are not
+plain data (JSON data and tuples: what a trace row or a checkpoint can hold), and
+field values the packet class itself rejects. ``decode`` raises nothing but
+``RemoteError``, whatever the bytes (a ``MemoryError`` or ``RecursionError`` met
+on the way becomes one too); ``encode`` raises ``LocalError`` for every packet
+whose bytes ``decode`` would refuse.
+
+Decoding has a budget. The sparse forms are the only values that decode into
+more than a few bytes of memory per byte on the wire (a sparse 2**20 x 1 matrix
+is 7 bytes), so each charges the cells it builds: a sparse vector its length, a
+sparse matrix its entries plus ``ROW_CELLS`` per row. A packet of L bytes may
+charge at most ``decode_budget(L) = DECODE_BASE_CELLS + DECODE_CELLS_PER_BYTE * L``
+cells (the base lets any vector of up to 65,536 entries and any matrix up to 254 x 254
+through, however sparse). Everything else is paid for in bytes: each list, tuple or dict
+item, vector or matrix entry, string or packet takes at least one byte. So decoding
+L bytes allocates at most about ``DECODE_BYTES_PER_BYTE * L + DECODE_BASE_BYTES``
+bytes (tests/test_codec_fuzz.py measures it with tracemalloc over random, mutated
+and worst-case inputs).
 """
 
 from __future__ import annotations
@@ -52,14 +69,23 @@ import attrs
 from mailroom.clocks import VectorClock
 from mailroom.core.errors import LocalError, RemoteError
 from mailroom.core.messages import MessageId, check_payload
-from mailroom.core.wire import PACKET_TYPES
+from mailroom.core.wire import PACKET_TYPES, is_plain
 
 VERSION = 1
 MAX_DEPTH = 64
-#: Upper bound on the entries of one decoded vector or matrix (sparse forms are
-#: small on the wire but could otherwise ask for huge allocations).
+#: Upper bound on the entries of one decoded vector or matrix.
 MAX_ELEMENTS = 1 << 20
 MAX_INT = 1 << 64
+#: Cells any packet may decode into, however short (see "Decoding has a budget").
+DECODE_BASE_CELLS = 1 << 16
+#: Cells each byte of a packet adds to its budget.
+DECODE_CELLS_PER_BYTE = 8
+#: What a sparse matrix row's own tuple is charged, in cells.
+ROW_CELLS = 4
+#: The memory bound that the budget gives, checked by the codec fuzz tests:
+#: decoding L bytes allocates at most DECODE_BYTES_PER_BYTE * L + DECODE_BASE_BYTES.
+DECODE_BYTES_PER_BYTE = 256
+DECODE_BASE_BYTES = 2 << 20
 
 NONE, FALSE, TRUE, INT, FLOAT, STR, LIST, TUPLE, DICT = range(9)
 COUNTERS, SPARSE, MATRIX, SPARSE_MATRIX, PACKET, VCLOCK, MSGID = range(9, 16)
@@ -67,6 +93,11 @@ FIXINT = 0x80
 
 _FLOAT = struct.Struct(">d")
 _HEAD = bytes((VERSION,))
+
+
+def decode_budget(size: int) -> int:
+    """Cells a packet of ``size`` bytes may decode into: its sparse values' full sizes."""
+    return DECODE_BASE_CELLS + DECODE_CELLS_PER_BYTE * size
 
 
 def packet_tag(cls: type) -> int:
@@ -99,7 +130,20 @@ def _tag_table() -> dict[int, type]:
     return _tags
 
 
+def _payload_problem(value: object) -> str | None:
+    """Why ``value`` cannot be a ``payload`` field, or None: it must be JSON data, or a
+    packet whose other fields are plain data (``check_payload``)."""
+    try:
+        check_payload(value)
+    except LocalError as exc:
+        return str(exc)
+    return None
+
+
 # -- encoding ---------------------------------------------------------------------
+#
+# ``spent`` (a one-item list) sums the cells the sparse forms written so far will
+# cost the decoder; ``encode`` refuses the packet if its bytes cannot pay for them.
 
 
 def _varint(out: bytearray, v: int) -> None:
@@ -142,9 +186,15 @@ def _entries(out: bytearray, values: list[int] | tuple[int, ...], nonzero: Any) 
         prev = k
 
 
-def _counters(out: bytearray, row: tuple[int, ...] | list[int]) -> None:
+def _counters(out: bytearray, row: tuple[int, ...] | list[int], spent: list[int]) -> None:
+    if len(row) > MAX_ELEMENTS:
+        raise LocalError(f"a vector of {len(row)} entries exceeds {MAX_ELEMENTS}")
     nonzero = _sparse_form(row)
-    out.append(COUNTERS if nonzero is None else SPARSE)
+    if nonzero is None:
+        out.append(COUNTERS)
+    else:
+        out.append(SPARSE)
+        spent[0] += len(row)
     _varint(out, len(row))
     _entries(out, row, nonzero)
 
@@ -156,10 +206,16 @@ def _is_matrix(value: tuple[Any, ...]) -> bool:
     return cols > 0 and all(len(r) == cols and _is_counters(r) for r in value)
 
 
-def _matrix(out: bytearray, rows: tuple[tuple[int, ...], ...]) -> None:
+def _matrix(out: bytearray, rows: tuple[tuple[int, ...], ...], spent: list[int]) -> None:
+    if len(rows) * len(rows[0]) > MAX_ELEMENTS:
+        raise LocalError(f"a {len(rows)} x {len(rows[0])} matrix exceeds {MAX_ELEMENTS} entries")
     flat = [v for r in rows for v in r]
     nonzero = _sparse_form(flat)
-    out.append(MATRIX if nonzero is None else SPARSE_MATRIX)
+    if nonzero is None:
+        out.append(MATRIX)
+    else:
+        out.append(SPARSE_MATRIX)
+        spent[0] += len(flat) + ROW_CELLS * len(rows)
     _varint(out, len(rows))
     _varint(out, len(rows[0]))
     _entries(out, flat, nonzero)
@@ -174,7 +230,7 @@ def _str(out: bytearray, s: str) -> None:
     out += raw
 
 
-def _value(out: bytearray, value: Any, depth: int) -> None:
+def _value(out: bytearray, value: Any, depth: int, spent: list[int]) -> None:
     if depth > MAX_DEPTH:
         raise LocalError(f"value is nested more than {MAX_DEPTH} levels deep")
     kind = type(value)
@@ -200,19 +256,19 @@ def _value(out: bytearray, value: Any, depth: int) -> None:
         _str(out, value)
     elif kind is tuple:
         if _is_matrix(value):
-            _matrix(out, value)
+            _matrix(out, value, spent)
         elif value and _is_counters(value):
-            _counters(out, value)
+            _counters(out, value, spent)
         else:
             out.append(TUPLE)
             _varint(out, len(value))
             for v in value:
-                _value(out, v, depth + 1)
+                _value(out, v, depth + 1, spent)
     elif kind is list:
         out.append(LIST)
         _varint(out, len(value))
         for v in value:
-            _value(out, v, depth + 1)
+            _value(out, v, depth + 1, spent)
     elif kind is dict:
         out.append(DICT)
         _varint(out, len(value))
@@ -220,10 +276,10 @@ def _value(out: bytearray, value: Any, depth: int) -> None:
             if type(k) is not str:
                 raise LocalError(f"dict key {k!r} is not a string")
             _str(out, k)
-            _value(out, v, depth + 1)
+            _value(out, v, depth + 1, spent)
     elif kind is VectorClock:
         out.append(VCLOCK)
-        _counters(out, value.entries)
+        _counters(out, value.entries, spent)
     elif kind is MessageId:
         if not (_is_counters((value.origin, value.seq))):
             raise LocalError(f"message id {value!r} holds something other than counters")
@@ -232,7 +288,7 @@ def _value(out: bytearray, value: Any, depth: int) -> None:
         _varint(out, value.seq)
     elif PACKET_TYPES.get(kind.__name__) is kind:
         out.append(PACKET)
-        _packet(out, value, depth + 1)
+        _packet(out, value, depth + 1, spent)
     else:
         raise LocalError(
             f"a {kind.__name__} cannot be encoded",
@@ -241,14 +297,35 @@ def _value(out: bytearray, value: Any, depth: int) -> None:
         )
 
 
-def _packet(out: bytearray, packet: Any, depth: int) -> None:
+def _packet(out: bytearray, packet: Any, depth: int, spent: list[int]) -> None:
     cls = type(packet)
     tag = packet_tag(cls)
     if _tag_table().get(tag) is not cls:
         raise LocalError(f"{cls.__name__} is not a registered @packet class")
     out += tag.to_bytes(2, "big")
     for f in attrs.fields(cls):
-        _value(out, getattr(packet, f.name), depth)
+        value = getattr(packet, f.name)
+        if f.name == "payload" and (problem := _payload_problem(value)) is not None:
+            raise LocalError(f"{cls.__name__} payload: {problem}")
+        _value(out, value, depth, spent)
+
+
+def _general_encode(packet: object) -> bytes:
+    """``encode`` without the fast path: the reference the fast path must agree with."""
+    out, spent = bytearray(_HEAD), [0]
+    _packet(out, packet, 0, spent)
+    return _paid(out, spent[0])
+
+
+def _paid(out: bytearray, spent: int) -> bytes:
+    """The packet's bytes if they pay for the cells its sparse values will cost."""
+    if spent > decode_budget(len(out)):
+        raise LocalError(
+            f"packet of {len(out)} bytes has sparse values of {spent} cells, over the "
+            f"decode budget of {decode_budget(len(out))}",
+            hint="send fewer or smaller vectors and matrices per packet",
+        )
+    return bytes(out)
 
 
 # -- the fast path ------------------------------------------------------------------
@@ -262,13 +339,19 @@ def _packet(out: bytearray, packet: Any, depth: int) -> None:
 # anything unusual, malformed bytes included, and hands the whole packet to the
 # general decoder, which then either accepts it or raises its precise error.
 
-#: class -> (tag bytes, getter of all field values as a tuple)
-_encoders: dict[type, tuple[bytes, Any]] = {}
+#: class -> (tag bytes, getter of all field values as a tuple, index of ``payload`` or -1)
+_encoders: dict[type, tuple[bytes, Any, int]] = {}
 #: tag -> (class, field count, index of the ``payload`` field or -1)
 _decoders: dict[int, tuple[type, int, int]] = {}
 
 
-def _encoder(cls: type) -> tuple[bytes, Any]:
+#: The last packet encoded as a payload (packets are frozen): (packet, depth, its bytes,
+#: the cells they charge). A layer that sends one packet to several peers (a broadcast
+#: over Reliable) wraps the same upper packet once per peer; it is encoded once.
+_last_carried: tuple[object, int, bytes, int] = (None, -1, b"", 0)
+
+
+def _encoder(cls: type) -> tuple[bytes, Any, int]:
     """The cached plan for encoding ``cls``; LocalError if it is not a registered packet."""
     plan = _encoders.get(cls)
     if plan is None or PACKET_TYPES.get(cls.__name__) is not cls:
@@ -283,16 +366,25 @@ def _encoder(cls: type) -> tuple[bytes, Any]:
             getter = operator.attrgetter(*names)
         else:
             getter = lambda p: ()  # noqa: E731
-        plan = (tag.to_bytes(2, "big"), getter)
+        plan = (
+            tag.to_bytes(2, "big"),
+            getter,
+            names.index("payload") if "payload" in names else -1,
+        )
         _encoders[cls] = plan
     return plan
 
 
-def _fast_fields(out: bytearray, packet: Any, depth: int) -> None:
-    """A packet's tag and fields; the same bytes as ``_packet``."""
-    tag, getter = _encoder(type(packet))
+def _fast_fields(out: bytearray, packet: Any, depth: int, spent: list[int], carried: bool) -> None:
+    """A packet's tag and fields; the same bytes (and refusals) as ``_packet``.
+
+    ``carried``: the packet is another's payload, so its other fields must be plain data.
+    """
+    tag, getter, payload_at = _encoder(type(packet))
     out += tag
+    at = -1
     for value in getter(packet):
+        at += 1
         kind = type(value)
         if kind is int:
             if 0 <= value < 0x80:
@@ -312,34 +404,59 @@ def _fast_fields(out: bytearray, packet: Any, depth: int) -> None:
                 out.append(len(value))
                 out += value.encode("ascii")
                 continue
-        elif kind is tuple:
-            if value and all(type(v) is int and 0 <= v < MAX_INT for v in value):
-                if 0 in value:
-                    _counters(out, value)  # the sparse form may be the smaller one
-                    continue
-                out.append(COUNTERS)  # no zero entry: the dense form is the smaller one
-                _varint(out, len(value))
-                for v in value:
-                    _varint(out, v)
-                continue
-        elif depth < MAX_DEPTH and PACKET_TYPES.get(kind.__name__) is kind:
-            out.append(PACKET)
-            _fast_fields(out, value, depth + 1)
+        elif value is None:
+            out.append(NONE)
             continue
-        _value(out, value, depth)
+        elif at == payload_at:
+            if depth < MAX_DEPTH and PACKET_TYPES.get(kind.__name__) is kind:
+                global _last_carried
+                last = _last_carried
+                if last[0] is value and last[1] == depth:  # one broadcast, several peers
+                    out += last[2]
+                    spent[0] += last[3]
+                    continue
+                start, before = len(out), spent[0]
+                out.append(PACKET)
+                _fast_fields(out, value, depth + 1, spent, True)
+                _last_carried = (value, depth, bytes(out[start:]), spent[0] - before)
+                continue
+            if (problem := _payload_problem(value)) is not None:
+                raise LocalError(f"{type(packet).__name__} payload: {problem}")
+        elif kind is tuple and value and all(type(v) is int and 0 <= v < MAX_INT for v in value):
+            if 0 in value or len(value) > MAX_ELEMENTS:
+                _counters(out, value, spent)  # the sparse form may be the smaller one
+                continue
+            out.append(COUNTERS)  # no zero entry: the dense form is the smaller one
+            _varint(out, len(value))
+            for v in value:
+                if v < 0x80:
+                    out.append(v)
+                elif v < 0x4000:
+                    out += bytes(((v & 0x7F) | 0x80, v >> 7))
+                else:
+                    _varint(out, v)
+            continue
+        if carried and at != payload_at and not is_plain(value):
+            raise LocalError(
+                f"carried {type(packet).__name__} field {at} is not plain data",
+                hint="a packet carried as a payload holds JSON data and tuples",
+            )
+        _value(out, value, depth, spent)
 
 
 def encode(packet: object) -> bytes:
-    """The bytes of a registered packet; LocalError if it holds something unencodable."""
-    out = bytearray(_HEAD)
-    _fast_fields(out, packet, 0)
+    """The bytes of a registered packet; LocalError if ``decode`` would refuse them."""
+    out, spent = bytearray(_HEAD), [0]
+    _fast_fields(out, packet, 0, spent, False)
+    if spent[0]:
+        return _paid(out, spent[0])
     return bytes(out)
 
 
 def value_size(value: object) -> int:
     """Bytes that ``value`` takes as one field of a packet."""
     out = bytearray()
-    _value(out, value, 0)
+    _value(out, value, 0, [0])
     return len(out)
 
 
@@ -355,14 +472,24 @@ def metadata_bytes(packet: object) -> int:
 
 
 class _Reader:
-    __slots__ = ("data", "pos")
+    __slots__ = ("budget", "data", "pos")
 
     def __init__(self, data: bytes) -> None:
         self.data = data
         self.pos = 0
+        self.budget = decode_budget(len(data))
 
     def left(self) -> int:
         return len(self.data) - self.pos
+
+    def charge(self, cells: int, what: str) -> None:
+        """Pay for ``cells`` cells before building them; RemoteError past the budget."""
+        self.budget -= cells
+        if self.budget < 0:
+            raise RemoteError(
+                f"{what} would take the packet past its decode budget of "
+                f"{decode_budget(len(self.data))} cells for {len(self.data)} bytes"
+            )
 
     def byte(self, what: str) -> int:
         if self.pos >= len(self.data):
@@ -414,12 +541,15 @@ class _Reader:
 def _read_counters(r: _Reader, kind: int) -> tuple[int, ...]:
     if kind == COUNTERS:
         size = r.count("vector length")
+        if size > MAX_ELEMENTS:
+            raise RemoteError(f"vector length {size} exceeds {MAX_ELEMENTS}")
         return tuple(r.varint("vector entry") for _ in range(size))
     if kind != SPARSE:
         raise RemoteError(f"expected a vector, found kind {kind}")
     size = r.varint("sparse vector length")
     if size > MAX_ELEMENTS:
         raise RemoteError(f"sparse vector length {size} exceeds {MAX_ELEMENTS}")
+    r.charge(size, f"sparse vector of {size} entries")
     return tuple(_read_sparse(r, size, "sparse vector"))
 
 
@@ -450,6 +580,7 @@ def _read_matrix(r: _Reader, kind: int) -> tuple[tuple[int, ...], ...]:
             raise RemoteError(f"packet is truncated: {rows} x {cols} matrix does not fit")
         flat = [r.varint("matrix entry") for _ in range(rows * cols)]
     else:
+        r.charge(rows * cols + ROW_CELLS * rows, f"sparse {rows} x {cols} matrix")
         flat = _read_sparse(r, rows * cols, "sparse matrix")
     return tuple(tuple(flat[k * cols : (k + 1) * cols]) for k in range(rows))
 
@@ -511,11 +642,8 @@ def _read_packet(r: _Reader, depth: int) -> object:
     fields = attrs.fields(cls)
     values = [_read_value(r, depth) for _ in fields]
     for f, value in zip(fields, values, strict=True):
-        if f.name == "payload":  # what an application may send: JSON data or a packet
-            try:
-                check_payload(value)
-            except LocalError as exc:
-                raise RemoteError(f"{cls.__name__} payload: {exc}") from None
+        if f.name == "payload" and (problem := _payload_problem(value)) is not None:
+            raise RemoteError(f"{cls.__name__} payload: {problem}")
     try:
         return cls(*values)
     except (TypeError, ValueError) as exc:
@@ -571,22 +699,30 @@ def _fast_read_varint(data: bytes, pos: int, limit: int) -> tuple[int, int]:
 
 def _fast_read_packet(data: bytes, pos: int, depth: int) -> tuple[object, int]:
     """The packet whose tag is at ``pos``, its fields at ``depth``; _GiveUp or IndexError
-    (truncation) on anything the general decoder should judge."""
+    (truncation) on anything the general decoder should judge.
+
+    It reads only dense values (ints, strings, counters, None) and packets in the
+    payload field, so what it builds is paid for in bytes and a carried packet's other
+    fields are plain data; everything else goes to the general decoder.
+    """
     if len(data) < pos + 2:
         raise _GiveUp
     cls, count, payload_at = _decoder((data[pos] << 8) | data[pos + 1])
     pos += 2
     values: list[Any] = []
     append = values.append
-    for _ in range(count):
+    for at in range(count):
         kind = data[pos]
         pos += 1
         if kind >= FIXINT:
             append(kind - FIXINT)
         elif kind == INT:
-            if data[pos] < 0x80:
-                z = data[pos]
+            z = data[pos]
+            if z < 0x80:
                 pos += 1
+            elif 0 < data[pos + 1] < 0x80:  # two bytes, minimal: inline
+                z = (z & 0x7F) | (data[pos + 1] << 7)
+                pos += 2
             else:
                 z, pos = _fast_read_varint(data, pos, 2 * MAX_INT)
             value = z >> 1 if not z & 1 else -(z >> 1) - 1
@@ -598,56 +734,69 @@ def _fast_read_packet(data: bytes, pos: int, depth: int) -> tuple[object, int]:
             if size < 0x80:
                 pos += 1
             else:
-                size, pos = _fast_read_varint(data, pos, MAX_INT)
+                size, pos = _fast_read_varint(data, pos, MAX_ELEMENTS + 1)
             if size > len(data) - pos:
                 raise _GiveUp
             if kind == STR:
                 append(data[pos : pos + size].decode("utf-8"))
                 pos += size
                 continue
+            if at == payload_at:
+                raise _GiveUp  # a vector is not a payload: the general decoder says so
             entries = []
             for _ in range(size):
                 v = data[pos]
                 if v < 0x80:
                     pos += 1
+                elif 0 < data[pos + 1] < 0x80:  # two bytes, minimal: inline
+                    v = (v & 0x7F) | (data[pos + 1] << 7)
+                    pos += 2
                 else:
                     v, pos = _fast_read_varint(data, pos, MAX_INT)
                 entries.append(v)
             append(tuple(entries))
-        elif kind == PACKET and depth < MAX_DEPTH:
+        elif kind == PACKET and at == payload_at and depth < MAX_DEPTH:
             nested, pos = _fast_read_packet(data, pos, depth + 1)
             append(nested)
         elif kind == NONE:
             append(None)
         else:
             raise _GiveUp
-    if payload_at >= 0:
-        payload = values[payload_at]
-        ptype = type(payload)
-        if (
-            ptype is not str
-            and ptype is not int
-            and payload is not None
-            and PACKET_TYPES.get(ptype.__name__) is not ptype
-        ):
-            check_payload(payload)  # LocalError: the general decoder words the refusal
     return cls(*values), pos
 
 
 def decode(data: bytes | bytearray | memoryview) -> object:
-    """The packet in ``data``; RemoteError if the bytes are not exactly one valid packet."""
+    """The packet in ``data``; RemoteError, and nothing else, if the bytes are not
+    exactly one valid packet."""
     if not isinstance(data, bytes | bytearray | memoryview):
         raise RemoteError(f"expected bytes, got {type(data).__name__}")
-    raw = data if type(data) is bytes else bytes(data)
-    if len(raw) > 3 and raw[0] == VERSION:
-        try:
-            packet, pos = _fast_read_packet(raw, 1, 0)
-        except (_GiveUp, IndexError, UnicodeDecodeError, LocalError, TypeError, ValueError):
-            pass
-        else:
-            if pos == len(raw):
-                return packet
-    return _slow_decode(raw)
+    try:
+        raw = data if type(data) is bytes else bytes(data)
+        if len(raw) > 3 and raw[0] == VERSION:
+            try:
+                packet, pos = _fast_read_packet(raw, 1, 0)
+            except (_GiveUp, IndexError, UnicodeDecodeError, LocalError, TypeError, ValueError):
+                pass
+            else:
+                if pos == len(raw):
+                    return packet
+        return _slow_decode(raw)
+    except RemoteError:
+        raise
+    except Exception as exc:  # MemoryError, RecursionError, a packet class's own checks
+        raise RemoteError(f"packet could not be decoded: {type(exc).__name__}: {exc}") from None
 
 
-__all__ = ["MAX_ELEMENTS", "VERSION", "decode", "encode", "metadata_bytes", "packet_tag"]
+__all__ = [
+    "DECODE_BASE_BYTES",
+    "DECODE_BASE_CELLS",
+    "DECODE_BYTES_PER_BYTE",
+    "DECODE_CELLS_PER_BYTE",
+    "MAX_ELEMENTS",
+    "VERSION",
+    "decode",
+    "decode_budget",
+    "encode",
+    "metadata_bytes",
+    "packet_tag",
+]

@@ -9,7 +9,7 @@ import attrs
 
 from mailroom.clocks import VectorClock
 from mailroom.core.errors import LocalError
-from mailroom.core.wire import is_packet
+from mailroom.core.wire import carried_problem, is_packet
 
 #: A payload is JSON data (None, bool, int, float, str, list, dict with str keys),
 #: or a registered packet when one layer of a stack carries another's packets.
@@ -44,10 +44,21 @@ class TaggedMessage(Message):
 
 
 def check_payload(payload: object, _depth: int = 0) -> None:
-    """Raise LocalError unless ``payload`` is JSON data (what the codec can carry)."""
+    """Raise LocalError unless ``payload`` is JSON data (what the codec can carry), or a
+    packet as the whole payload (one layer of a stack carrying another's)."""
     if _depth > 64:
         raise LocalError("payload is nested more than 64 levels deep")
-    if payload is None or isinstance(payload, bool | int | str) or is_packet(payload):
+    kind = type(payload)
+    if kind is str or kind is int or payload is None:  # the common cases, first and cheap
+        return
+    if is_packet(payload):
+        if _depth:  # inside a list or dict it could be neither traced nor checkpointed
+            raise LocalError(f"a {kind.__name__} packet inside a payload's data")
+        problem = carried_problem(payload)
+        if problem is not None:
+            raise LocalError(problem)
+        return
+    if isinstance(payload, bool | int | str):
         return
     if isinstance(payload, float):
         if not math.isfinite(payload):

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+import operator
 from typing import Any, TypeVar
 
 import attrs
@@ -24,6 +26,59 @@ def packet(cls: type[P]) -> type[P]:
 
 def is_packet(value: object) -> bool:
     return PACKET_TYPES.get(type(value).__name__) is type(value)
+
+
+#: Deeper plain data than this is refused (the codec's nesting limit).
+MAX_PLAIN_DEPTH = 64
+
+
+def is_plain(value: object, depth: int = 0) -> bool:
+    """JSON data or tuples of it (finite floats, str keys): what ``plain`` turns into
+    JSON, so a trace row or a checkpoint can hold it."""
+    if depth > MAX_PLAIN_DEPTH:
+        return False
+    kind = type(value)
+    if kind is int or kind is str or value is None or kind is bool:
+        return True
+    if kind is float:
+        return math.isfinite(value)  # type: ignore[arg-type]
+    if kind is tuple or kind is list:
+        return all(is_plain(v, depth + 1) for v in value)  # type: ignore[attr-defined]
+    if kind is dict:
+        items = value.items()  # type: ignore[attr-defined]
+        return all(type(k) is str and is_plain(v, depth + 1) for k, v in items)
+    return False
+
+
+_INT_ONLY = frozenset((int,))
+#: class -> (getter of the fields other than ``payload``, as a tuple; their names)
+_carried: dict[type, tuple[Any, tuple[str, ...]]] = {}
+
+
+def carried_problem(packet: object) -> str | None:
+    """Why ``packet`` cannot be carried as another packet's payload, or None: its fields
+    other than ``payload`` must be plain data, or it could be neither traced nor
+    checkpointed when it reaches an application."""
+    cls: Any = type(packet)
+    plan = _carried.get(cls)
+    if plan is None:
+        names = tuple(f.name for f in attrs.fields(cls) if f.name != "payload")
+        getter: Any = operator.attrgetter(*names) if names else (lambda p: ())
+        if len(names) == 1:
+            one = getter
+            getter = lambda p: (one(p),)  # noqa: E731
+        plan = _carried[cls] = (getter, names)
+    getter, names = plan
+    for value in getter(packet):
+        kind = type(value)
+        if kind is int or kind is str or value is None:
+            continue
+        if kind is tuple and _INT_ONLY.issuperset(map(type, value)):
+            continue
+        if not is_plain(value):
+            name = names[[getattr(packet, f) is value for f in names].index(True)]
+            return f"carried {cls.__name__} field {name} holds a {kind.__name__}, not plain data"
+    return None
 
 
 def plain(value: Any) -> Any:
@@ -85,7 +140,9 @@ __all__ = [
     "PACKET_TYPES",
     "as_matrix",
     "as_row",
+    "carried_problem",
     "is_packet",
+    "is_plain",
     "packet",
     "packet_from_data",
     "packet_to_data",

@@ -15,6 +15,7 @@ from typing import Any
 import attrs
 
 from mailroom.core.messages import MessageId
+from mailroom.core.wire import plain
 
 KINDS = ("send", "receive", "deliver")
 
@@ -54,8 +55,8 @@ class Event:
             row["vc"] = {str(k): v for k, v in sorted(self.vc.items())}
         if self.time is not None:
             row["time"] = self.time
-        if self.payload is not None:
-            row["payload"] = self.payload
+        if self.payload is not None:  # a packet carried as the payload becomes JSON data too
+            row["payload"] = plain(self.payload)
         return row
 
     @classmethod

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from mailroom.core.messages import MessageId
+from mailroom.core.wire import plain
 from mailroom.trace.events import Event, TraceError
 from mailroom.trace.header import PARQUET_KEY, TraceHeader, read_header
 
@@ -54,7 +55,7 @@ def event_row(e: Event) -> dict[str, Any]:
         "dest": list(e.dest),
         "vc": None if e.vc is None else sorted(e.vc.items()),
         "time": e.time,
-        "payload": None if e.payload is None else json.dumps(e.payload),
+        "payload": None if e.payload is None else json.dumps(plain(e.payload)),
     }
 
 
