@@ -16,7 +16,8 @@ import attrs
 
 from mailroom.core import validate
 from mailroom.core.actions import Action, Deliver, Transmit
-from mailroom.core.endpoint import EndpointBase, Snapshot, load_counts
+from mailroom.core.endpoint import EndpointBase, Snapshot, load_counts, snap_list
+from mailroom.core.errors import LocalError
 from mailroom.core.messages import Message, MessageId, Payload
 from mailroom.core.pending import Pending
 from mailroom.core.wire import packet, packet_from_data, packet_to_data
@@ -113,9 +114,15 @@ class Fifo(EndpointBase):
     def _load(self, data: Snapshot) -> None:
         self.channel_out[:] = load_counts(data["channel_out"], self.n, "channel_out")
         self.delivered[:] = load_counts(data["delivered"], self.n, "delivered")
-        for item in data["buffer"]:
+        for item in snap_list(data["buffer"], "buffer"):
             p = packet_from_data(FifoPacket, item)
-            self._buffer.add(p.sender, p.channel - 1, self._no_needs, p)
+            sender = validate.pid(p.sender, self.n)
+            validate.dest(p.dest, self.pid, self.n)
+            validate.positive(p.seq, "seq")
+            index = validate.positive(p.channel, "channel") - 1
+            if index <= self.delivered[sender] or self._buffer.holds(sender, index):
+                raise LocalError("snapshot buffers a packet delivered, deliverable or twice")
+            self._buffer.add(sender, index, self._no_needs, p)
 
 
 def _message(p: FifoPacket) -> Message:

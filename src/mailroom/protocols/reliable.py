@@ -113,8 +113,9 @@ class Reliable(EndpointBase):
                 raise LocalError(f"{name} must be a finite number, got {value!r}")
         if not 0 < rto <= max_rto or backoff < 1:
             raise LocalError("need 0 < rto <= max_rto and backoff >= 1")
-        if type(window) is not int or window < 1 or type(capacity) is not int or capacity < 1:
-            raise LocalError("window and capacity must be positive integers")
+        for name, size in (("window", window), ("capacity", capacity)):
+            if type(size) is not int or not 1 <= size <= 2**32:
+                raise LocalError(f"{name} must be an integer in 1..2**32, got {size!r}")
         self.rto = float(rto)
         self.backoff = float(backoff)
         self.max_rto = float(max_rto)

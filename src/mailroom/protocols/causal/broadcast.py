@@ -21,8 +21,8 @@ import attrs
 from mailroom.clocks import Row, VectorClock
 from mailroom.core import validate
 from mailroom.core.actions import Action, Deliver, Transmit
-from mailroom.core.endpoint import EndpointBase, Snapshot, load_counts
-from mailroom.core.errors import RemoteError
+from mailroom.core.endpoint import EndpointBase, Snapshot, load_counts, snap_list
+from mailroom.core.errors import LocalError, RemoteError
 from mailroom.core.messages import Message, MessageId, Payload
 from mailroom.core.pending import Pending
 from mailroom.core.wire import as_row, packet, packet_from_data, packet_to_data
@@ -124,9 +124,14 @@ class CBCAST(EndpointBase):
 
     def _load(self, data: Snapshot) -> None:
         self._clock[:] = load_counts(data["clock"], self.n, "clock")
-        for item in data["buffer"]:
-            p = packet_from_data(CBCASTPacket, item)
-            self._buffer.add(p.sender, p.vc[p.sender] - 1, p.vc, p)
+        for item in snap_list(data["buffer"], "buffer"):
+            p = self._validate(packet_from_data(CBCASTPacket, item))
+            index = p.vc[p.sender] - 1
+            if index < self._clock[p.sender] or self._buffer.holds(p.sender, index):
+                raise LocalError("snapshot buffers a packet delivered or held twice")
+            self._buffer.add(p.sender, index, p.vc, p)
+        if self._buffer.pop_ready() is not None:
+            raise LocalError("snapshot buffers a packet that was deliverable")
 
 
 def _message(p: CBCASTPacket) -> Message:

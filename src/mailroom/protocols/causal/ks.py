@@ -455,7 +455,12 @@ class KS(EndpointBase):
         if not isinstance(log, list):
             raise LocalError("snapshot field log must be a list of [source, seq, dests]")
         for s, t, ds in log:
-            if type(s) is not int or not 0 <= s < self.n or type(t) is not int or t < 1:
+            if (
+                type(s) is not int
+                or not 0 <= s < self.n
+                or type(t) is not int
+                or not 0 < t <= 2**53
+            ):
                 raise LocalError(f"snapshot log entry {[s, t, ds]!r} does not fit n={self.n}")
             self._log[s][t] = set(load_dests(ds, self.n))
         for item in data["buffer"]:

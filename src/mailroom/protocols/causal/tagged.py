@@ -143,7 +143,7 @@ class TaggedCausalBroadcast(EndpointBase):
         self, pid: int, n: int, *, ack_every: int | None = 1, consume: str = "delivery"
     ) -> None:
         super().__init__(pid, n)
-        if ack_every is not None and (type(ack_every) is not int or ack_every < 1):
+        if ack_every is not None and (type(ack_every) is not int or not 1 <= ack_every <= 2**32):
             raise LocalError(f"ack_every must be a positive integer or None, got {ack_every!r}")
         if consume not in CONSUME_MODES:
             raise LocalError(f"consume must be one of {CONSUME_MODES}, got {consume!r}")
@@ -372,7 +372,7 @@ class TaggedCausalBroadcast(EndpointBase):
 
     def _load(self, data: Snapshot) -> None:
         ack_every = data["ack_every"]
-        if ack_every is not None and (type(ack_every) is not int or ack_every < 1):
+        if ack_every is not None and (type(ack_every) is not int or not 1 <= ack_every <= 2**32):
             raise LocalError(f"snapshot field ack_every is {ack_every!r}")
         self.ack_every = ack_every
         mode = data["consume"]

@@ -27,7 +27,7 @@ import attrs
 from mailroom.clocks import DelivVector, FrozenMatrix, SentMatrix
 from mailroom.core import validate
 from mailroom.core.actions import Action, Deliver, Transmit
-from mailroom.core.endpoint import EndpointBase, Snapshot, load_counts
+from mailroom.core.endpoint import EndpointBase, Snapshot, load_counts, snap_list
 from mailroom.core.errors import LocalError, RemoteError
 from mailroom.core.messages import Message, MessageId, Payload
 from mailroom.core.pending import Pending
@@ -144,9 +144,14 @@ class RST(EndpointBase):
         for k, row in enumerate(rows):
             self.sent._rows[k][:] = load_counts(row, self.n, f"sent[{k}]")
         self.deliv._counts[:] = load_counts(data["deliv"], self.n, "deliv")
-        for item in data["buffer"]:
-            p = packet_from_data(RSTPacket, item)
-            self._buffer.add(p.sender, p.sent[p.sender][self.pid], [r[self.pid] for r in p.sent], p)
+        for item in snap_list(data["buffer"], "buffer"):
+            p = self._validate(packet_from_data(RSTPacket, item))
+            index = p.sent[p.sender][self.pid]
+            if index < self.deliv[p.sender] or self._buffer.holds(p.sender, index):
+                raise LocalError("snapshot buffers a packet delivered or held twice")
+            self._buffer.add(p.sender, index, [r[self.pid] for r in p.sent], p)
+        if self._buffer.pop_ready() is not None:
+            raise LocalError("snapshot buffers a packet that was deliverable")
 
 
 def _message(p: RSTPacket) -> Message:

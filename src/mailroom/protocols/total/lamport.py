@@ -40,7 +40,7 @@ import attrs
 
 from mailroom.core import validate
 from mailroom.core.actions import Action, Deliver, Transmit
-from mailroom.core.endpoint import EndpointBase, Snapshot, load_counts
+from mailroom.core.endpoint import EndpointBase, Snapshot, load_counts, snap_counter, snap_list
 from mailroom.core.errors import LocalError, RemoteError
 from mailroom.core.messages import Message, MessageId, Payload
 from mailroom.core.pending import Pending, Wait
@@ -199,14 +199,18 @@ class LamportTotalOrder(EndpointBase):
         return data
 
     def _load(self, data: Snapshot) -> None:
-        clock = data["clock"]
-        if type(clock) is not int or clock < 0:
-            raise LocalError(f"snapshot field clock holds {clock!r}, not a counter")
-        self._clock = clock
+        self._clock = snap_counter(data["clock"], "clock")
         self.latest[:] = load_counts(data["latest"], self.n, "latest")
         self.delivered[:] = load_counts(data["delivered"], self.n, "delivered")
-        for item in data["queue"]:
-            self._enqueue(packet_from_data(LamportMessage, item))
+        for item in snap_list(data["queue"], "queue"):
+            m = packet_from_data(LamportMessage, item)
+            sender = validate.pid(m.sender, self.n)
+            seq = validate.positive(m.seq, "seq")
+            validate.positive(m.ts, "timestamp")
+            mid = MessageId(sender, seq)
+            if seq <= self.delivered[sender] or mid in self._messages:
+                raise LocalError(f"snapshot queues {mid}, delivered or queued twice")
+            self._enqueue(m)
 
 
 def _message(m: LamportMessage) -> Message:

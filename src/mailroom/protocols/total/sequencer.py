@@ -30,7 +30,7 @@ import attrs
 
 from mailroom.core import validate
 from mailroom.core.actions import Action, Deliver, Transmit
-from mailroom.core.endpoint import EndpointBase, Snapshot
+from mailroom.core.endpoint import EndpointBase, Snapshot, snap_list
 from mailroom.core.errors import LocalError, RemoteError
 from mailroom.core.messages import Message, MessageId, Payload
 from mailroom.core.pending import Pending, Wait
@@ -188,13 +188,18 @@ class Sequencer(EndpointBase):
         for o, (low, high) in enumerate(requests):
             self._low[o] = _count(low, "requests")
             self._high[o] = {_count(s, "requests") for s in high}
-        for item in data["held"]:
+        for item in snap_list(data["held"], "held"):
             p = packet_from_data(SequencerOrder, item)
-            self._held[p.number] = p
+            number = validate.positive(p.number, "sequence number")
+            validate.pid(p.origin, self.n, "origin")
+            validate.positive(p.seq, "seq")
+            if self.is_sequencer or number <= self.delivered + 1 or number in self._held:
+                raise LocalError(f"snapshot holds number {number}, deliverable or held twice")
+            self._held[number] = p
 
 
 def _count(value: object, what: str) -> int:
-    if type(value) is not int or value < 0:
+    if type(value) is not int or not 0 <= value <= validate.MAX_COUNTER:
         raise LocalError(f"snapshot field {what} holds {value!r}, not a counter")
     return value
 
