@@ -205,15 +205,15 @@ def test_ks_sends_less_than_rst_once_the_matrix_fills() -> None:
     sizes = {}
     for factory in (KS, RST):
         sim = Simulation([factory(p, n) for p in range(n)], seed=1)
-        for r in range(6):
+        for r in range(24):  # every process sends to every other, twice over
             for p in range(n):
-                sim.schedule(
-                    10.0 * r + p / n, lambda s, p=p, r=r: s.send(p, "x", to=(p + r + 1) % n)
-                )
+                to = (p + r % (n - 1) + 1) % n
+                sim.schedule(10.0 * r + p / n, lambda s, p=p, to=to: s.send(p, "x", to=to))
         sim.run()
         sizes[factory.__name__] = sim.metrics.metadata_bytes
-    # deterministic byte counts: 1657 against 11520 with the compact log
-    assert sizes["KS"] < sizes["RST"] / 6
+    # deterministic byte counts through the codec: 10310 against 34898 (RST's sparse
+    # matrix is small while it is empty, so the gap opens as it fills)
+    assert sizes["KS"] < sizes["RST"] / 3
 
 
 @st.composite
