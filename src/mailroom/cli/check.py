@@ -159,9 +159,8 @@ def _first_line(exc: BaseException) -> str:
     return text[0][:300] if text else type(exc).__name__
 
 
-def _run_shiviz(args: argparse.Namespace) -> int:
-    from mailroom.spark import get_session
-    from mailroom.spark.shiviz import check_shiviz
+def _read_logs(args: argparse.Namespace) -> Any:
+    """All ShiViz logs of ``args.traces`` as one ShivizLog, or a one-line error (str)."""
     from mailroom.trace.shiviz import ShivizLog, read_shiviz
 
     events = []
@@ -173,16 +172,36 @@ def _run_shiviz(args: argparse.Namespace) -> int:
         try:
             log = read_shiviz(path, parser, delimiter)
         except (TraceError, OSError, UnicodeDecodeError) as exc:
-            return _fail(f"cannot read {path}: {exc}")
+            return f"cannot read {path}: {exc}"
         prefix = f"{path.name}:" if many else ""
         events += [
             e.__class__(**{**_fields(e), "execution": prefix + e.execution}) for e in log.events
         ]
-        invalid += log.invalid
+        invalid += [
+            r.__class__(**{**_fields(r), "execution": prefix + r.execution}) for r in log.invalid
+        ]
         executions += [prefix + x for x in log.executions]
-    if not events:
-        return _fail(f"the parser matched no record in {', '.join(args.traces)}")
-    log = ShivizLog(events, invalid, tuple(executions))
+    if not events and not invalid:
+        return f"the parser matched no record in {', '.join(args.traces)}"
+    return ShivizLog(events, invalid, tuple(executions))
+
+
+def _shiviz_note(checked: tuple[str, ...]) -> str:
+    return (
+        f"checked: {', '.join(checked)} (ShiViz logs have no message ids; "
+        "total, integrity and liveness need them"
+        + ("" if "causal" in checked else "; fifo and causal need --send-regex/--deliver-regex")
+        + ")"
+    )
+
+
+def _run_shiviz(args: argparse.Namespace) -> int:
+    from mailroom.spark import get_session
+    from mailroom.spark.shiviz import check_shiviz
+
+    log = _read_logs(args)
+    if isinstance(log, str):
+        return _fail(log)
     try:
         spark = get_session(args.master)
     except Exception as exc:  # no Java, a bad master URL...
@@ -199,18 +218,50 @@ def _run_shiviz(args: argparse.Namespace) -> int:
         return _fail(str(exc))
     report.write(args.out)
     print(
-        f"checked {len(events)} ShiViz records in {len(executions)} execution(s), "
+        f"checked {len(log.events)} ShiViz records in {len(log.executions)} execution(s), "
         f"{len(log.hosts())} hosts, on Spark {args.master}"
     )
-    print(
-        f"checked: {', '.join(report.checked)} (ShiViz logs have no message ids; "
-        "fifo, total, integrity and liveness need them"
-        + ("" if "causal" in report.checked else "; causal needs --send-regex/--deliver-regex")
-        + ")"
-    )
+    print(_shiviz_note(report.checked))
     print(report.summary(args.witnesses))
     print(f"report written to {args.out}/ (violations/, invalid/, summary.json)")
     return 0 if report.ok and report.invalid_count == 0 else 1
+
+
+def _run_reference_shiviz(args: argparse.Namespace) -> int:
+    """ShiViz logs on the reference engine: the same checks and verdicts as on Spark."""
+    from mailroom.trace.checkers import check
+    from mailroom.trace.shiviz import clock_violations, log_events
+
+    log = _read_logs(args)
+    if isinstance(log, str):
+        return _fail(log)
+    found = {"clock": clock_violations(log)}
+    invalid = [(r.line, r.reason) for r in log.invalid]
+    if args.send_regex and args.deliver_regex:
+        try:
+            events = log_events(log, args.send_regex, args.deliver_regex)
+        except TraceError as exc:
+            return _fail(str(exc))
+        report = check(events.events, ("fifo", "causal"))
+        for prop, vs in report.violations.items():
+            found[prop] = [
+                v.__class__(**{**_fields(v), "reason": events.names.rename(v.run, v.reason)})
+                for v in vs
+            ]
+        invalid += [(r.line, r.reason) for r in events.unmatched]
+    print(
+        f"checked {len(log.events)} ShiViz records in {len(log.executions)} execution(s), "
+        f"{len(log.hosts())} hosts, on the reference engine"
+    )
+    print(_shiviz_note(tuple(found)))
+    for prop, vs in found.items():
+        print(f"{prop:10s} {'ok' if not vs else f'{len(vs)} violation(s)'}")
+        for v in vs[: args.witnesses]:
+            print(f"    run {v.run}: {v.reason}")
+    print(f"{'invalid':10s} {len(invalid)} row(s)")
+    for line, reason in sorted(invalid)[: args.witnesses]:
+        print(f"    line {line}: {reason}")
+    return 0 if not any(found.values()) and not invalid else 1
 
 
 def _fields(e: Any) -> dict[str, Any]:
@@ -223,7 +274,9 @@ def _run_reference(args: argparse.Namespace, props: list[str], fmt: str) -> int:
     from mailroom.trace.checkers import check
     from mailroom.trace.jsonl import read_jsonl
 
-    if fmt == "shiviz" or "clock" in props:
+    if fmt == "shiviz":
+        return _run_reference_shiviz(args)
+    if "clock" in props:
         return _fail("the reference engine checks JSON Lines or Parquet traces, without 'clock'")
     events = []
     for path in args.traces:
