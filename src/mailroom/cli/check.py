@@ -125,29 +125,33 @@ def run_check(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     if fmt == "shiviz":
         return _run_shiviz(args)
     props = [p for p in props if p != "clock"] + (["clock"] if "clock" in props else [])
+    from mailroom.spark.session import describe_error, progress
+
+    progress(f"starting Spark ({args.master})")
     try:
         spark = get_session(args.master)
     except Exception as exc:  # no Java, a bad master URL...
-        return _fail(f"cannot start Spark at {args.master}: {_first_line(exc)}")
+        return _fail(f"cannot start Spark at {args.master}: {describe_error(exc)}")
+    progress(f"checking {', '.join(args.traces)}")
     try:
         loaded = load_trace(spark, list(args.traces), fmt)
-        events = loaded.events.count()
+        report = check_trace(
+            spark,
+            loaded,
+            props,
+            mode=args.mode,
+            in_flight=args.in_flight,
+            propagation=args.propagation,
+        )
     except Exception as exc:  # Spark reports unreadable input as assorted JVM errors
-        return _fail(f"cannot load {', '.join(args.traces)} as {fmt}: {_first_line(exc)}")
-    if events == 0:
-        bad = loaded.invalid.limit(1).collect()
-        why = f" (first invalid row: {bad[0].reason})" if bad else ""
+        return _fail(f"cannot load {', '.join(args.traces)} as {fmt}: {describe_error(exc)}")
+    events, runs = report.events, report.runs
+    if not events:
+        first = report.found.invalid_first if report.found else []
+        why = f" (first invalid row: {first[0][1]})" if first else ""
         return _fail(f"no usable events in {', '.join(args.traces)}{why}")
-    report = check_trace(
-        spark,
-        loaded,
-        props,
-        mode=args.mode,
-        in_flight=args.in_flight,
-        propagation=args.propagation,
-    )
-    report.write(args.out)
-    runs = loaded.events.select("run").distinct().count()
+    progress(f"writing the report to {args.out}/")
+    report.write(args.out, args.witnesses)
     print(f"checked {events} events in {runs} run(s) on Spark {args.master} ({args.mode} mode)")
     print(report.summary(args.witnesses))
     print(f"report written to {args.out}/ (violations/, invalid/, summary.json)")
