@@ -56,6 +56,8 @@ def get_session(
         .config("spark.ui.enabled", "false")
         .config("spark.ui.showConsoleProgress", "false")
         .config("spark.sql.session.timeZone", "UTC")
+        # a JSON object with a repeated key keeps the last value, as Python's json does
+        .config("spark.sql.mapKeyDedupPolicy", "LAST_WIN")
         .config("spark.driver.extraJavaOptions", quiet)
         .config("spark.executor.extraJavaOptions", quiet)
     )
