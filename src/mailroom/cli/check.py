@@ -293,8 +293,10 @@ def _run_reference(args: argparse.Namespace, props: list[str], fmt: str) -> int:
                 events += read_jsonl(path)
         except OSError as exc:
             return _fail(f"cannot read {path}: {exc.strerror or exc}")
-        except (TraceError, ImportError, ValueError) as exc:
+        except TraceError as exc:
             return _fail(_first_line(exc))
+        except (ImportError, ValueError) as exc:  # pyarrow: a truncated or foreign file
+            return _fail(f"cannot read {path}: {_first_line(exc)}")
     report = check(events, props)
     print(f"checked {len(events)} events")
     print(report.summary())
