@@ -16,8 +16,15 @@ violations found are exactly the injected ones, the peak RSS of the Python
 driver and of the JVM (driver and executors in local mode), and the load
 average, since a shared machine slows every figure down.
 
+With ``--cluster``, instead: a standalone master and one, then two worker
+processes on this machine (``mailroom.spark.cluster``, 1 core and
+``--worker-memory`` each), ``mailroom check`` and ``mailroom sweep`` run through
+``--master`` on each, and the scaling from one worker to two with the rate per
+executor.
+
 Usage:
     python benchmarks/check_scale.py                      # 1M and 10M (about 30 min)
+    python benchmarks/check_scale.py --cluster --sizes 1000000  # 1 vs 2 workers
     python benchmarks/check_scale.py --skip-10m           # 1M only
     python benchmarks/check_scale.py --sizes 20000,100000 # a quick try
     python benchmarks/check_scale.py --baseline-sizes 1000000,10000000  # local[1] on both
@@ -63,29 +70,91 @@ def _jvm_peak_rss_mb(spark: object) -> int | None:
     return None
 
 
-def spark_check(path: str, master: str, driver_memory: str) -> dict[str, object]:
-    sys.path.insert(0, str(HERE.parent / "src"))
-    from mailroom.spark import check_trace, get_session, load_trace
+def spark_profile(spark: object) -> dict[str, int]:
+    """Jobs, stages run and tasks run so far in this SparkContext (from its status tracker)."""
+    tracker = spark.sparkContext.statusTracker()  # type: ignore[attr-defined]
+    jobs = tracker.getJobIdsForGroup(None)
+    stages: set[int] = set()
+    tasks = 0
+    for job in jobs:
+        info = tracker.getJobInfo(job)
+        for stage in info.stageIds if info else []:
+            s = tracker.getStageInfo(stage)
+            if s is not None and s.numCompletedTasks and stage not in stages:
+                stages.add(stage)
+                tasks += s.numCompletedTasks
+    return {"jobs": len(jobs), "stages": len(stages), "tasks": tasks}
 
-    cores = int(master[6:-1]) if master[6:-1].isdigit() else os.cpu_count() or 2
-    spark = get_session(master, driver_memory=driver_memory, shuffle_partitions=4 * cores)
+
+def spark_check(path: str, master: str, driver_memory: str | None) -> dict[str, object]:
+    """``mailroom check`` exactly as a user runs it (the CLI's defaults), timed end to end."""
+    import contextlib
+    import io
+    import tempfile
+
+    sys.path.insert(0, str(HERE.parent / "src"))
+    from pyspark.sql import SparkSession
+
+    from mailroom.cli import main as cli
+
     load = os.getloadavg()[0]
+    out = tempfile.mkdtemp(prefix="mrbench-report-")
+    argv = ["check", path, "--master", master, "--out", out, "--properties", ",".join(PROPS)]
+    if driver_memory:  # the CLI's own default otherwise
+        os.environ["PYSPARK_SUBMIT_ARGS"] = f"--driver-memory {driver_memory} pyspark-shell"
     t0 = time.perf_counter()
-    loaded = load_trace(spark, [path], "parquet")
-    report = check_trace(spark, loaded, PROPS, mode="summary")
+    with contextlib.redirect_stdout(io.StringIO()) as text:
+        code = cli(argv)
     seconds = time.perf_counter() - t0
-    events = loaded.events.count()  # not timed: only for the table
-    jvm = _jvm_peak_rss_mb(spark)
-    spark.stop()
-    return {
-        "events": events,
+    spark = SparkSession.getActiveSession()
+    summary = json.loads((Path(out) / "summary.json").read_text())
+    first = text.getvalue().splitlines()[0].split()
+    result: dict[str, object] = {
+        "events": int(first[1]) if first[:1] == ["checked"] else None,
         "seconds": round(seconds, 1),
-        "violations": report.counts,
-        "invalid": report.invalid_count,
+        "exit": code,
+        "violations": summary["violations"],
+        "invalid": summary["invalid"],
         "driver_python_peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024,
-        "jvm_peak_rss_mb": jvm,
+        "jvm_peak_rss_mb": _jvm_peak_rss_mb(spark),
+        "partitions": int(spark.conf.get("spark.sql.shuffle.partitions")) if spark else None,
+        **(spark_profile(spark) if spark else {}),
         "load": [round(load, 1), round(os.getloadavg()[0], 1)],
     }
+    if spark is not None:
+        spark.stop()
+    return result
+
+
+def cluster_scaling(path: Path, size: int, worker_memory: str) -> None:
+    """``mailroom check`` and ``mailroom sweep`` on 1, then 2 standalone workers."""
+    sys.path.insert(0, str(HERE.parent / "src"))
+    from mailroom.spark.cluster import standalone_cluster
+
+    sweep = ["--protocol", "rst,cbcast,ks", "--n", "4,8", "--seeds", "4", "--messages", "100"]
+    rows = []
+    for workers in (1, 2):
+        with standalone_cluster(workers=workers, cores=1, memory=worker_memory) as url:
+            for what, argv in (
+                ("check", ["check", str(path), "--properties", ",".join(PROPS)]),
+                ("sweep", ["sweep", *sweep, "--quiet"]),
+            ):
+                out = Path(f"/tmp/mrbench-cluster-{what}-{workers}")
+                cmd = [sys.executable, "-m", "mailroom", *argv, "--master", url, "--out", str(out)]
+                t0 = time.perf_counter()
+                done = subprocess.run(cmd, capture_output=True, text=True, check=False)
+                seconds = time.perf_counter() - t0
+                print(f"  {what} on {workers} worker(s): {seconds:.1f} s, exit {done.returncode}")
+                if done.returncode not in (0, 1):
+                    print(done.stderr.strip().splitlines()[-1:])
+                rows.append((what, workers, seconds))
+    print(f"\n{'run':8s} {'workers':>7s} {'seconds':>8s} {'events/s per executor':>22s}")
+    for what, workers, seconds in rows:
+        rate = f"{size / seconds / workers:22,.0f}" if what == "check" else f"{'':>22s}"
+        print(f"{what:8s} {workers:7d} {seconds:8.1f} {rate}")
+    for what in ("check", "sweep"):
+        one, two = (sec for w, _, sec in rows if w == what)
+        print(f"{what}: 2 workers vs 1: {one / two:.2f}x")
 
 
 def reference_check(path: str) -> dict[str, object]:
@@ -169,7 +238,7 @@ def report(
     base = sizes[0]
     print(
         f"\n{'run':24s} {'events':>11s} {'seconds':>8s} {'events/s':>9s}  found = injected  "
-        f"{'py MB':>6s} {'JVM MB':>6s}  load"
+        f"{'py MB':>6s} {'JVM MB':>6s} {'jobs':>4s} {'stages':>6s} {'tasks':>6s}  load"
     )
     for label, size, _ in plan:
         r = results[label]
@@ -192,7 +261,8 @@ def report(
         print(
             f"{label:24s} {events if events is not None else 'n/a':>11} {shown!s:>8s} {rate}  "
             f"{verdict:16s} {r.get('driver_python_peak_rss_mb', ''):>6} "
-            f"{r.get('jvm_peak_rss_mb', '') or '':>6}  {r.get('load', '')}"
+            f"{r.get('jvm_peak_rss_mb', '') or '':>6} {r.get('jobs', ''):>4} "
+            f"{r.get('stages', ''):>6} {r.get('tasks', ''):>6}  {r.get('load', '')}"
         )
 
     def seconds_of(label: str) -> float | None:
@@ -235,13 +305,18 @@ def main() -> None:
     ap.add_argument("--skip-10m", action="store_true", help="leave out sizes of 10M and more")
     ap.add_argument("--ref-limit", type=float, default=900.0, help="seconds for the reference")
     ap.add_argument("--no-reference", action="store_true", help="skip the reference checkers")
+    ap.add_argument("--no-local1", action="store_true", help="skip the local[1] baseline")
     ap.add_argument(
         "--baseline-sizes",
         default="",
         help="sizes to also run on local[1] for the speed-up (default: the smallest); "
         "fixed JVM costs weigh on small traces, so the largest gives the truest ratio",
     )
-    ap.add_argument("--driver-memory", default="4g")
+    ap.add_argument(
+        "--driver-memory", default=None, help="Spark driver heap (default: the CLI's own)"
+    )
+    ap.add_argument("--cluster", action="store_true", help="1 vs 2 standalone workers instead")
+    ap.add_argument("--worker-memory", default="1g", help="--cluster: memory of each worker")
     ap.add_argument("--child", nargs="+", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.child:
@@ -258,12 +333,15 @@ def main() -> None:
         sizes = [s for s in sizes if s < 10_000_000] or sizes[:1]
     traces = {s: trace(data, s) for s in sizes}
     base = sizes[0]
-    mem = ["--driver-memory", args.driver_memory]
+    if args.cluster:
+        cluster_scaling(traces[base][0], base, args.worker_memory)
+        return
+    mem = ["--driver-memory", args.driver_memory] if args.driver_memory else []
     baselines = [int(s) for s in args.baseline_sizes.split(",") if s] or [base]
     plan = []
     for s in sizes:
         plan.append((f"spark local[2] {_label(s)}", s, ["spark", "local[2]"]))
-        if s in baselines:
+        if s in baselines and not args.no_local1:
             plan.append((f"spark local[1] {_label(s)}", s, ["spark", "local[1]"]))
     results: dict[str, dict[str, object]] = {}
     for label, size, (kind, master) in plan:

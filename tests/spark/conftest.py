@@ -26,11 +26,10 @@ def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     session.stop()
 
 
-SHIVIZ_DIR = Path(__file__).resolve().parents[2].parent / "shared" / "data" / "shiviz"
+SHIVIZ_DIR = Path(__file__).resolve().parents[1] / "data" / "shiviz"
 
 
 @pytest.fixture(scope="session")
 def shiviz_dir() -> Path:
-    if not SHIVIZ_DIR.is_dir():
-        pytest.skip(f"{SHIVIZ_DIR} is absent")
+    """ShiViz's example logs, vendored under tests/data/shiviz (MIT, see its README)."""
     return SHIVIZ_DIR

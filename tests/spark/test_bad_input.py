@@ -135,3 +135,27 @@ def test_parquet_bad_rows_and_a_wrong_clock(spark: Any, tmp_path: Path) -> None:
     assert report.counts["fifo"] == 1
     # run r2 lost its only clock and is still checked (its clocks are computed)
     assert report.counts["integrity"] == 0
+
+
+def test_jsonl_line_numbers_across_blocks_and_the_header_line(spark: Any, tmp_path: Path) -> None:
+    """Spark splits the file into many blocks; bad lines keep their true line numbers,
+    and the trace header line is neither an event nor invalid."""
+    path = tmp_path / "many.jsonl"
+    good = [
+        Event("r", 0, k, "send", MessageId(0, k), 0, (1,), {0: k}).to_dict() for k in range(1, 301)
+    ]
+    lines = [json.dumps({"header": {"producer": "test", "promises": ["fifo"]}})]
+    lines += [json.dumps(row) for row in good]
+    for at in (7, 123, 250):  # 1-based line numbers of the broken lines
+        lines[at - 1] = "{broken"
+    lines.insert(199, "")  # a blank line counts as a line, never as invalid
+    path.write_text("\n".join(lines) + "\n")
+    spark.conf.set("spark.sql.files.maxPartitionBytes", "2048")
+    try:
+        loaded = load_trace(spark, [str(path)], "jsonl")
+        assert loaded.events.count() == 300 - 3  # three rows broken; the header is no event
+        bad = sorted((r.line, r.reason[:8]) for r in loaded.invalid.collect())
+        assert spark.read.text(str(path)).rdd.getNumPartitions() > 5
+    finally:
+        spark.conf.unset("spark.sql.files.maxPartitionBytes")
+    assert bad == [(7, "not JSON"), (123, "not JSON"), (251, "not JSON")]

@@ -14,6 +14,7 @@ from mailroom.core.messages import MessageId
 from mailroom.trace.events import Event
 from mailroom.trace.jsonl import write_jsonl
 from mailroom.trace.parquet import write_parquet
+from mailroom.trace.shiviz import SHIVIZ_PARSER
 
 CLEAN = [
     Event("r", 0, 1, "send", MessageId(0, 1), 0, (1,), {0: 1}),
@@ -88,7 +89,7 @@ def test_shiviz_log_checks_what_its_clocks_allow(
     text = capsys.readouterr().out
     assert code == 0, text
     assert "checked 39 ShiViz records in 1 execution(s), 3 hosts" in text
-    assert "checked: clock, causal" in text
+    assert "checked: clock, fifo, causal" in text
 
 
 def test_a_tampered_shiviz_log_has_clock_violations(
@@ -103,7 +104,58 @@ def test_a_tampered_shiviz_log_has_clock_violations(
     assert main(["check", str(log), "--out", str(tmp_path / "r")]) == 1
     text = capsys.readouterr().out
     assert "clock      " in text and "names event 9 of client, which is not in the log" in text
-    assert "causal needs --send-regex/--deliver-regex" in text
+    assert "fifo and causal need --send-regex/--deliver-regex" in text
+
+
+#: Two hosts with names of their own; beta delivers Msg(2) before Msg(1), and a Ghost.
+NAMED_LOG = """\
+alpha {"alpha":1}
+send Msg(1)
+alpha {"alpha":2}
+send Msg(2)
+beta {"alpha":2, "beta":1}
+recv Msg(2)
+beta {"alpha":2, "beta":2}
+recv Msg(1)
+beta {"beta":3, "alpha":2}
+recv Ghost(9)
+"""
+
+
+@pytest.mark.parametrize("engine", ["spark", "reference"])
+def test_shiviz_verdicts_use_the_logs_names_on_both_engines(
+    spark: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str], engine: str
+) -> None:
+    log = tmp_path / "named.log"
+    log.write_text(SHIVIZ_PARSER + "\n" + NAMED_LOG)
+    regexes = ["--send-regex", "^send (?<message>.*)", "--deliver-regex", "^recv (?<message>.*)"]
+    argv = ["check", str(log), *regexes, "--engine", engine, "--out", str(tmp_path / "r")]
+    assert main(argv) == 1
+    text = capsys.readouterr().out
+    assert "checked: clock, fifo, causal" in text
+    assert "beta delivered Msg(2) before Msg(1), sent before it" in text
+    assert "beta delivered Msg(2) before Msg(1), whose send happened before it" in text
+    assert "beta delivered 'Ghost(9)', which no record matched by the send regex sent" in text
+    assert "P1" not in text and "P0#" not in text
+    nothing = ["--send-regex", "^nothing (?<message>.*)", "--deliver-regex", regexes[3]]
+    argv = ["check", str(log), *nothing, "--engine", engine, "--out", str(tmp_path / "r")]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert "the send regex matched no record" in err and err.count("\n") == 1
+
+
+@pytest.mark.parametrize("engine", ["spark", "reference"])
+def test_a_truncated_parquet_file_is_one_line_on_both_engines(
+    spark: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str], engine: str
+) -> None:
+    write_parquet(FIFO_BROKEN, tmp_path / "t.parquet")
+    data = (tmp_path / "t.parquet").read_bytes()
+    (tmp_path / "cut.parquet").write_bytes(data[: len(data) // 2])
+    argv = ["check", str(tmp_path / "cut.parquet"), "--engine", engine]
+    assert main([*argv, "--out", str(tmp_path / "r")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "cut.parquet" in err
+    assert "\tat " not in err and "Traceback" not in err
 
 
 @pytest.mark.parametrize(

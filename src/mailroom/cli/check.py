@@ -211,7 +211,7 @@ def _choose(
 def _engine(args: argparse.Namespace, fmt: str, props: list[str]) -> str:
     if args.engine != "auto":
         return str(args.engine)
-    if fmt == "shiviz" or "clock" in props:
+    if "clock" in props and fmt != "shiviz":
         return "spark"
     if importlib.util.find_spec("pyspark") is None:
         return "reference"
@@ -263,7 +263,7 @@ def run_check(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
         return _run_shiviz(args)
     if fmt == "jsonl" and not any(_has_rows(p) for p in args.traces):
         return _fail(f"no usable events in {', '.join(args.traces)}")
-    return _run_spark(args, props, fmt, not_promised, protocol, headers)
+    return _run_spark(args, props, fmt, not_promised, protocol)
 
 
 def _has_rows(path: str) -> bool:
@@ -276,22 +276,6 @@ def _has_rows(path: str) -> bool:
     except OSError:
         return True  # the reader will say what is wrong
     return False
-
-
-def _header_lines(paths: Sequence[str], headers: list[TraceHeader | None]) -> set[tuple[str, int]]:
-    """(source, line) of each JSON Lines header line: Spark must not count them invalid."""
-    found = set()
-    for path, header in zip(paths, headers, strict=True):
-        if header is None:
-            continue
-        with open(path, "rb") as src:
-            lineno = 0
-            while raw := src.readline(1 << 16):
-                lineno += 1
-                if raw.strip():
-                    found.add((str(path), lineno))
-                    break
-    return found
 
 
 def _verdict_lines(
@@ -382,8 +366,10 @@ def _run_reference(
 ) -> int:
     from mailroom.trace.checkers import check
 
-    if fmt == "shiviz" or "clock" in props:
-        return _fail("the reference engine checks JSON Lines or Parquet traces, without 'clock'")
+    if fmt == "shiviz":
+        return _run_reference_shiviz(args)
+    if "clock" in props:
+        return _fail("the reference engine checks 'clock' on ShiViz logs only; use --engine spark")
     events = []
     for path in args.traces:
         if Path(path).is_dir():
@@ -528,105 +514,74 @@ def _run_spark(
     fmt: str,
     not_promised: tuple[str, ...],
     protocol: str | None,
-    headers: list[TraceHeader | None],
 ) -> int:
-    from mailroom.spark import Loaded, check_trace, get_session, load_trace
+    from mailroom.spark import check_trace, get_session, load_trace
 
     props = [p for p in props if p != "clock"] + (["clock"] if "clock" in props else [])
+    from mailroom.spark.session import describe_error
+
     _progress(f"starting Spark ({args.master})")
     start = time.perf_counter()
     try:
         spark = get_session(args.master)
     except Exception as exc:  # no Java, a bad master URL...
-        return _fail(f"cannot start Spark at {args.master}: {_first_line(exc)}")
-    _progress(f"loading {', '.join(args.traces)}")
+        return _fail(f"cannot start Spark at {args.master}: {describe_error(exc)}")
+    _progress(f"checking {', '.join(args.traces)} for {', '.join(props)}")
     # Spark resolves relative paths against the JVM's directory: give it absolute ones
     paths = [str(Path(p).resolve()) for p in args.traces]
-    skip = _header_lines(paths, headers) if fmt == "jsonl" else set()
-    try:
+    try:  # the reader drops header lines; one action computes counts, witnesses, sizes
         loaded = load_trace(spark, paths, fmt)
-        bad = [
-            r
-            for r in loaded.invalid.orderBy("source", "line").limit(len(skip) + 1).collect()
-            if (str(r.source), r.line) not in skip
-        ]
-        if bad:
-            return _fail(_bad_row(bad[0], args.traces, fmt))
-        if skip:  # header lines are not rows (a reader that already drops them is unaffected)
-            from pyspark.sql import functions as F
-
-            keep = F.lit(True)
-            for source, line in skip:
-                keep = keep & ~((F.col("source") == source) & (F.col("line") == line))
-            loaded = Loaded(loaded.events, loaded.invalid.where(keep))
-        events = loaded.events.count()
+        report = check_trace(
+            spark,
+            loaded,
+            props,
+            mode=args.mode,
+            in_flight=args.in_flight,
+            propagation=args.propagation,
+        )
     except Exception as exc:  # Spark reports unreadable input as assorted JVM errors
-        return _fail(f"cannot load {', '.join(args.traces)} as {fmt}: {_first_line(exc)}")
+        return _fail(f"cannot load {', '.join(args.traces)} as {fmt}: {describe_error(exc)}")
+    found = report.found
+    assert found is not None  # check_trace always computes its digest
+    if found.invalid_first:  # bad input is exit 2 with the first bad row, as in the reference
+        where, reason = found.invalid_first[0]
+        return _fail(_bad_row(where, reason, args.traces, fmt))
+    events, runs = found.events or 0, found.runs or 0
     if events == 0:
         return _fail(f"no usable events in {', '.join(args.traces)}")
-    _progress(f"checking {events} events for {', '.join(props)}")
-    report = check_trace(
-        spark,
-        loaded,
-        props,
-        mode=args.mode,
-        in_flight=args.in_flight,
-        propagation=args.propagation,
-    )
-    runs = loaded.events.select("run").distinct().count()
     k = args.witnesses
-    witnesses = {
-        p: [f"run {r.run}: {r.reason}" for r in report.first(p, k)] if report.counts[p] else []
-        for p in props
-    }
-    invalid_lines = [
-        f"run {r.run}: {r.reason}"
-        for r in report.invalid.orderBy("run", "process", "seq").limit(k).collect()
-    ]
+    witnesses = {p: [f"run {r}: {why}" for r, why in found.witnesses.get(p, [])[:k]] for p in props}
     lines = _verdict_lines(
-        props,
-        report.counts,
-        args.mode,
-        witnesses,
-        not_promised,
-        protocol,
-        report.invalid_count,
-        invalid_lines,
+        props, report.counts, args.mode, witnesses, not_promised, protocol, 0, []
     )
     head = (
         f"checked {events} events in {runs} run(s) on Spark {args.master} "
         f"({MODE_WORDS[args.mode]}) in {time.perf_counter() - start:.1f} s"
     )
     summary = _summary(
-        "spark",
-        args.mode,
-        props,
-        report.counts,
-        report.invalid_count,
-        not_promised,
-        protocol,
-        events,
-        runs,
+        "spark", args.mode, props, report.counts, 0, not_promised, protocol, events, runs
     )
     return _finish(args, head, lines, summary, report.write)
 
 
-def _bad_row(row: Any, paths: Sequence[str], fmt: str) -> str:
-    """The first invalid row as the reference reader words it: FILE:LINE: reason."""
-    reason = str(row.reason).removeprefix("malformed clock: ")
-    source = str(row.source)
-    for path in paths:  # name the file as the user did (Spark saw it absolute, or as a URI)
+def _bad_row(where: str, reason: str, paths: Sequence[str], fmt: str) -> str:
+    """The first invalid row (``SOURCE:LINE`` from Spark) as the reference reader words
+    it: FILE:LINE: reason, with the file named as the user named it."""
+    reason = reason.removeprefix("malformed clock: ")
+    source, _, line = where.rpartition(":")
+    if not source or not line.isdigit():
+        return f"{where}: {reason}"
+    for path in paths:  # Spark saw the path absolute, or as a URI
         if source.endswith(str(Path(path).resolve())):
             source = path
             break
     if fmt == "parquet":
-        return f"{source}: row {row.line}: {reason}"
-    return f"{source}:{row.line}: {reason}"
+        return f"{source}: row {line}: {reason}"
+    return f"{source}:{line}: {reason}"
 
 
-def _run_shiviz(args: argparse.Namespace) -> int:
-    from mailroom.spark import get_session
-    from mailroom.spark.shiviz import check_shiviz
+def _read_logs(args: argparse.Namespace) -> Any:
+    """All ShiViz logs of ``args.traces`` as one ShivizLog, or a one-line error (str)."""
     from mailroom.trace.shiviz import ShivizLog, read_shiviz
 
     events = []
@@ -638,16 +593,36 @@ def _run_shiviz(args: argparse.Namespace) -> int:
         try:
             log = read_shiviz(path, parser, delimiter)
         except (TraceError, OSError, UnicodeDecodeError) as exc:
-            return _fail(f"cannot read {path}: {exc}")
+            return f"cannot read {path}: {exc}"
         prefix = f"{path.name}:" if many else ""
         events += [
             e.__class__(**{**_fields(e), "execution": prefix + e.execution}) for e in log.events
         ]
-        invalid += log.invalid
+        invalid += [
+            r.__class__(**{**_fields(r), "execution": prefix + r.execution}) for r in log.invalid
+        ]
         executions += [prefix + x for x in log.executions]
-    if not events:
-        return _fail(f"the parser matched no record in {', '.join(args.traces)}")
-    log = ShivizLog(events, invalid, tuple(executions))
+    if not events and not invalid:
+        return f"the parser matched no record in {', '.join(args.traces)}"
+    return ShivizLog(events, invalid, tuple(executions))
+
+
+def _shiviz_note(checked: tuple[str, ...]) -> str:
+    return (
+        f"checked: {', '.join(checked)} (ShiViz logs have no message ids; "
+        "total, integrity and liveness need them"
+        + ("" if "causal" in checked else "; fifo and causal need --send-regex/--deliver-regex")
+        + ")"
+    )
+
+
+def _run_shiviz(args: argparse.Namespace) -> int:
+    from mailroom.spark import get_session
+    from mailroom.spark.shiviz import check_shiviz
+
+    log = _read_logs(args)
+    if isinstance(log, str):
+        return _fail(log)
     try:
         spark = get_session(args.master)
     except Exception as exc:  # no Java, a bad master URL...
@@ -663,21 +638,53 @@ def _run_shiviz(args: argparse.Namespace) -> int:
     except TraceError as exc:
         return _fail(str(exc))
     print(
-        f"checked {len(events)} ShiViz records in {len(executions)} execution(s), "
+        f"checked {len(log.events)} ShiViz records in {len(log.executions)} execution(s), "
         f"{len(log.hosts())} hosts, on Spark {args.master}"
     )
-    print(
-        f"checked: {', '.join(report.checked)} (ShiViz logs have no message ids; "
-        "fifo, total, integrity and liveness need them"
-        + ("" if "causal" in report.checked else "; causal needs --send-regex/--deliver-regex")
-        + ")"
-    )
+    print(_shiviz_note(report.checked))
     print(report.summary(args.witnesses))
     if args.out is not None:
         out = Path(args.out)
         report.write(out)
         print(f"report written to {out}/ (violations/, invalid/, summary.json)")
     return 0 if report.ok and report.invalid_count == 0 else 1
+
+
+def _run_reference_shiviz(args: argparse.Namespace) -> int:
+    """ShiViz logs on the reference engine: the same checks and verdicts as on Spark."""
+    from mailroom.trace.checkers import check
+    from mailroom.trace.shiviz import clock_violations, log_events
+
+    log = _read_logs(args)
+    if isinstance(log, str):
+        return _fail(log)
+    found = {"clock": clock_violations(log)}
+    invalid = [(r.line, r.reason) for r in log.invalid]
+    if args.send_regex and args.deliver_regex:
+        try:
+            events = log_events(log, args.send_regex, args.deliver_regex)
+        except TraceError as exc:
+            return _fail(str(exc))
+        report = check(events.events, ("fifo", "causal"))
+        for prop, vs in report.violations.items():
+            found[prop] = [
+                v.__class__(**{**_fields(v), "reason": events.names.rename(v.run, v.reason)})
+                for v in vs
+            ]
+        invalid += [(r.line, r.reason) for r in events.unmatched]
+    print(
+        f"checked {len(log.events)} ShiViz records in {len(log.executions)} execution(s), "
+        f"{len(log.hosts())} hosts, on the reference engine"
+    )
+    print(_shiviz_note(tuple(found)))
+    for prop, vs in found.items():
+        print(f"{prop:10s} {'ok' if not vs else f'{len(vs)} violation(s)'}")
+        for v in vs[: args.witnesses]:
+            print(f"    run {v.run}: {v.reason}")
+    print(f"{'invalid':10s} {len(invalid)} row(s)")
+    for line, reason in sorted(invalid)[: args.witnesses]:
+        print(f"    line {line}: {reason}")
+    return 0 if not any(found.values()) and not invalid else 1
 
 
 def _fields(e: Any) -> dict[str, Any]:

@@ -74,9 +74,96 @@ def _m(o: str, s: str) -> str:
     return _MSG.format(o, s)
 
 
+#: Witnesses per property (and invalid rows) fetched with the counts, in the one action.
+DIGEST_WITNESSES = 10
+
+
+@attrs.frozen
+class Digest:
+    """What the report prints, fetched in one Spark action: counts and first witnesses."""
+
+    counts: dict[str, int]
+    witnesses: dict[str, list[tuple[str, str]]]  # property -> [(run, reason)], in order
+    invalid_count: int
+    invalid_first: list[tuple[str, str]]  # [(where, reason)], by source and line
+    events: int | None = None
+    runs: int | None = None
+
+
+def digest(
+    violations: Any,
+    invalid: Any,
+    events: Any | None = None,
+    k: int = DIGEST_WITNESSES,
+) -> Digest:
+    """Counts per property, the first ``k`` witnesses of each and of ``invalid`` (by run and
+    positions, by source and line), and the events and runs of ``events``: one collect."""
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F
+
+    by_prop = Window.partitionBy("property")
+    v = violations.select(
+        F.col("property").alias("_kind"),
+        F.count(F.lit(1)).over(by_prop).alias("_n"),
+        F.row_number().over(by_prop.orderBy("run", "positions", "processes")).alias("_rn"),
+        F.col("run").alias("_a"),
+        F.col("reason").alias("_b"),
+        F.lit(None).cast("long").alias("_c"),
+    ).where(f"_rn <= {int(k)}")
+    by_src = Window.partitionBy(F.lit(1))
+    where = F.expr(
+        "CASE WHEN line IS NOT NULL THEN concat(source, ':', line) ELSE concat('run ', run) END"
+    )
+    i = invalid.select(
+        F.lit("\u0000invalid").alias("_kind"),
+        F.count(F.lit(1)).over(by_src).alias("_n"),
+        F.row_number().over(by_src.orderBy("source", "line", "run", "seq")).alias("_rn"),
+        where.alias("_a"),
+        F.col("reason").alias("_b"),
+        F.lit(None).cast("long").alias("_c"),
+    ).where(f"_rn <= {int(k)}")
+    parts = v.unionByName(i)
+    if events is not None:
+        parts = parts.unionByName(
+            events.agg(
+                F.lit("\u0000events").alias("_kind"),
+                F.count(F.lit(1)).alias("_n"),
+                F.lit(1).alias("_rn"),
+                F.lit(None).cast("string").alias("_a"),
+                F.lit(None).cast("string").alias("_b"),
+                F.countDistinct("run").alias("_c"),
+            )
+        )
+    counts: dict[str, int] = {}
+    witnesses: dict[str, list[tuple[str, str]]] = {}
+    ranked: dict[str, list[tuple[int, str, str]]] = {}
+    n_events = n_runs = None
+    for r in parts.collect():
+        if r._kind == "\u0000events":
+            n_events, n_runs = int(r._n), int(r._c)
+            continue
+        counts[r._kind] = int(r._n)
+        ranked.setdefault(r._kind, []).append((int(r._rn), r._a, r._b))
+    for kind, rows in ranked.items():
+        witnesses[kind] = [(a, b) for _, a, b in sorted(rows)]
+    return Digest(
+        {p: n for p, n in counts.items() if p != "\u0000invalid"},
+        {p: w for p, w in witnesses.items() if p != "\u0000invalid"},
+        counts.get("\u0000invalid", 0),
+        witnesses.get("\u0000invalid", []),
+        n_events,
+        n_runs,
+    )
+
+
 @attrs.frozen
 class SparkReport:
-    """Violation rows (``VIOLATION_DDL``), invalid rows and counts per checked property."""
+    """Violation rows (``VIOLATION_DDL``), invalid rows and counts per checked property.
+
+    ``violations`` and ``invalid`` are persisted; ``summary`` and the counts come
+    from one action (``digest``), so printing and writing the report never
+    recompute the checks.
+    """
 
     checked: tuple[str, ...]
     violations: Any
@@ -84,10 +171,20 @@ class SparkReport:
     counts: dict[str, int]
     invalid_count: int
     mode: str
+    found: Digest | None = None
 
     @property
     def ok(self) -> bool:
         return not any(self.counts.values())
+
+    @property
+    def events(self) -> int | None:
+        """Events in the checked trace (receives included), counted in the digest's action."""
+        return None if self.found is None else self.found.events
+
+    @property
+    def runs(self) -> int | None:
+        return None if self.found is None else self.found.runs
 
     def first(self, prop: str, k: int = 3) -> list[Any]:
         """The first ``k`` violations of ``prop`` (by run and positions)."""
@@ -99,21 +196,22 @@ class SparkReport:
         )
 
     def summary(self, k: int = 3) -> str:
+        found = self.found
+        if found is None or k > DIGEST_WITNESSES:
+            found = digest(self.violations, self.invalid, k=k)
         lines = []
         for prop in self.checked:
             n = self.counts.get(prop, 0)
             lines.append(f"{prop:10s} {'ok' if not n else f'{n} violation(s)'}")
             if n:
-                lines.extend(f"    run {r.run}: {r.reason}" for r in self.first(prop, k))
+                lines.extend(f"    run {r}: {why}" for r, why in found.witnesses[prop][:k])
         lines.append(f"{'invalid':10s} {self.invalid_count} row(s)")
-        if self.invalid_count:
-            for r in self.invalid.orderBy("source", "line").limit(k).collect():
-                where = f"{r.source}:{r.line}" if r.line is not None else f"run {r.run}"
-                lines.append(f"    {where}: {r.reason}")
+        lines.extend(f"    {where}: {why}" for where, why in found.invalid_first[:k])
         return "\n".join(lines)
 
-    def write(self, out: str | Path) -> None:
-        """Write ``violations/`` and ``invalid/`` (Parquet) and ``summary.json`` to ``out``."""
+    def write(self, out: str | Path, k: int = 3) -> None:
+        """Write ``violations/`` and ``invalid/`` (Parquet), ``summary.json`` and
+        ``summary.txt`` (with ``k`` witnesses per property) to ``out``."""
         out = Path(out)
         out.mkdir(parents=True, exist_ok=True)
         self.violations.write.mode("overwrite").parquet(str(out / "violations"))
@@ -125,7 +223,7 @@ class SparkReport:
             "invalid": self.invalid_count,
         }
         (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
-        (out / "summary.txt").write_text(self.summary() + "\n")
+        (out / "summary.txt").write_text(self.summary(k) + "\n")
 
 
 def _compute_run(item: tuple[str, Iterable[Any]]) -> Iterator[tuple[Any, ...]]:
@@ -156,9 +254,10 @@ def with_clocks(
     if hb == "compute":
         need = app.select("run").distinct()
     else:
-        need = app.where("vc IS NULL").select("run").distinct().persist()
-        if need.isEmpty():  # every run carries its clocks: nothing to compute
-            return app
+        # a probe that stops at the first clockless row and reads only two columns
+        if not app.where("vc IS NULL").select("kind").limit(1).collect():
+            return app  # every run carries its clocks: nothing to compute
+        need = app.where("vc IS NULL").select("run").distinct()
     todo = app.join(need, "run", "left_semi").select(*EVENT_DDL_COLUMNS)
     if propagation == "iterative":
         computed = iterative_clocks(todo, rounds)
@@ -413,7 +512,6 @@ def check_trace(
         "_cvc",
         "_cexp",
     ).persist(StorageLevel.MEMORY_AND_DISK)
-    table.count()  # materialise once, before the checks read it concurrently
     deliveries = table.where("kind = 'deliver'")
     first = table.where("_first")
     parts: list[Any] = []
@@ -637,6 +735,8 @@ def check_trace(
         violations = parts[0]
         for part in parts[1:]:
             violations = violations.unionByName(part)
+        # each part has the shuffle's partitions: as many in all as one shuffle has
+        violations = violations.coalesce(_partitions(spark))
     else:
         violations = spark.createDataFrame([], VIOLATION_DDL)
     never_sent = deliveries.where("_unsent").select(
@@ -652,12 +752,18 @@ def check_trace(
     invalid = loaded.invalid.unionByName(never_sent)
     violations = violations.persist(StorageLevel.MEMORY_AND_DISK)
     invalid = invalid.persist(StorageLevel.MEMORY_AND_DISK)
-    counts = {p: 0 for p in properties}
-    for row in violations.groupBy("property").count().collect():
-        counts[row["property"]] = int(row["count"])
-    invalid_count = invalid.count()
+    # the one action: computes (and caches) every property's rows, the invalid rows and
+    # the event and run counts, and brings back only the counts and first witnesses
+    found = digest(violations, invalid, loaded.events)
+    counts = {p: found.counts.get(p, 0) for p in properties}
     table.unpersist()
-    return SparkReport(tuple(properties), violations, invalid, counts, invalid_count, mode)
+    return SparkReport(
+        tuple(properties), violations, invalid, counts, found.invalid_count, mode, found
+    )
+
+
+def _partitions(spark: Any) -> int:
+    return max(1, int(spark.conf.get("spark.sql.shuffle.partitions")))
 
 
 def empty_invalid(spark: Any) -> Any:

@@ -12,10 +12,13 @@ cannot be checked on them. What can be (property ``clock``), per execution:
   this one (what it knew, this event knows: happens-before is transitive).
 
 With ``send_regex`` and ``deliver_regex`` naming the message in a record's text
-(``mailroom.trace.shiviz.to_events``), causal delivery is checked too, in full
-mode with the log's own clocks as happens-before. ``SparkReport.checked`` says
-which properties were checked. The log is parsed on the driver (ShiViz logs are
-small); the checks run in Spark.
+(``mailroom.trace.shiviz.to_events``), FIFO and causal delivery are checked too,
+in full mode with the log's own clocks as happens-before; deliveries whose send
+the regexes did not find are ``invalid`` rows. Verdicts use the log's names
+(host ``node2``, message ``DataMessage(3)``), never mailroom's pids.
+``SparkReport.checked`` says which properties were checked. The log is parsed
+on the driver (ShiViz logs are small); the checks run in Spark, and the
+violations, few by nature, are renamed on the driver.
 """
 
 from __future__ import annotations
@@ -24,7 +27,7 @@ from typing import Any
 
 from mailroom.spark.checks import VIOLATION_DDL, SparkReport, _violation, check_trace
 from mailroom.spark.load import INVALID_DDL, events_frame
-from mailroom.trace.shiviz import ShivizLog, to_events
+from mailroom.trace.shiviz import LogNames, ShivizLog, log_events
 
 SHIVIZ_DDL = "run string, host string, pid long, clock map<string,long>, line long"
 
@@ -117,6 +120,15 @@ def clock_violations(spark: Any, log: ShivizLog) -> Any:
     return out
 
 
+def _renamed(spark: Any, violations: Any, names: LogNames) -> Any:
+    """``violations`` with the log's host and message names in their reasons."""
+    rows = [
+        (r.property, r.run, r.processes, r.messages, r.positions, names.rename(r.run, r.reason))
+        for r in violations.collect()
+    ]
+    return spark.createDataFrame(rows, VIOLATION_DDL)
+
+
 def check_shiviz(
     spark: Any,
     log: ShivizLog,
@@ -125,25 +137,26 @@ def check_shiviz(
     send_regex: str | None = None,
     deliver_regex: str | None = None,
 ) -> SparkReport:
-    """Check a ShiViz log: clock consistency, and causal delivery when regexes name messages."""
+    """Check a ShiViz log: its clocks, and FIFO and causal delivery when regexes name messages."""
     violations = clock_violations(spark, log)
     checked: tuple[str, ...] = ("clock",)
+    invalid_rows = [(source, r.line, r.execution, None, None, r.reason) for r in log.invalid]
     if send_regex and deliver_regex:
-        events, _ = to_events(log, send_regex, deliver_regex)
-        if events:
-            causal = check_trace(
-                spark, events_frame(spark, events), ("causal",), mode="full", hb="given"
-            )
-            violations = violations.unionByName(causal.violations)
-        checked = ("clock", "causal")
-    invalid = spark.createDataFrame(
-        [(source, r.line, r.execution, None, None, r.reason) for r in log.invalid], INVALID_DDL
-    )
+        found = log_events(log, send_regex, deliver_regex)
+        order = check_trace(
+            spark, events_frame(spark, found.events), ("fifo", "causal"), mode="full", hb="given"
+        )
+        violations = violations.unionByName(_renamed(spark, order.violations, found.names))
+        checked = ("clock", "fifo", "causal")
+        invalid_rows += [
+            (source, r.line, r.execution, None, None, r.reason) for r in found.unmatched
+        ]
+    invalid = spark.createDataFrame(invalid_rows, INVALID_DDL)
     violations = violations.persist()
     counts = dict.fromkeys(checked, 0)
     for row in violations.groupBy("property").count().collect():
         counts[row["property"]] = int(row["count"])
-    return SparkReport(checked, violations, invalid.persist(), counts, len(log.invalid), "full")
+    return SparkReport(checked, violations, invalid.persist(), counts, len(invalid_rows), "full")
 
 
 __all__ = ["SHIVIZ_DDL", "VIOLATION_DDL", "check_shiviz", "clock_violations", "shiviz_frame"]

@@ -1,25 +1,37 @@
 """ShiViz / GoVector logs: reading them with a ShiViz parser regex, and writing them.
 
-Rules, in words:
+Rules, in words (ShiViz's own parser is the reference):
 
 - A log is plain text. A *parser* regular expression, written the way ShiViz
   writes it (JavaScript named groups ``(?<name>...)``), is applied to the whole
-  text with ``^``/``$`` matching at line ends, so one record may span two lines
+  text with ``^``/``$`` matching at line ends, so one record may span lines
   (``(?<event>.*)\\n(?<host>\\S*) (?<clock>.*)`` or the other way round). It must
   name the groups ``host`` and ``clock``; ``event`` is the record's text and any
   other named group is kept in ``fields``.
+- Every user regex (parser, delimiter, send and deliver regexes) runs on RE2
+  (the ``google-re2`` package), a linear-time engine: no regex can make the
+  reader backtrack for ever, and the default GoVector parser is linear on long
+  lines. RE2 has no backreferences or lookarounds; a regex using them is a
+  ``TraceError`` that says so. Line numbers are counted incrementally, so a log
+  reads in time linear in its length.
 - An optional *delimiter* regex splits the file into executions; its ``trace``
   group (if any) names each execution. Text before the first delimiter is an
   execution only if it holds records.
 - GoVector writes the parser itself on the first line of a log; ``read_shiviz``
   uses that line when no parser is given.
-- ``clock`` is a JSON object from host name to a positive integer counter. A
-  record whose clock is not such an object is an ``InvalidRecord`` with the
-  reason, never an exception; the rest of the log still loads.
+- ``clock`` is a JSON object from host name to a non-negative integer counter,
+  read as ShiViz reads it: if it is not JSON as written, escaped quotes
+  (``{\\"n1\\":0}``, as TLA+ writes them) are unescaped and it is read again;
+  entries equal to 0 are dropped. A record whose clock is not such an object is
+  an ``InvalidRecord`` with the reason, never an exception; the rest of the log
+  still loads.
 - There are no message ids: a receive shows up as a clock that jumps in another
   host's entry. ``to_events`` turns a log into trace events when regexes name
   the sent and delivered message (``send_regex``/``deliver_regex`` with a
-  ``message`` group), so FIFO/causal checks can run on it.
+  ``message`` group), so FIFO and causal checks can run on it; ``LogNames``
+  puts the log's host and message names back into the verdicts.
+- ``clock_violations`` checks the clocks themselves (property ``clock``), the
+  same rules as ``mailroom.spark.shiviz``.
 - ``write_shiviz`` exports any subset of a trace (for instance a violation's
   neighbourhood from ``neighbourhood``) as a log ShiViz opens: the hosts are
   ``P<pid>``, and the clocks are recomputed over the exported events alone
@@ -38,6 +50,7 @@ from typing import Any, TextIO
 import attrs
 
 from mailroom.core.messages import MessageId
+from mailroom.trace.checkers import Violation
 from mailroom.trace.events import Event, TraceError
 
 #: The parser ``write_shiviz`` puts on the first line of the logs it writes.
@@ -45,6 +58,8 @@ SHIVIZ_PARSER = r"(?<host>\S*) (?<clock>{.*})\n(?<event>.*)"
 
 _JS_GROUP = re.compile(r"\(\?<(?![=!])")
 _JS_BACKREF = re.compile(r"\\k<(\w+)>")
+#: Matches a mailroom process (``P3``) or message (``P0#2``) name in a verdict.
+_NAME = re.compile(r"\bP(\d+)(?:#(\d+))?\b")
 
 
 def js_regex(pattern: str) -> str:
@@ -52,12 +67,30 @@ def js_regex(pattern: str) -> str:
     return _JS_BACKREF.sub(r"(?P=\1)", _JS_GROUP.sub("(?P<", pattern))
 
 
-def compile_parser(pattern: str) -> re.Pattern[str]:
-    """Compile a ShiViz parser; TraceError if it is not a regex or lacks host/clock groups."""
+def compile_regex(pattern: str, what: str, multiline: bool = True) -> Any:
+    """Compile a user regex on RE2 (linear time); TraceError naming ``what`` if it cannot be."""
+    import re2
+
+    options = re2.Options()
+    options.log_errors = False
+    source = js_regex(pattern)
     try:
-        regex = re.compile(js_regex(pattern), re.MULTILINE)
-    except re.error as exc:
-        raise TraceError(f"the parser is not a regular expression: {exc}") from None
+        return re2.compile(("(?m)" if multiline else "") + source, options)
+    except re2.error as exc:
+        detail = exc.args[0].decode() if exc.args and isinstance(exc.args[0], bytes) else exc
+        try:
+            re.compile(source)
+        except re.error as py_exc:
+            raise TraceError(f"the {what} is not a regular expression: {py_exc}") from None
+        raise TraceError(
+            f"the {what} uses a construct the linear-time engine (RE2) does not run, "
+            f"such as a backreference or lookaround: {detail}"
+        ) from None
+
+
+def compile_parser(pattern: str) -> Any:
+    """Compile a ShiViz parser; TraceError if it is not a regex or lacks host/clock groups."""
+    regex = compile_regex(pattern, "parser")
     missing = [g for g in ("host", "clock") if g not in regex.groupindex]
     if missing:
         raise TraceError(f"the parser must name the groups 'host' and 'clock' (missing {missing})")
@@ -98,33 +131,32 @@ class ShivizLog:
 
 
 def _parse_clock(raw: str) -> dict[str, int]:
+    """A clock as ShiViz reads it: JSON, else JSON with ``\\"`` unescaped; zero entries dropped."""
     try:
         clock = json.loads(raw)
     except json.JSONDecodeError as exc:
-        raise TraceError(f"clock is not JSON ({exc.msg})") from None
+        try:
+            clock = json.loads(raw.replace('\\"', '"'))
+        except json.JSONDecodeError:
+            raise TraceError(f"clock is not JSON ({exc.msg})") from None
+    except RecursionError:
+        raise TraceError("clock is not JSON (nested too deeply)") from None
     if not isinstance(clock, dict) or not clock:
         raise TraceError("clock must be a non-empty JSON object")
     for host, value in clock.items():
-        if type(value) is not int or value < 1:
-            raise TraceError(f"clock entry {host!r} must be a positive integer")
-    return clock
+        if type(value) is not int or value < 0:
+            raise TraceError(f"clock entry {host!r} must be a non-negative integer")
+    return {host: value for host, value in clock.items() if value}
 
 
 def parse_shiviz(text: str, parser: str, delimiter: str | None = None) -> ShivizLog:
     """Parse a whole log; bad records go to ``invalid``, bad regexes raise TraceError."""
     regex = compile_parser(parser)
-    segments: list[tuple[str, int]] = []  # (execution label, start offset)
     if delimiter:
-        try:
-            delim = re.compile(js_regex(delimiter), re.MULTILINE)
-        except re.error as exc:
-            raise TraceError(f"the delimiter is not a regular expression: {exc}") from None
+        delim = compile_regex(delimiter, "delimiter")
         cuts = list(delim.finditer(text))
-        segments.append(("", 0))
-        for k, cut in enumerate(cuts, 1):
-            label = cut.groupdict().get("trace") or str(k)
-            segments.append((label, cut.end()))
-        bounds = [(label, start) for label, start in segments]
+        labels = ["", *((cut.groupdict().get("trace") or str(k)) for k, cut in enumerate(cuts, 1))]
+        bounds = list(zip(labels, [0, *(c.end() for c in cuts)], strict=True))
         ends = [c.start() for c in cuts] + [len(text)]
     else:
         bounds = [("", 0)]
@@ -132,12 +164,14 @@ def parse_shiviz(text: str, parser: str, delimiter: str | None = None) -> Shiviz
     events: list[ShivizEvent] = []
     invalid: list[InvalidRecord] = []
     executions: list[str] = []
+    pos, line = 0, 1  # line numbers counted incrementally: matches come in text order
     for (label, start), end in zip(bounds, ends, strict=True):
         counters: dict[str, int] = {}
         found = False
         for match in regex.finditer(text, start, end):
             found = True
-            line = text.count("\n", 0, match.start()) + 1
+            line += text.count("\n", pos, match.start())
+            pos = match.start()
             groups = {k: v for k, v in match.groupdict().items() if v is not None}
             host = groups.get("host", "")
             body = groups.get("event", "")
@@ -173,46 +207,158 @@ def read_shiviz(
     return parse_shiviz(text, parser, delimiter)
 
 
+@attrs.frozen
+class LogNames:
+    """The log's names for mailroom's pids and message ids, to put back into verdicts."""
+
+    hosts: tuple[str, ...]
+    messages: dict[tuple[str, MessageId], str] = attrs.field(eq=False)
+
+    def process(self, pid: int) -> str:
+        return self.hosts[pid] if 0 <= pid < len(self.hosts) else f"P{pid}"
+
+    def rename(self, run: str, reason: str) -> str:
+        """``reason`` with ``P3`` and ``P0#2`` replaced by the log's host and message names."""
+
+        def sub(m: re.Match[str]) -> str:
+            pid = int(m.group(1))
+            if m.group(2) is None:
+                return self.process(pid)
+            return self.messages.get((run, MessageId(pid, int(m.group(2)))), m.group(0))
+
+        return _NAME.sub(sub, reason)
+
+
+@attrs.frozen
+class LogEvents:
+    """What ``to_events`` found: the events, the names, and the records it could not use."""
+
+    events: list[Event]
+    names: LogNames
+    unmatched: list[InvalidRecord]
+
+
 def to_events(
-    log: ShivizLog,
-    send_regex: str,
-    deliver_regex: str,
+    log: ShivizLog, send_regex: str, deliver_regex: str
 ) -> tuple[list[Event], dict[str, int]]:
+    """The events of ``log_events`` and the host-to-pid map."""
+    found = log_events(log, send_regex, deliver_regex)
+    return found.events, {h: i for i, h in enumerate(found.names.hosts)}
+
+
+def log_events(log: ShivizLog, send_regex: str, deliver_regex: str) -> LogEvents:
     """Trace events for the records whose text names a sent or delivered message.
 
     Both regexes are searched in a record's ``event`` text and must have a
-    ``message`` group; records matching neither are left out. Hosts become pids
-    in sorted order; a message's id is (pid of its sender, k) for its k-th send.
-    The ShiViz clock becomes ``vc``. Returns the events and the host-to-pid map.
+    ``message`` group; a regex that matches no record is a TraceError saying so.
+    Hosts become pids in sorted order; a message's id is (pid of its sender, k)
+    for its k-th send at that host, and its name is the ``message`` group's text.
+    Deliveries whose message no send names, and a second send of a name already
+    sent in the same execution, are ``unmatched`` records (reported, not checked).
+    The ShiViz clock becomes ``vc``.
     """
-    send_re = re.compile(js_regex(send_regex))
-    deliver_re = re.compile(js_regex(deliver_regex))
+    send_re = compile_regex(send_regex, "send regex", multiline=False)
+    deliver_re = compile_regex(deliver_regex, "deliver regex", multiline=False)
     for name, rx in (("send", send_re), ("deliver", deliver_re)):
         if "message" not in rx.groupindex:
             raise TraceError(f"the {name} regex must name a group 'message'")
-    pids = {h: i for i, h in enumerate(log.hosts())}
+    hosts = tuple(log.hosts())
+    pids = {h: i for i, h in enumerate(hosts)}
+    dest = tuple(range(len(hosts)))
     ids: dict[tuple[str, str], MessageId] = {}
-    counts: dict[str, int] = {}
+    names: dict[tuple[str, MessageId], str] = {}
+    counts: dict[tuple[str, str], int] = {}
     events: list[Event] = []
+    unmatched: list[InvalidRecord] = []
+    delivered: list[tuple[ShivizEvent, str]] = []
     for e in log.events:
-        if any(h not in pids for h in e.clock):
-            continue
-        vc = {pids[h]: v for h, v in e.clock.items()}
-        p = pids[e.host]
         sm = send_re.search(e.text)
-        dm = deliver_re.search(e.text)
         if sm is not None:
-            key = (e.execution, sm.group("message"))
-            counts[e.host] = counts.get(e.host, 0) + 1
-            ids[key] = MessageId(p, counts[e.host])
-            dest = tuple(range(len(pids)))
+            text = sm.group("message")
+            key = (e.execution, text)
+            if key in ids:
+                why = f"{e.host} sends {text!r} again; messages are told apart by name"
+                unmatched.append(InvalidRecord(e.execution, e.line, e.text, why))
+                continue
+            p = pids[e.host]
+            counts[(e.execution, e.host)] = counts.get((e.execution, e.host), 0) + 1
+            ids[key] = MessageId(p, counts[(e.execution, e.host)])
+            names[(e.execution, ids[key])] = text
+            vc = {pids[h]: v for h, v in e.clock.items() if h in pids}
             events.append(Event(e.execution, p, e.index, "send", ids[key], p, dest, vc))
-        elif dm is not None:
-            key = (e.execution, dm.group("message"))
-            mid = ids.get(key, MessageId(len(pids), 0))  # never sent: an impossible sender
-            dest = tuple(range(len(pids)))
-            events.append(Event(e.execution, p, e.index, "deliver", mid, mid.origin, dest, vc))
-    return events, pids
+            continue
+        dm = deliver_re.search(e.text)
+        if dm is not None:
+            delivered.append((e, dm.group("message")))
+    if not ids:
+        raise TraceError("the send regex matched no record")
+    if not delivered:
+        raise TraceError("the deliver regex matched no record")
+    for e, text in delivered:
+        mid = ids.get((e.execution, text))
+        if mid is None:
+            why = f"{e.host} delivered {text!r}, which no record matched by the send regex sent"
+            unmatched.append(InvalidRecord(e.execution, e.line, e.text, why))
+            continue
+        vc = {pids[h]: v for h, v in e.clock.items() if h in pids}
+        p = pids[e.host]
+        events.append(Event(e.execution, p, e.index, "deliver", mid, mid.origin, dest, vc))
+    unmatched.sort(key=lambda r: (r.execution, r.line))
+    return LogEvents(events, LogNames(hosts, names), unmatched)
+
+
+def clock_violations(log: ShivizLog) -> list[Violation]:
+    """The log's clock violations (property ``clock``), as ``mailroom.spark.shiviz`` finds them.
+
+    Per execution: every record's clock has an entry for its own host; ordered
+    by that entry, a host's own entry steps by one from 1 and no entry goes down;
+    an entry ``h: v`` for another host names an event of h with own entry v that
+    is in the log, whose whole clock is entrywise at most this one. Positions are
+    line numbers; processes are pids in sorted host order.
+    """
+    pids = {h: i for i, h in enumerate(log.hosts())}
+    found: list[Violation] = []
+
+    def add(e: ShivizEvent, reason: str) -> None:
+        found.append(Violation("clock", e.execution, (pids[e.host],), (), (e.line,), reason))
+
+    at: dict[tuple[str, str, int], list[ShivizEvent]] = {}
+    own: dict[tuple[str, str], list[ShivizEvent]] = {}
+    for e in log.events:
+        if e.host not in e.clock:
+            add(e, f"line {e.line}: {e.host} has no entry of its own in its clock")
+            continue
+        at.setdefault((e.execution, e.host, e.clock[e.host]), []).append(e)
+        own.setdefault((e.execution, e.host), []).append(e)
+    for hist in own.values():
+        hist.sort(key=lambda e: (e.clock[e.host], e.line))
+        prev: ShivizEvent | None = None
+        for e in hist:
+            before = 0 if prev is None else prev.clock[prev.host]
+            if e.clock[e.host] != before + 1:
+                add(
+                    e,
+                    f"line {e.line}: {e.host}'s own entry steps from {before} to {e.clock[e.host]}",
+                )
+            if prev is not None and any(v > e.clock.get(k, 0) for k, v in prev.clock.items()):
+                add(e, f"line {e.line}: an entry of {e.host}'s clock goes down")
+            prev = e
+    for e in log.events:
+        for h, v in e.clock.items():
+            if h == e.host:
+                continue
+            named = at.get((e.execution, h, v), [])
+            if not named:
+                where = f"line {e.line}: {e.host}'s clock names event {v} of {h}"
+                add(e, f"{where}, which is not in the log")
+            for other in named:
+                if any(x > e.clock.get(k, 0) for k, x in other.clock.items()):
+                    add(
+                        e,
+                        f"line {e.line}: {e.host} knows event {v} of {h} but not all that it knew",
+                    )
+    found.sort(key=lambda v: (v.run, v.positions, v.processes, v.reason))
+    return found
 
 
 def neighbourhood(
