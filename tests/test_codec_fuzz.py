@@ -423,7 +423,8 @@ def test_a_packet_as_the_payload_is_written_by_the_runtime_trace(tmp_path: Path)
     actions = p0.receive(codec.decode(carried_packet_from_a_peer(inner)))
     (delivered,) = [a.message for a in actions if isinstance(a, Deliver)]
     trace = TraceFile(tmp_path / "t.jsonl")
-    trace.write(Event("run", 0, 1, "deliver", delivered.id, 1, (0, 1), payload=delivered.payload))
+    event = Event("run", 0, 1, "deliver", delivered.id, 1, (0, 1), payload=delivered.payload)
+    trace.confirm(*trace.stage([(json.dumps(event.to_dict()) + "\n").encode()]))
     trace.close()
     (back,) = read_jsonl(tmp_path / "t.jsonl")
     assert back.payload["$packet"] == "ReliablePacket"
