@@ -6,7 +6,7 @@ over links with delays uniform in ``--delay``, optionally lossy (then every
 protocol runs over ``Reliable``). Latency is the time from a send to each of its
 deliveries. Each protocol's p50 and p99 are printed with their ratio to the
 baseline measured in the same run: ``unordered`` (deliver on arrival, so its
-latency is the network's), and seed 003's ``SkeenAllFinal`` next to ``skeen``
+latency is the network's), and the textbook rule's ``SkeenAllFinal`` next to ``skeen``
 shows what the standard delivery rule changed.
 
 Run: ``python benchmarks/latency.py [--n 4] [--period 1.0] [--duration 400]
@@ -39,7 +39,7 @@ def main() -> None:
     cases: dict[str, tuple[Callable[[int, int], Any], str]] = {
         name: (factory, mode) for name, (factory, mode, _) in PROTOCOLS.items()
     }
-    cases["skeen (seed 003 rule)"] = (SkeenAllFinal, "broadcast")
+    cases["skeen (all-final rule)"] = (SkeenAllFinal, "broadcast")
     rows = []
     for name, (factory, mode) in cases.items():
         lat: list[float] = []

@@ -1,11 +1,11 @@
-"""Seed 002's welcome side-effect: precise tags deliver no later than over-ordering ones.
+"""A welcome side-effect of precise tagging: precise tags deliver no later than over-ordering ones.
 
 Timed simulations of N processes over a network with delays uniform in
 [0.5, 5]: a seeded random workload of broadcasts, and applications that reply
 from inside their delivery handling (the callback model) to about a third of
 the messages they deliver (chosen by a hash of process and payload, so both
 protocols see the same decisions). The same seeds, workloads and network model
-run under NaiveTagged (tags are the middleware's clock, seed 002's pitfall) and
+run under NaiveTagged (tags are the middleware's clock, the pitfall) and
 TaggedCausalBroadcast. Printed: mean and max delivery delay (send to delivery,
 simulated time units, every delivery including the sender's own), the largest
 mail room, and naive / precise ratios.

@@ -19,7 +19,7 @@ ABC = {0: "Alice (P0)", 1: "Bob (P1)", 2: "Carol (P2)"}
 
 
 def _alice_bob_carol(make: Callable[[int, int], object]) -> Simulation:
-    """Seed 000's bad schedule: m3 reaches Carol before m1."""
+    """The Alice/Bob/Carol bad schedule: m3 reaches Carol before m1."""
     sim = Simulation([make(pid, 3) for pid in range(3)], adversarial=True)  # type: ignore[misc]
     m1 = sim.send(0, "Let's meet at 3pm", to=2)
     m2 = sim.send(0, "Can you join us at 3pm?", to=1)
@@ -72,7 +72,7 @@ def rst_under_loss() -> Diagram:
 
 
 def tagged_naive() -> Diagram:
-    """Seed 002's callback run under NaiveTagged: x is tagged after b, which P2's
+    """The callback-model run under NaiveTagged: x is tagged after b, which P2's
     application had not seen; the tag checker's violation is highlighted."""
     from mailroom import TaggedMessage
     from mailroom.testing import NaiveTagged, tag_violations

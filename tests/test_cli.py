@@ -37,7 +37,7 @@ def test_demo_tells_the_story(capsys: pytest.CaptureFixture[str]) -> None:
     assert "the causality detector at Carol: m1 arrived stamped [1, 0, 0]" in out
     assert out.startswith("mailroom demo: Alice (P0), Bob (P1) and Carol (P2)")
     assert "How to read the steps:" in rst and "┊ m3 held       m3 waits in the mail room" in rst
-    # RST: m3 waits, the seed's final matrices appear
+    # RST: m3 waits, the story's final matrices appear
     assert "Carol's mail room: m3 waits for 1 message from Alice (its 1st message to Carol)" in rst
     assert "m1 reaches Carol  (delivers m1, m3)" in rst
     assert "causal     ok" in rst and "causal     ok" in cbcast

@@ -159,7 +159,7 @@ def test_ks_forgetting_dependencies_after_any_send_is_caught() -> None:
     assert replay(KS, s).violations(CAUSAL) == []
 
 
-# -- the seed's example and the log's pruning ------------------------------------------------
+# -- the story's example and the log's pruning -----------------------------------------------
 
 
 def test_alice_bob_carol_with_ks() -> None:

@@ -1,4 +1,4 @@
-"""examples/chat: seed 000's story in three real processes, with Alice -> Carol slowed down.
+"""examples/chat: Alice, Bob and Carol in three real processes, Alice -> Carol slowed down.
 
 Alice tells Carol about the 3pm meeting, then invites Bob; Bob, having read
 Alice, asks Carol what it is about. Alice's message to Carol is held back on

@@ -54,7 +54,7 @@ def _fields(s: Steady) -> dict[str, object]:
 ISSUE = Steady(n=3, period=1.5, duration=200.0, delay=(1.0, 1.0))
 
 
-def test_skeen_delivers_under_steady_traffic_and_seed_003_rule_starves() -> None:
+def test_skeen_delivers_under_steady_traffic_and_all_final_rule_starves() -> None:
     standard = run_steady(Skeen, ISSUE)
     literal = run_steady(SkeenAllFinal, ISSUE)
     first = standard.first_delivery[1]

@@ -64,7 +64,7 @@ def test_unordered_is_caught_violating_causal_order() -> None:
     assert run is not None
     (v, *_) = run.violations(["causal"])
     assert v.property == "causal"
-    # the detector of seed 004 flags the same run
+    # the causality-violation detector flags the same run
     assert any(ep.violations for ep in run.sim.endpoints)
 
 

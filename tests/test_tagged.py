@@ -1,4 +1,4 @@
-"""Tagged causal stable broadcast: seed 002's worked example, its two pitfalls, precise
+"""Tagged causal stable broadcast: the callback-model example, its two pitfalls, precise
 tags and causal stability under Hypothesis-chosen schedules, and NaiveTagged caught."""
 
 from __future__ import annotations
@@ -59,10 +59,10 @@ def vc(*entries: int) -> VectorClock:
     return VectorClock(entries)
 
 
-# -- seed 002, concretely -------------------------------------------------------------
+# -- the pitfalls, concretely ---------------------------------------------------------
 
 
-def seed002_callback(cls: type[TaggedCausalBroadcast]) -> Simulation:
+def callback_model_run(cls: type[TaggedCausalBroadcast]) -> Simulation:
     """P0 broadcasts a; P1 delivers a and broadcasts b; b reaches P2 before a, so P2
     delivers the batch [a, b]. P2's application replies x from inside its handling
     of a (the callback model): x is concurrent with b."""
@@ -80,8 +80,8 @@ def seed002_callback(cls: type[TaggedCausalBroadcast]) -> Simulation:
     return sim
 
 
-def test_seed002_callback_model_tags_x_precisely() -> None:
-    sim = seed002_callback(Explicit)
+def test_callback_model_tags_x_precisely() -> None:
+    sim = callback_model_run(Explicit)
     assert [(m.payload, m.tag) for m in sim.delivered[2]] == [  # type: ignore[attr-defined]
         ("a", vc(1, 0, 0)),
         ("x", vc(1, 0, 1)),  # P2 had seen a, and only a, when it sent x
@@ -94,8 +94,8 @@ def test_seed002_callback_model_tags_x_precisely() -> None:
     assert tag_violations(sim) == []
 
 
-def test_seed002_callback_model_naive_over_orders() -> None:
-    sim = seed002_callback(NaiveTagged)
+def test_callback_model_naive_over_orders() -> None:
+    sim = callback_model_run(NaiveTagged)
     x = sim.delivered[2][1]
     assert isinstance(x, TaggedMessage) and x.tag == vc(1, 1, 1)  # claims x saw b
     assert vc(1, 1, 0) < x.tag
@@ -109,7 +109,7 @@ def test_seed002_callback_model_naive_over_orders() -> None:
     assert check(sim.trace, ["causal"]).ok  # over-ordering does not break causal delivery
 
 
-def test_seed002_two_thread_model() -> None:
+def test_two_thread_model() -> None:
     """Deliveries wait in a queue the application has not consumed: a send made after
     taking a, with b still queued, is tagged with a only."""
     p = [Explicit(i, 3) for i in range(3)]
@@ -133,8 +133,8 @@ def test_seed002_two_thread_model() -> None:
     assert p[2].delivered == vc(1, 1, 1)
 
 
-def test_seed002_stability_and_garbage_collection() -> None:
-    sim = seed002_callback(Explicit)
+def test_stability_and_garbage_collection() -> None:
+    sim = callback_model_run(Explicit)
     while sim.in_flight:
         sim.arrive(min(sim.in_flight))
     assert sim.stable == [[A, B, X], [A, B, X], [A, X, B]]  # each in its delivery order
@@ -586,13 +586,13 @@ class EagerStable(Explicit):
 
 
 def test_checkers_catch_under_ordering_early_stability_and_disorder() -> None:
-    under = seed002_callback(UnderTagged)
+    under = callback_model_run(UnderTagged)
     assert any("under-orders P0#1" in v.reason for v in tag_violations(under))
 
-    eager = seed002_callback(EagerStable)
+    eager = callback_model_run(EagerStable)
     assert any("before P" in v.reason for v in stability_violations(eager))
 
-    sim = seed002_callback(Explicit)
+    sim = callback_model_run(Explicit)
     while sim.in_flight:
         sim.arrive(min(sim.in_flight))
     sim.stable[0].reverse()

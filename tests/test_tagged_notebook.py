@@ -1,4 +1,4 @@
-"""The seed 002 walkthrough notebook runs from top to bottom and says what it claims."""
+"""The tagged-delivery walkthrough notebook runs from top to bottom and says what it claims."""
 
 from __future__ import annotations
 

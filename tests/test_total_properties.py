@@ -55,7 +55,7 @@ def test_sequencer_elsewhere_is_total(s):
 
 @given(scenarios(mode="broadcast"))
 def test_sequencer_over_fifo_is_fifo_and_causal(s):
-    """Seed 003's question: over FIFO channels the coordinator's order is causal."""
+    """Over FIFO channels the coordinator's order is causal."""
     assert_properties(over_fifo(Sequencer), s, ALL)
 
 
@@ -138,7 +138,7 @@ def test_skeen_multicast_is_not_fifo_even_over_fifo_channels():
 
 
 def test_lamport_without_fifo_breaks_total_order():
-    """Seed 001: "because messages from the same process arrive in order". Without
+    """The argument needs "messages from the same process arrive in order". Without
     FIFO channels a sender's acknowledgement overtakes its own message, the
     receiver believes it has heard everything stamped below, and delivers early."""
     run = find_counterexample(LamportTotalOrder, ["total"], max_examples=500, mode="broadcast")

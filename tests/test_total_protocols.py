@@ -49,7 +49,7 @@ def test_public_names():
 
 
 def test_sequencer_worked_example():
-    """Seed 003, protocol 1: send to the coordinator, which numbers and forwards."""
+    """Send to the coordinator, which numbers and forwards."""
     p0, p1, p2 = (Sequencer(i, 3) for i in ALL3)
     req_a = p1.broadcast("a")
     assert req_a == [Transmit(0, SequencerRequest(1, 1, "a"), Id(1, 1))]
@@ -136,7 +136,7 @@ def test_skeen_worked_example():
 
 
 def test_skeen_receivers_raise_their_clock_to_final_numbers():
-    """Seed 003's proof, step 3: after delivering B, a process proposes above B's number."""
+    """Skeen's correctness argument: after delivering B, a process proposes above B's number."""
     for cls, raised in ((Skeen, True), (SkeenNoClockRaise, False)):
         p1 = cls(1, 3)
         p1.receive(SkeenMessage(0, 1, 1, ALL3, "B", 1))  # proposes 2
@@ -215,7 +215,7 @@ def test_skeen_second_final_before_delivery_is_an_error():
 
 
 def test_lamport_worked_example():
-    """Seed 001's tom: acknowledge to all, deliver once everyone is past the stamp."""
+    """Lamport's acknowledgements: acknowledge to all, deliver once everyone is past the stamp."""
     p0, p1, p2 = (LamportTotalOrder(i, 3) for i in ALL3)
     out = p0.broadcast("x")
     x = LamportMessage(0, 1, 1, "x")

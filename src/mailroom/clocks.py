@@ -10,8 +10,9 @@ Rules, in words:
   idempotent; ``tick(i)`` adds one to entry i.
 - ``SentMatrix`` is the n x n SENT of Raynal, Schiper and Toueg: entry [k][j]
   counts the messages that k sent to j, as far as the owner knows. It is not a
-  matrix clock (seed 000, footnote 2). It is mutable because an endpoint updates
-  it in place; ``freeze()`` gives the immutable copy that travels on the wire.
+  matrix clock: its second index records destinations, not what k knows that
+  j knows. It is mutable because an endpoint updates it in place; ``freeze()``
+  gives the immutable copy that travels on the wire.
 - ``DelivVector`` counts, per sender, the messages the owner has delivered.
 """
 

@@ -2,7 +2,7 @@
 
 An endpoint is the state of one process's mail clerk. It does no I/O, reads no
 clock and draws no random numbers; everything it wants done comes back as a
-list of actions. See DESIGN.md, "The endpoint contract".
+list of actions. See docs/story.md, "The design".
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 get back the minimal counterexample schedule drawn as a space-time diagram;
 or check that two protocols are equivalent under the same schedules.
 
-See docs/lab.md for the seeds' open questions answered with it.
+See docs/lab.md for the open questions of docs/story.md answered with it.
 """
 
 from mailroom.lab.conditions import (
@@ -33,6 +33,7 @@ from mailroom.lab.matrix import (
     ColumnForDelivSelfCounter,
     IncrementFirst,
     MatrixLab,
+    MatrixWithoutDeliv,
     Seed003Matrix,
 )
 from mailroom.lab.total import SkeenAllFinal
@@ -47,6 +48,7 @@ __all__ = [
     "Finding",
     "IncrementFirst",
     "MatrixLab",
+    "MatrixWithoutDeliv",
     "Seed003Matrix",
     "SkeenAllFinal",
     "Watched",

@@ -1,4 +1,4 @@
-"""Seed 003's homework: conditions C1, C2, C3 on message delivery, over a trace.
+"""The textbook exercise: conditions C1, C2, C3 on message delivery, over a trace.
 
 A *copy* is one message to one destination: its send ``s`` and its delivery
 ``r`` there (copies that were never delivered take no part). Happened-before

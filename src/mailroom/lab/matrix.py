@@ -1,24 +1,27 @@
 """RST-style causal unicast written to be read and changed: the lab's workbench.
 
-``MatrixLab`` is Raynal–Schiper–Toueg causal unicast (seed 000) with each rule
-in its own small method, and a mail room that is a plain list rescanned after
-every delivery. It trades the speed of ``mailroom.RST`` for clarity: to try a
-variant, subclass it and override one rule. The lab's variants:
+``MatrixLab`` is Raynal–Schiper–Toueg causal unicast (SENT and DELIV, as in
+docs/story.md) with each rule in its own small method, and a mail room that is
+a plain list rescanned after every delivery. It trades the speed of
+``mailroom.RST`` for clarity: to try a variant, subclass it and override one
+rule. The lab's variants:
 
-- ``IncrementFirst`` (seed 000's hunch, and seed 003's send rule): increment
-  SENT[i][j] *before* attaching it; the deliverable condition gains the "one
+- ``IncrementFirst`` (the increment-first hunch of the open questions, and the
+  textbook matrix protocol's send rule): increment SENT[i][j] *before*
+  attaching it; the deliverable condition gains the "one
   greater" clause SENT_m[j][i] == DELIV_i[j] + 1 for the sender j; the
   post-delivery step 2 (SENT_i[j][i] += 1) goes away, because the merge with
   SENT_m already brings that count in.
-- ``ColumnForDeliv`` (seed 000's question, taken literally): drop DELIV and read
+- ``ColumnForDeliv`` ("is DELIV redundant?", taken literally): drop DELIV and read
   column i of SENT_i instead. Wrong for self-sends: the sender counted its own
   message in SENT_i[i][i] when it sent it, so the column claims a self-message
   is delivered while it is still on its way.
 - ``ColumnForDelivSelfCounter``: the repair: column i of SENT for every other
   process, and a single counter for self-messages delivered.
-- ``Seed003Matrix``: seed 003's protocol exactly as the lecture states it:
-  increment first, and the local matrix M plays DELIV's part (M[k][j] at j
-  takes consecutive values as messages from k are delivered). It shares
+- ``MatrixWithoutDeliv`` (also exported as ``Seed003Matrix``): the textbook
+  matrix protocol, literally: increment first, and the local matrix M plays
+  DELIV's part (M[k][j] at j takes consecutive values as messages from k are
+  delivered). It shares
   ``ColumnForDeliv``'s self-send corner.
 
 Lab endpoints trust their input (no RemoteError checks): they are for exploring
@@ -39,7 +42,7 @@ from mailroom.protocols.causal.unicast import RSTPacket
 
 
 class MatrixLab(EndpointBase):
-    """Seed 000's RST, one rule per method, for subclassing."""
+    """RST (docs/story.md), one rule per method, for subclassing."""
 
     protocol = "lab.RST"
     #: Increment SENT[i][j] before attaching it (True) or after (False, RST).
@@ -58,12 +61,12 @@ class MatrixLab(EndpointBase):
         return self.deliv[k]
 
     def deliverable(self, p: RSTPacket) -> bool:
-        """Seed 000: for all k, DELIV_i[k] >= SENT_m[k][i]."""
+        """RST's condition: for all k, DELIV_i[k] >= SENT_m[k][i]."""
         i = self.pid
         return all(self.delivered_from(k) >= p.sent[k][i] for k in range(self.n))
 
     def after_delivery(self, p: RSTPacket) -> None:
-        """Seed 000's three steps (step 2 skipped for self-sends, which the sender counted)."""
+        """RST's post-delivery steps (step 2 skipped for self-sends, which the sender counted)."""
         j = p.sender
         self.deliv.increment(j)
         if j != self.pid:
@@ -131,7 +134,7 @@ class MatrixLab(EndpointBase):
 
 
 class IncrementFirst(MatrixLab):
-    """Seed 000's hunch: increment before sending, "one greater" clause, no step 2."""
+    """The increment-first hunch: increment before sending, "one greater" clause, no step 2."""
 
     protocol = "lab.IncrementFirst"
     increment_first = True
@@ -148,7 +151,7 @@ class IncrementFirst(MatrixLab):
 
 
 class ColumnForDeliv(MatrixLab):
-    """Seed 000's question taken literally: DELIV_i is column i of SENT_i."""
+    """DELIV taken as redundant, literally: DELIV_i is column i of SENT_i."""
 
     protocol = "lab.ColumnForDeliv"
 
@@ -165,19 +168,19 @@ class ColumnForDelivSelfCounter(MatrixLab):
         return self.deliv[k] if k == self.pid else self.sent[k, self.pid]
 
 
-class Seed003Matrix(MatrixLab):
-    """Seed 003's matrix protocol verbatim: increment M[i][j] and piggyback M; at j,
+class MatrixWithoutDeliv(MatrixLab):
+    """The textbook matrix protocol, literally: increment M[i][j] and piggyback M; at j,
     deliver when T[k][j] <= M[k][j] for k != i and T[i][j] == M[i][j] + 1, then
     M = max(M, T). No DELIV vector at all."""
 
-    protocol = "lab.Seed003Matrix"
+    protocol = "lab.MatrixWithoutDeliv"
     increment_first = True
 
     def delivered_from(self, k: int) -> int:
         return self.sent[k, self.pid]
 
     def deliverable(self, p: RSTPacket) -> bool:
-        i, j = p.sender, self.pid  # the lecture's names: i sends to j
+        i, j = p.sender, self.pid  # the textbook's names: i sends to j
         m, t = self.sent, p.sent
         return t[i][j] == m[i, j] + 1 and all(t[k][j] <= m[k, j] for k in range(self.n) if k != i)
 
@@ -191,5 +194,8 @@ VARIANTS: tuple[type[MatrixLab], ...] = (
     IncrementFirst,
     ColumnForDeliv,
     ColumnForDelivSelfCounter,
-    Seed003Matrix,
+    MatrixWithoutDeliv,
 )
+
+#: the name this variant had before 0.2.0, kept as an alias
+Seed003Matrix = MatrixWithoutDeliv

@@ -1,4 +1,4 @@
-"""Seed 003's literal Skeen delivery rule, kept to show why it was replaced.
+"""The textbook Skeen delivery rule (every held message final), kept to show why it was replaced.
 
 ``SkeenAllFinal`` delivers only when *every* held message is final, then all of
 them in number order. It is safe (total order holds) but under steady traffic
@@ -13,7 +13,7 @@ from mailroom.protocols.total.skeen import Skeen
 
 
 class SkeenAllFinal(Skeen):
-    """Skeen with seed 003's rule: deliver only when every held message is final."""
+    """Skeen with the textbook rule: deliver only when every held message is final."""
 
     protocol = "SkeenAllFinal"
 

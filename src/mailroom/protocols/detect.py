@@ -1,4 +1,4 @@
-"""Detecting causality violations after the fact (seed 004).
+"""Detecting causality violations after the fact (the detector of docs/story.md).
 
 A host knows the entrywise maximum of the vector timestamps it has received.
 A newly received message whose timestamp is strictly below that knowledge is a
@@ -31,7 +31,7 @@ class CausalityViolation:
 
 
 def is_violation(timestamp: VectorClock, known: VectorClock) -> bool:
-    """Seed 004's rule: the timestamp is less than the local knowledge."""
+    """The detector's rule: the timestamp is less than the local knowledge."""
     return timestamp < known
 
 

@@ -1,4 +1,4 @@
-"""FIFO delivery with per-channel sequence numbers (seed 004, "FIFO Multicast Protocol").
+"""FIFO delivery with per-channel sequence numbers (the classic FIFO multicast protocol).
 
 Rules: the sender numbers its messages on each channel (sender -> dest) 1, 2, 3...;
 the receiver delivers number ``delivered[sender] + 1`` and buffers later ones;

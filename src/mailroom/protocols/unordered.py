@@ -1,6 +1,6 @@
 """The baseline: deliver every message the moment it arrives.
 
-It stamps messages with seed 004's vector time (a process ticks its own entry
+It stamps messages with an event-counting vector time (a process ticks its own entry
 on every send and every receipt, and takes the entrywise max on receipt), so a
 ``CausalityDetector`` can flag, after the fact, the violations it lets through
 (``ep.violations``). Exact duplicates are still dropped: each packet carries

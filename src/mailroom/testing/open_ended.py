@@ -9,8 +9,8 @@ properties every protocol must hold in it (``open_ended_problems``):
 - bounded latency: the worst delay from send to delivery of the messages sent in
   the second half of the run is at most ``latency_bound`` (a small multiple of
   the link delay, plus retransmission timeouts when lossy), whatever the run's
-  length. A delivery rule that waits for the traffic to pause (seed 003's Skeen,
-  ``mailroom.lab.SkeenAllFinal``) breaks it: its latency grows with the run.
+  length. A delivery rule that waits for the traffic to pause (the textbook
+  Skeen rule, ``mailroom.lab.SkeenAllFinal``) breaks it: its latency grows with the run.
 - flat state: the size of the endpoints' ``snapshot()`` (JSON bytes, summed over
   the group, sampled 32 times) in the last quarter of the run is not larger than
   in the second quarter by more than a quarter plus ``SIZE_SLACK`` bytes per

@@ -1,4 +1,4 @@
-"""Checks for tagged causal broadcast over a finished simulation (DESIGN.md, Properties).
+"""Checks for tagged causal broadcast over a finished simulation (docs/tagged-causal.md).
 
 Happens-before is computed from the trace's send and deliver events
 (``send_clocks``), never from the endpoints' own clocks, so these checks judge

@@ -29,8 +29,8 @@ class RSTSelfDoubleCount(RST):
 
 
 class RSTColumnOnly(RST):
-    """Attaches only the destination's column of SENT (seed 000: "couldn't you just
-    send the one column?"). Transitive knowledge is lost: in the Alice/Bob/Carol run
+    """Attaches only the destination's column of SENT (the open question "does
+    every message need the whole matrix?"). Transitive knowledge is lost: in the Alice/Bob/Carol run
     m3 no longer tells Carol about m1, so she delivers m3 first (causal)."""
 
     protocol = "RSTColumnOnly"
@@ -152,7 +152,7 @@ class NaiveTagged(TaggedCausalBroadcast):
     """Known-buggy: exposes the middleware's internal vector clock as the tag.
 
     A broadcast is stamped with every message handed out so far, including
-    deliveries the application has not consumed yet (seed 002, section 3). In the
+    deliveries the application has not consumed yet (docs/tagged-causal.md). In the
     callback model a send issued while handling the first of a batch of
     deliveries is tagged as after the rest of the batch: concurrent messages are
     over-ordered, and receivers make it wait for messages it does not depend on.

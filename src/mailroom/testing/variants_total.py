@@ -12,9 +12,9 @@ from mailroom.protocols.total.skeen import Skeen
 
 
 class SkeenNoClockRaise(Skeen):
-    """Does not raise the clock to the final numbers it learns (seed 003's proof,
-    step 3): a process that delivered B can later propose for A a number below
-    B's, so A is ordered before B elsewhere (total)."""
+    """Does not raise the clock to the final numbers it learns (Skeen's
+    correctness argument needs it): a process that delivered B can later
+    propose for A a number below B's, so A is ordered before B elsewhere (total)."""
 
     protocol = "SkeenNoClockRaise"
 

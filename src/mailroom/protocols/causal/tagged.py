@@ -1,11 +1,11 @@
-"""Tagged causal stable broadcast (seed 002; Baquero, Almeida and Shoker 2014).
+"""Tagged causal stable broadcast (Baquero, Almeida and Shoker 2014).
 
 A causal broadcast whose deliveries carry ``message.tag``, a vector clock that
 characterizes happens-before *precisely*, and which reports causally stable
 messages with ``Stable`` actions.
 
 Happens-before is what the application sees: its sends and its deliveries
-(seed 002). The middleware hands out a delivery with a ``Deliver`` action, but
+(docs/tagged-causal.md). The middleware hands out a delivery with a ``Deliver`` action, but
 the application only *sees* it when it takes it, which is later when deliveries
 wait in a queue (the two-thread model) or when the application sends from
 inside the handling of an earlier delivery of the same batch (the callback
@@ -32,7 +32,7 @@ Why an explicit step: a sans-IO endpoint returns a whole batch of deliveries
 from one ``receive``; it cannot know how far the application got through it.
 Stamping sends with the middleware's clock (``NaiveTagged``) tags a send as
 after every message handed out, including those the application has not looked
-at yet: concurrent messages become ordered (seed 002, section 3).
+at yet: concurrent messages become ordered (docs/tagged-causal.md).
 
 State at P_i:
 

@@ -1,4 +1,4 @@
-"""Raynal–Schiper–Toueg causal unicast, exactly as seed 000 describes it.
+"""Raynal–Schiper–Toueg causal unicast, exactly as docs/story.md tells it.
 
 State at P_i: SENT_i (n x n: [k][j] = messages k sent to j, as P_i knows) and
 DELIV_i ([k] = messages from k delivered here).

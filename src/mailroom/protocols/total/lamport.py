@@ -1,4 +1,4 @@
-"""Lamport's acknowledgement total order (seed 001, the Erlang ``tom`` module).
+"""Lamport's acknowledgement total order (acknowledge to all over FIFO channels).
 
 State at P_i: a Lamport ``clock``; ``latest[k]``, the highest timestamp received
 from P_k (on a message or an acknowledgement); the queue of received messages

@@ -1,4 +1,4 @@
-"""Coordinator-based total order broadcast (seed 003, "Protocol 1").
+"""Coordinator-based total order broadcast (a sequencer numbers every message).
 
 Rules:
 

@@ -1,4 +1,4 @@
-"""Skeen's total order multicast (seed 003, "Protocol 2"; seed 004's two-phase multicast).
+"""Skeen's total order multicast (the two-phase multicast: propose, then final).
 
 State at P_i: a Lamport ``clock``; the mail room of received messages, each with
 a number and a flag saying whether the number is final; for each message P_i
@@ -26,7 +26,7 @@ Rules:
 
 Delivery never waits for traffic to pause: a final message waits only for the
 messages held here whose proposals are below its number, and each of those is
-final within one round trip of its sender. (Seed 003's literal rule, deliver
+final within one round trip of its sender. (The textbook rule, deliver
 only when every held message is final, starves under steady traffic, where
 some message is always in flight: it lives on as ``mailroom.lab.SkeenAllFinal``.)
 

@@ -1,4 +1,4 @@
-"""The seeds' worked examples, as exact-value tests."""
+"""The worked examples of docs/story.md and the protocol docs, as exact-value tests."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ from mailroom.sim import Simulation
 from mailroom.trace import check
 
 
-def test_seed_000_alice_bob_carol() -> None:
-    """m3 reaches Carol before m1 and waits; the final SENT matrices are the seed's."""
+def test_alice_bob_carol_sent_and_deliv() -> None:
+    """m3 reaches Carol before m1 and waits; the final SENT matrices are the story's."""
     sim = Simulation([RST(pid, 3) for pid in range(3)], adversarial=True)
     alice, bob, carol = sim.endpoints
     m1 = sim.send(0, "Let's meet at 3pm to talk about the Foo project.", to=2)
@@ -37,17 +37,17 @@ def test_seed_000_alice_bob_carol() -> None:
     assert [a.message.id for a in actions if isinstance(a, Deliver)] == [m1, m3]
     assert carol.pending() == []
     assert carol.deliv.tolist() == [1, 1, 0]
-    # the seed's P1..P3 are pids 0..2
+    # the story's P1..P3 are pids 0..2
     assert bob.sent.tolist() == carol.sent.tolist() == [[0, 1, 1], [0, 0, 1], [0, 0, 0]]
     assert alice.sent.tolist() == [[0, 1, 1], [0, 0, 0], [0, 0, 0]]
     assert check(sim.trace).ok
 
 
-def test_seed_003_example_run() -> None:
-    """The lecture's run: Alice's matrix after each send, Bob delivers, Cary must wait.
+def test_textbook_matrix_example_run() -> None:
+    """The textbook matrix run: Alice's matrix after each send, Bob delivers, Cary waits.
 
-    The lecture increments before piggybacking; RST attaches before incrementing,
-    so the lecture's matrix after each send is RST's SENT after the send.
+    The textbook protocol increments before piggybacking; RST attaches before
+    incrementing, so its matrix after each send is RST's SENT after the send.
     """
     sim = Simulation([RST(pid, 3) for pid in range(3)], adversarial=True)
     alice, bob, cary = sim.endpoints
@@ -67,7 +67,7 @@ def test_seed_003_example_run() -> None:
     ]
 
 
-def test_seed_004_detection_example() -> None:
+def test_detector_flags_the_overtaken_message() -> None:
     """P0 gives Obj to P1 (M1) and tells P2 (M2); P2's request (M3) reaches P1 first."""
     sim = Simulation([Unordered(pid, 3) for pid in range(3)], adversarial=True)
     p1 = sim.endpoints[1]
