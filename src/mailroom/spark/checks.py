@@ -1,4 +1,4 @@
-"""The properties of DESIGN.md checked on Spark, row for row like the reference checkers.
+"""The ordering properties checked on Spark, row for row like the reference checkers.
 
 Rules, in words (``mailroom.trace.checkers`` is the oracle; its header defines the
 canonical violation sets, and ``mode="full"`` reproduces them exactly):

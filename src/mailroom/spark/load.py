@@ -3,7 +3,7 @@
 Rules, in words:
 
 - Every format lands in one event table with the columns of ``EVENT_SCHEMA``:
-  the DESIGN.md schema with the message id split into ``mo`` (origin) and
+  the trace schema (``mailroom.trace.events``) with the message id split into ``mo`` (origin) and
   ``ms`` (seq) and ``vc`` as a sparse map<long, long>.
 - A row that cannot be an event (missing field, unknown kind, negative or
   non-integer numbers, bad JSON) goes to the ``invalid`` table
