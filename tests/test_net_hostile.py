@@ -8,9 +8,9 @@
   files (RLIMIT_NOFILE) loses nothing and keeps the genuine links;
 - before authentication a connection is bounded: a 1 MiB frame is refused at
   its header, so a flood of them leaves the node's memory (RSS) where it was;
-- a BATCH frame is all or nothing; a frame naming an impossible message id is
-  garbage; the per-message tables of a traced node are bounded; rejected
-  connections are logged with a rate limit;
+- a BATCH frame is all or nothing; a frame naming an impossible message id, or
+  another one than its packet carries, is garbage; the per-message tables of a
+  traced node are bounded; rejected connections are logged with a rate limit;
 - a squatter on a down member's address gets no HELLO and no packet;
 - encrypted groups deliver; a member that does not encrypt is refused.
 """
@@ -352,6 +352,29 @@ def test_a_frame_naming_an_impossible_message_id_is_garbage() -> None:
         return node.stats.delivered, node.stats.garbage
 
     assert asyncio.run(main()) == (0, 1)
+
+
+def test_a_frame_naming_another_message_id_than_its_packet_is_garbage(tmp_path: Path) -> None:
+    socks, table = _one_node()
+    trace = tmp_path / "t.jsonl"
+
+    async def main() -> tuple[int, int]:
+        node = Node(CBCAST(0, 3), table, KEY, listen=socks[0], trace=trace)
+        await node.start()
+
+        def attack() -> None:
+            c = RawClient(socks[0].getsockname()[1])
+            sealer = c.hello(2, 0, table)
+            good = encode(CBCASTPacket(2, (0, 0, 1), "x"))  # carries P2#1
+            c.send(sealer.seal(good, MessageId(1, 1), fr.BROADCAST))  # a valid id, not its own
+            assert c.closed_by_peer()
+
+        await asyncio.to_thread(attack)
+        await node.close()
+        return node.stats.delivered, node.stats.garbage
+
+    assert asyncio.run(main()) == (0, 1)
+    assert [e for e in read_jsonl(trace) if e.kind == "receive"] == []  # no forged row
 
 
 def test_a_traced_node_keeps_bounded_id_tables(

@@ -28,6 +28,7 @@ from mailroom.core.endpoint import (
 from mailroom.core.errors import LocalError, RemoteError
 from mailroom.core.messages import MessageId, Payload
 from mailroom.core.pending import Pending
+from mailroom.core.wire import carried_message_id
 
 
 class Stack:
@@ -135,19 +136,25 @@ class Stack:
         return min(deadlines) if deadlines else None
 
     def _from(
-        self, level: int, actions: list[Action], carry: MessageId | None = None
+        self, level: int, actions: list[Action], carry: MessageId | None = None, own: bool = True
     ) -> list[Action]:
-        """Route the actions of layer ``level``; ``carry`` names what its Transmits carry."""
+        """Route the actions of layer ``level``; ``carry`` names what its Transmits carry,
+        unless ``own`` (the layer acts on its own, e.g. retransmits: its packet says)."""
         out: list[Action] = []
         top = len(self.layers) - 1
         for a in actions:
             if isinstance(a, Transmit):
-                mid = a.message_id if level == top else carry
+                if level == top:
+                    mid = a.message_id
+                elif own:
+                    mid = carried_message_id(a.packet)
+                else:
+                    mid = carry
                 if level == 0:
                     out.append(Transmit(a.to, a.packet, mid))
                 else:
                     sent = self.layers[level - 1].send(a.packet, to=a.to)
-                    out += self._from(level - 1, sent, mid)
+                    out += self._from(level - 1, sent, mid, own=False)
             elif isinstance(a, Deliver) and level < top:
                 try:
                     up = self.layers[level + 1].receive(a.message.payload)

@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import math
 import operator
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import attrs
 
-from mailroom.core.errors import LocalError
+from mailroom.core.errors import LocalError, RemoteError
+
+if TYPE_CHECKING:
+    from mailroom.core.messages import MessageId
 
 P = TypeVar("P")
 
@@ -81,6 +84,26 @@ def carried_problem(packet: object) -> str | None:
     return None
 
 
+def carried_message_id(packet: object) -> MessageId | None:
+    """The id of the application message ``packet`` carries, or None for a control packet.
+
+    A packet class says so with a ``carries()`` method (stacked packets look inside their
+    payload); a class without one carries no message. It agrees with the ``message_id``
+    of every ``Transmit`` an endpoint emits, so a receiver can check a frame's header
+    against the packet instead of trusting it. RemoteError if the packet's fields are
+    too malformed to name a message.
+    """
+    method = getattr(type(packet), "carries", None)
+    if method is None:
+        return None
+    try:
+        mid: MessageId | None = method(packet)
+    except (TypeError, IndexError) as exc:
+        name = type(packet).__name__
+        raise RemoteError(f"{name} names no well-formed message id: {exc}") from None
+    return mid
+
+
 def plain(value: Any) -> Any:
     """Tuples (vectors, matrices) become lists; everything else is already JSON data."""
     if isinstance(value, tuple):
@@ -140,6 +163,7 @@ __all__ = [
     "PACKET_TYPES",
     "as_matrix",
     "as_row",
+    "carried_message_id",
     "carried_problem",
     "is_packet",
     "is_plain",

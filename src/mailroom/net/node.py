@@ -79,7 +79,7 @@ from mailroom.core.errors import LocalError, RemoteError
 from mailroom.core.messages import Message, MessageId, Payload
 from mailroom.core.registry import restore_endpoint
 from mailroom.core.stack import Stack
-from mailroom.core.wire import plain, unplain
+from mailroom.core.wire import carried_message_id, plain, unplain
 from mailroom.net import frames as fr
 from mailroom.net.config import PeerTable
 from mailroom.net.store import FORMAT, CheckpointLog, Saved, TraceFile, read_checkpoint
@@ -236,7 +236,8 @@ class _Inbound(asyncio.Protocol):
                 node._received(self.peer, batch)
 
     def _decode_all(self, items: list[fr.Data]) -> list[tuple[object, fr.Data]]:
-        """Every packet of one frame decoded and its message id checked, or FrameError."""
+        """Every packet of one frame decoded and its header's message id checked against
+        the packet, or FrameError."""
         n = self.node.peers.n
         out: list[tuple[object, fr.Data]] = []
         for item in items:
@@ -245,8 +246,13 @@ class _Inbound(asyncio.Protocol):
                 raise fr.FrameError("garbage", f"frame names impossible message id {mid}")
             try:
                 packet = decode(item.packet)
+                carried = carried_message_id(packet)
             except RemoteError as exc:
                 raise fr.FrameError("garbage", f"undecodable packet: {exc}") from None
+            if carried != mid:  # the packet, not the header, says what it carries
+                raise fr.FrameError(
+                    "garbage", f"frame names message id {mid}, its packet carries {carried}"
+                )
             out.append((packet, item))
         self.node.stats.frames_in += len(out)
         return out

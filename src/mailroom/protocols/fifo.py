@@ -35,6 +35,10 @@ class FifoPacket:
     channel: int
     payload: Any
 
+    def carries(self) -> MessageId | None:
+        """The application message this packet carries."""
+        return MessageId(self.sender, self.seq)
+
 
 class Fifo(EndpointBase):
     """FIFO order per sender; no causal or total order."""

@@ -50,7 +50,15 @@ from mailroom.core.endpoint import (
 from mailroom.core.errors import LocalError, RemoteError
 from mailroom.core.messages import Message, MessageId, Payload
 from mailroom.core.pending import Pending, Wait
-from mailroom.core.wire import packet, packet_from_data, packet_to_data, plain, unplain
+from mailroom.core.wire import (
+    carried_message_id,
+    is_packet,
+    packet,
+    packet_from_data,
+    packet_to_data,
+    plain,
+    unplain,
+)
 
 
 @packet
@@ -66,6 +74,12 @@ class ReliablePacket:
     ack: int
     payload: Any
 
+    def carries(self) -> MessageId | None:
+        """The application message carried: a stacked packet's own, else (sender, msg)."""
+        if is_packet(self.payload):
+            return carried_message_id(self.payload)
+        return MessageId(self.sender, self.msg)
+
 
 @packet
 @attrs.frozen
@@ -75,6 +89,10 @@ class ReliableAck:
     sender: int
     dest: int
     ack: int
+
+    def carries(self) -> MessageId | None:
+        """The application message this packet carries: none, it is a control packet."""
+        return None
 
 
 class _Out:

@@ -35,6 +35,10 @@ class UnorderedPacket:
     payload: Any
     index: int
 
+    def carries(self) -> MessageId | None:
+        """The application message this packet carries."""
+        return MessageId(self.sender, self.seq)
+
 
 class Unordered(EndpointBase):
     """No ordering at all; detects causality violations instead of preventing them."""

@@ -38,6 +38,10 @@ class CBCASTPacket:
     vc: Row = attrs.field(converter=as_row)
     payload: Any
 
+    def carries(self) -> MessageId | None:
+        """The application message this packet carries."""
+        return MessageId(self.sender, self.vc[self.sender])
+
 
 class CBCAST(EndpointBase):
     """Causal broadcast with vector clocks."""

@@ -112,6 +112,10 @@ class KSPacket:
     log: Row = attrs.field(converter=as_row)
     payload: Any
 
+    def carries(self) -> MessageId | None:
+        """The application message this packet carries."""
+        return MessageId(self.sender, self.seq)
+
 
 def _code(dests: tuple[int, ...], n: int) -> list[int]:
     """A destination set as counters: 0 for none, d + 1 for the single d, or

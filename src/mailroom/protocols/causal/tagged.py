@@ -106,6 +106,10 @@ class TaggedPacket:
     tag: Row = attrs.field(converter=as_row)
     payload: Any
 
+    def carries(self) -> MessageId | None:
+        """The application message this packet carries."""
+        return MessageId(self.sender, self.tag[self.sender])
+
 
 @packet
 @attrs.frozen
@@ -114,6 +118,10 @@ class StabilityAck:
 
     sender: int
     clock: Row = attrs.field(converter=as_row)
+
+    def carries(self) -> MessageId | None:
+        """The application message this packet carries: none, it is a control packet."""
+        return None
 
 
 #: How a TaggedCausalBroadcast learns that the application took a delivery.

@@ -46,6 +46,10 @@ class RSTPacket:
     sent: FrozenMatrix = attrs.field(converter=as_matrix)
     payload: Any
 
+    def carries(self) -> MessageId | None:
+        """The application message this packet carries."""
+        return MessageId(self.sender, self.seq)
+
 
 class RST(EndpointBase):
     """Causal unicast with the SENT matrix and DELIV vector (Raynal, Schiper, Toueg 1991)."""

@@ -59,6 +59,10 @@ class LamportMessage:
     ts: int
     payload: Any
 
+    def carries(self) -> MessageId | None:
+        """The application message this packet carries."""
+        return MessageId(self.sender, self.seq)
+
 
 @packet
 @attrs.frozen
@@ -69,6 +73,10 @@ class LamportAck:
     ts: int
     origin: int
     seq: int
+
+    def carries(self) -> MessageId | None:
+        """The application message this packet carries: none, it is a control packet."""
+        return None
 
 
 class LamportTotalOrder(EndpointBase):

@@ -46,6 +46,10 @@ class SequencerRequest:
     seq: int
     payload: Any
 
+    def carries(self) -> MessageId | None:
+        """The application message this packet carries."""
+        return MessageId(self.sender, self.seq)
+
 
 @packet
 @attrs.frozen
@@ -56,6 +60,10 @@ class SequencerOrder:
     origin: int
     seq: int
     payload: Any
+
+    def carries(self) -> MessageId | None:
+        """The application message this packet carries."""
+        return MessageId(self.origin, self.seq)
 
 
 class Sequencer(EndpointBase):

@@ -91,6 +91,10 @@ class SkeenMessage:
     payload: Any
     index: int
 
+    def carries(self) -> MessageId | None:
+        """The application message this packet carries."""
+        return MessageId(self.sender, self.seq)
+
 
 @packet
 @attrs.frozen
@@ -101,6 +105,10 @@ class SkeenProposal:
     origin: int
     seq: int
     number: int
+
+    def carries(self) -> MessageId | None:
+        """The application message this packet carries: none, it is a control packet."""
+        return None
 
 
 @packet
@@ -113,6 +121,10 @@ class SkeenFinal:
     seq: int
     number: int
     index: int
+
+    def carries(self) -> MessageId | None:
+        """The application message this packet carries: none, it is a control packet."""
+        return None
 
 
 @attrs.define
