@@ -87,12 +87,16 @@ def carried_problem(packet: object) -> str | None:
 def carried_message_id(packet: object) -> MessageId | None:
     """The id of the application message ``packet`` carries, or None for a control packet.
 
-    A packet class says so with a ``carries()`` method (stacked packets look inside their
-    payload); a class without one carries no message. It agrees with the ``message_id``
-    of every ``Transmit`` an endpoint emits, so a receiver can check a frame's header
-    against the packet instead of trusting it. RemoteError if the packet's fields are
-    too malformed to name a message.
+    A packet whose ``payload`` is itself a packet (a lower layer of a ``Stack``, e.g.
+    Reliable under CBCAST) carries what that packet carries; otherwise its class says
+    with a ``carries()`` method, and a class without one carries no message. It agrees
+    with the ``message_id`` of every ``Transmit`` an endpoint emits, so a receiver can
+    check a frame's header against the packet instead of trusting it. RemoteError if
+    the packet's fields are too malformed to name a message.
     """
+    inner = getattr(packet, "payload", None)
+    if is_packet(inner):
+        return carried_message_id(inner)
     method = getattr(type(packet), "carries", None)
     if method is None:
         return None

@@ -50,15 +50,7 @@ from mailroom.core.endpoint import (
 from mailroom.core.errors import LocalError, RemoteError
 from mailroom.core.messages import Message, MessageId, Payload
 from mailroom.core.pending import Pending, Wait
-from mailroom.core.wire import (
-    carried_message_id,
-    is_packet,
-    packet,
-    packet_from_data,
-    packet_to_data,
-    plain,
-    unplain,
-)
+from mailroom.core.wire import packet, packet_from_data, packet_to_data, plain, unplain
 
 
 @packet
@@ -75,9 +67,7 @@ class ReliablePacket:
     payload: Any
 
     def carries(self) -> MessageId | None:
-        """The application message carried: a stacked packet's own, else (sender, msg)."""
-        if is_packet(self.payload):
-            return carried_message_id(self.payload)
+        """The application message this packet carries."""
         return MessageId(self.sender, self.msg)
 
 
