@@ -90,7 +90,11 @@ def add_check_parser(sub: Any) -> argparse.ArgumentParser:
         "or Parquet, Spark for more, for ShiViz logs and for 'clock' (reference for "
         "everything it reads when pyspark is not installed)",
     )
-    chk.add_argument("--master", default="local[*]", help="Spark master URL (default local[*])")
+    chk.add_argument(
+        "--master",
+        default=None,
+        help="Spark master URL (default local[*]); naming one makes --engine auto use Spark",
+    )
     chk.add_argument(
         "--mode",
         type=str.lower,
@@ -211,6 +215,8 @@ def _choose(
 def _engine(args: argparse.Namespace, fmt: str, props: list[str]) -> str:
     if args.engine != "auto":
         return str(args.engine)
+    if args.master is not None:  # a cluster was named: the user wants Spark
+        return "spark"
     if "clock" in props and fmt != "shiviz":
         return "spark"
     if importlib.util.find_spec("pyspark") is None:
@@ -250,6 +256,7 @@ def run_check(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     if args.witnesses < 0:
         parser.error("--witnesses must not be negative")
     engine = _engine(args, fmt, props)
+    args.master = args.master or "local[*]"
     if protocol is not None:
         producer = headers[0].producer if headers[0] is not None else "?"
         print(f"trace of {protocol} ({producer}); it promises {', '.join(props)}")

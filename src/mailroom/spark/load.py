@@ -272,7 +272,11 @@ def read_parquet_frame(spark: Any, paths: Sequence[str]) -> Loaded:
 
 
 def load_trace(spark: Any, paths: Sequence[str], fmt: str = "jsonl") -> Loaded:
-    """Load trace files of format ``jsonl`` or ``parquet`` (ShiViz: ``mailroom.spark.shiviz``)."""
+    """Load trace files of format ``jsonl`` or ``parquet`` (ShiViz: ``mailroom.spark.shiviz``).
+
+    A local path is made absolute here: Spark would resolve a relative one against the
+    JVM's working directory, not the caller's."""
+    paths = [p if "://" in p else str(Path(p).resolve()) for p in paths]
     if fmt == "jsonl":
         return read_jsonl_frame(spark, paths)
     if fmt == "parquet":
