@@ -523,9 +523,9 @@ def _run_spark(
     protocol: str | None,
 ) -> int:
     from mailroom.spark import check_trace, get_session, load_trace
+    from mailroom.spark.session import describe_error
 
     props = [p for p in props if p != "clock"] + (["clock"] if "clock" in props else [])
-    from mailroom.spark.session import describe_error
 
     _progress(f"starting Spark ({args.master})")
     start = time.perf_counter()

@@ -93,9 +93,3 @@ def describe_error(exc: BaseException) -> str:
     for prefix in ("org.apache.spark.SparkException: ", "java.io.IOException: "):
         line = line.removeprefix(prefix)
     return line[:300]
-
-
-def progress(message: str) -> None:
-    """Say which phase a long run is in, on a terminal only (silent in pipes and logs)."""
-    if sys.stderr.isatty():
-        print(f"mailroom: {message}", file=sys.stderr, flush=True)
