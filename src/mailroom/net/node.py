@@ -886,8 +886,9 @@ class Node:
         transmits: list[Transmit] = []
         loopback: list[object] = []
         stable: list[tuple[MessageId, ...]] = []
-        actions = list(actions)
-        for a in actions:  # grows when an explicit consumption answers with more actions
+        if self._consumer is not None:
+            actions = list(actions)  # grows below: a consumption may answer with actions
+        for a in actions:
             if isinstance(a, Transmit):
                 if a.to == self.pid:
                     loopback.append(a.packet)
