@@ -1,6 +1,16 @@
 """The core layer: actions, messages, errors, the endpoint contract."""
 
-from mailroom.core.actions import Action, Backpressure, Deliver, Stable, Transmit
+from mailroom.core.actions import (
+    Action,
+    Backpressure,
+    Deliver,
+    Excluded,
+    Stable,
+    StateRequest,
+    Transmit,
+    View,
+    ViewChange,
+)
 from mailroom.core.endpoint import (
     CAPABILITIES,
     ENDPOINT_TYPES,
@@ -31,6 +41,7 @@ __all__ = [
     "Deliver",
     "Endpoint",
     "EndpointBase",
+    "Excluded",
     "FlowControlled",
     "LocalError",
     "MailroomError",
@@ -43,9 +54,12 @@ __all__ = [
     "Snapshot",
     "Stable",
     "Stack",
+    "StateRequest",
     "TaggedMessage",
     "Transmit",
     "UnicastEndpoint",
+    "View",
+    "ViewChange",
     "Wait",
     "capabilities",
     "check_payload",

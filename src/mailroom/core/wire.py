@@ -92,10 +92,12 @@ def carried_message_id(packet: object) -> MessageId | None:
     with a ``carries()`` method, and a class without one carries no message. It agrees
     with the ``message_id`` of every ``Transmit`` an endpoint emits, so a receiver can
     check a frame's header against the packet instead of trusting it. RemoteError if
-    the packet's fields are too malformed to name a message.
+    the packet's fields are too malformed to name a message. A class that renames
+    its payload's message (group membership maps view ranks to identities) sets
+    ``names_its_message = True`` and answers with its own ``carries()``.
     """
     inner = getattr(packet, "payload", None)
-    if is_packet(inner):
+    if is_packet(inner) and not getattr(type(packet), "names_its_message", False):
         return carried_message_id(inner)
     method = getattr(type(packet), "carries", None)
     if method is None:

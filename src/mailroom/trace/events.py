@@ -5,6 +5,11 @@ process) or "deliver" (the application got it). ``seq`` is the event's position
 in its process's history, from 1. ``dest`` is the message's destination set
 (one pid for unicast, every pid for a broadcast). ``vc`` is an optional sparse
 vector timestamp {pid: counter}.
+
+Group membership adds kind "view": the process installs view ``view`` whose
+members are ``dest`` (``message`` is [0, view id], ``sender`` the process itself);
+and ``view`` on send and deliver events names the view the event happened in
+(None when the run has no membership).
 """
 
 from __future__ import annotations
@@ -17,7 +22,7 @@ import attrs
 from mailroom.core.messages import MessageId
 from mailroom.core.wire import plain
 
-KINDS = ("send", "receive", "deliver")
+KINDS = ("send", "receive", "deliver", "view")
 
 
 class TraceError(ValueError):
@@ -40,6 +45,7 @@ class Event:
     vc: dict[int, int] | None = attrs.field(default=None, eq=False, hash=False)
     time: float | None = attrs.field(default=None, eq=False)
     payload: Any = attrs.field(default=None, eq=False, hash=False)
+    view: int | None = attrs.field(default=None)
 
     def to_dict(self) -> dict[str, Any]:
         row: dict[str, Any] = {
@@ -57,6 +63,8 @@ class Event:
             row["time"] = self.time
         if self.payload is not None:  # a packet carried as the payload becomes JSON data too
             row["payload"] = plain(self.payload)
+        if self.view is not None:
+            row["view"] = self.view
         return row
 
     @classmethod
@@ -96,6 +104,11 @@ class Event:
         time = row.get("time")
         if time is not None and (isinstance(time, bool) or not isinstance(time, int | float)):
             raise TraceError("field 'time' must be a number")
+        view = row.get("view")
+        if view is not None and (type(view) is not int or view < 0):
+            raise TraceError("field 'view' must be a non-negative integer")
+        if kind == "view" and view is None:
+            raise TraceError("a 'view' event needs field 'view' (the view id)")
         return cls(
             run=str(row["run"]),
             process=row["process"],
@@ -107,4 +120,5 @@ class Event:
             vc=vc,
             time=None if time is None else float(time),
             payload=row.get("payload"),
+            view=view,
         )
