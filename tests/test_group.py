@@ -345,3 +345,21 @@ def test_lossy_network_with_retries(protocol: str) -> None:
         assert sets[0] == sets[1] == sets[2], seed
         for p in (0, 1, 2):
             assert {MessageId(p, k) for k in range(1, eps[p].sent_count + 1)} <= sets[0], seed
+
+
+def test_steady_traffic_keeps_the_flush_log_bounded() -> None:
+    """Stability reports prune what every member has: the log does not grow with the run."""
+    net = group(3, "sequencer")
+    rng = random.Random(1)
+    longest = 0
+    for k in range(3000):
+        net.do(k % 3, "broadcast", k)
+        for _ in range(rng.randrange(4, 12)):
+            if net.queue:
+                to, data = net.queue.pop(rng.randrange(len(net.queue)))
+                net.apply(to, net.eps[to].receive(decode(data)))
+        longest = max(longest, *(len(net.eps[p]._log) for p in range(3)))
+    net.run()
+    assert len(net.delivered(0)) == 3000
+    assert longest < 200  # about stability_every x n plus what is in flight, not 3000
+    assert max(len(net.eps[p].snapshot()["log"]) for p in range(3)) < 100
