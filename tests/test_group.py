@@ -363,3 +363,21 @@ def test_steady_traffic_keeps_the_flush_log_bounded() -> None:
     assert len(net.delivered(0)) == 3000
     assert longest < 200  # about stability_every x n plus what is in flight, not 3000
     assert max(len(net.eps[p].snapshot()["log"]) for p in range(3)) < 100
+
+
+def test_a_minority_learns_it_was_excluded_when_the_partition_heals() -> None:
+    net = group(3)
+    net.do(0, "suspect", 1)  # P0 is cut off: it suspects both others and freezes
+    net.do(0, "suspect", 2)
+    held = [(to, d) for to, d in net.queue if to != 0]  # its Prepare waits in the cut
+    net.queue = []
+    net.down.add(0)  # nothing reaches P0 either
+    for p in (1, 2):
+        net.do(p, "suspect", 0)
+    net.run()  # the majority installs {1, 2}
+    assert net.eps[1].view == View(2, (1, 2)) and net.eps[0].flushing
+    net.down.discard(0)
+    net.queue = held  # the partition heals: P0's stale Prepare reaches P2
+    net.run()  # P2 tells P0 it was excluded; P0 rejoins
+    assert [type(a) for a in net.log[0]] == [Excluded, ViewChange]
+    assert all(net.eps[p].view == View(3, (0, 1, 2)) for p in range(3))

@@ -156,6 +156,7 @@ class Group(EndpointBase):
         self._outbox: list[tuple[Payload, int | None]] = []
         self._future: list[object] = []
         self._asked: set[int] = set()  # asked about a later view since the last install
+        self._told: set[int] = set()  # told they were excluded since the last install
         self._needs_state = False
         self._state_to: tuple[int, ...] = ()
         #: the state this process sent for the current view, kept to answer a Query
@@ -495,7 +496,11 @@ class Group(EndpointBase):
         """A packet of another view: stale ones are dropped, later ones kept and asked about."""
         if self.view is not None and view < self.view.id:
             self.duplicates += 1
-            return []
+            last = self._last_commit
+            if sender in self.view.members or last is None or sender in self._told:
+                return []
+            self._told.add(sender)  # once per view: it was excluded and does not know
+            return [self._control(sender, last)]
         if self.view is not None and view == self.view.id:
             raise RemoteError(f"P{sender} is not a member of view {view}")
         return self._hold(p, ask=sender)
@@ -889,6 +894,7 @@ class Group(EndpointBase):
         }
         self._retry_at = None
         self._asked = set()
+        self._told = set()
 
     def _after_install(self) -> list[Action]:
         """Send what was queued for this view, replay its early packets, coordinate."""
