@@ -153,7 +153,11 @@ def test_liveness_of_a_membership_run_owes_only_the_survivors() -> None:
     assert check_liveness(GOOD) == []  # P2 owed nothing of view 1; P2's own message is not owed
     bad = [e for e in GOOD if e != MISSED]
     (v,) = check_liveness(bad, "r")
-    assert (v.processes, v.messages, v.reason) == ((1,), (MessageId(1, 1),), "P1 never delivered P1#1")
+    assert (v.processes, v.messages, v.reason) == (
+        (1,),
+        (MessageId(1, 1),),
+        "P1 never delivered P1#1",
+    )
     # the same run without views owes everything to every destination
     plain = without_views(bad)
     assert {(v.processes, v.messages) for v in check_liveness(plain)} == {

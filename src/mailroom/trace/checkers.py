@@ -50,6 +50,7 @@ from __future__ import annotations
 import bisect
 from collections import defaultdict
 from collections.abc import Callable, Container, Hashable, Iterable, Iterator, Mapping, Sequence
+from itertools import pairwise
 from typing import TypeVar
 
 import attrs
@@ -210,7 +211,7 @@ def _successions(events: Sequence[Event]) -> set[tuple[int, int, int]]:
     return {
         (p, a.view, b.view)
         for p, views in _installs(events).items()
-        for a, b in zip(views, views[1:], strict=False)
+        for a, b in pairwise(views)
         if a.view is not None and b.view is not None
     }
 
@@ -484,7 +485,7 @@ def check_liveness(
     successions = _successions(events)
     after: dict[tuple[int, int], int] = {}  # (process, V) -> the view it installed after V
     for p, views in _installs(events).items():
-        for a, b in zip(views, views[1:], strict=False):
+        for a, b in pairwise(views):
             if a.view is not None and b.view is not None:
                 after.setdefault((p, a.view), b.view)
     delivered = {(e.process, e.message) for e in events if e.kind == "deliver"}
@@ -523,7 +524,7 @@ def check_view_agreement(events: Sequence[Event], run: str = "") -> list[Violati
         for e in views:
             if e.view is not None:
                 first[e.view].setdefault(p, e)
-        for a, b in zip(views, views[1:], strict=False):
+        for a, b in pairwise(views):
             if a.view is not None and b.view is not None and b.view <= a.view:
                 found.append(
                     Violation(
