@@ -145,6 +145,9 @@ def test_virtual_synchrony_catches_a_message_one_survivor_missed() -> None:
     (v,) = check_virtual_synchrony(bad, "r")
     assert (v.processes, v.messages, v.positions) == ((0, 1), (MessageId(1, 1),), (4,))
     assert v.reason == "P0 delivered P1#1 in view 1 and P1 did not; both installed view 2 next"
+    # had P1 sent P1#1 to P0 alone (a unicast), P1 and P0 would not be compared on it
+    unicast = Event("r", 1, 2, "send", MessageId(1, 1), 1, (0,), view=1)
+    assert check_virtual_synchrony(replace(bad, send(1, 2, 1, 1), unicast)) == []
     # P2 left view 1 into no view: it is never compared, whatever it delivered
     assert check_virtual_synchrony([e for e in GOOD if e.process != 2 or e.kind != "deliver"]) == []
 

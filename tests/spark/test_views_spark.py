@@ -44,12 +44,15 @@ def membership_run(seed: int) -> list[Event]:
         for p in members:
             hist[p].append(("view", MessageId(0, v), p, members, v))
         msgs = []
+        to: dict[MessageId, tuple[int, ...]] = {}
         for p in members:
             for _ in range(rng.randint(0, 2)):
                 sent[p] += 1
                 m = MessageId(p, sent[p])
                 msgs.append(m)
-                hist[p].append(("send", m, p, tuple(range(n)), v))
+                # a few unicasts to one member; the rest broadcast
+                to[m] = (rng.choice(members),) if rng.random() < 0.2 else tuple(range(n))
+                hist[p].append(("send", m, p, to[m], v))
         order = _interleave(rng, msgs)
         # (not in the last view: there the survivors would end the run in it too, and
         # processes that both end the run in a view are compared)
@@ -64,7 +67,8 @@ def membership_run(seed: int) -> list[Event]:
                 else:
                     rng.shuffle(mine)
             for m in mine:
-                hist[p].append(("deliver", m, m.origin, tuple(range(n)), v))
+                if p in to[m]:
+                    hist[p].append(("deliver", m, m.origin, to[m], v))
         members = tuple(p for p in members if p not in crashed)
     events = []
     for p, h in hist.items():
@@ -77,7 +81,9 @@ def membership_run(seed: int) -> list[Event]:
         if e.kind == "view" and r < 0.05:
             events[events.index(e)] = attrs.evolve(e, dest=(*e.dest, n + 1))
         elif e.kind == "view" and r < 0.08:
-            events[events.index(e)] = attrs.evolve(e, dest=tuple(q for q in e.dest if q != e.process))
+            events[events.index(e)] = attrs.evolve(
+                e, dest=tuple(q for q in e.dest if q != e.process)
+            )
         elif e.kind == "view" and r < 0.1 and e.view and e.view > 1:
             events[events.index(e)] = attrs.evolve(
                 e, view=e.view - 1, message=MessageId(0, e.view - 1)

@@ -874,14 +874,21 @@ def check_trace(
         got = (
             deliveries.where("_sv IS NOT NULL AND _sn IS NOT NULL")
             .groupBy("run", "process", "_sv", "_sn", "mo", "ms")
-            .agg(F.min("seq").alias("dseq"))
+            .agg(
+                F.min("seq").alias("dseq"),
+                F.first("sdest").alias("sdest"),
+                F.first("_unsent").alias("_unsent"),
+            )
         )
         others = successions.select(
             "run", F.col("v").alias("_sv"), F.col("nxt").alias("_sn"), F.col("process").alias("q")
         ).distinct()
         missed = (
             got.join(others, ["run", "_sv", "_sn"])
-            .where("q != process")
+            .where(
+                "q != process AND (_unsent OR (array_contains(sdest, process) "
+                "AND array_contains(sdest, q)))"
+            )
             .join(
                 got.select("run", "_sv", "_sn", F.col("process").alias("q"), "mo", "ms"),
                 ["run", "_sv", "_sn", "q", "mo", "ms"],

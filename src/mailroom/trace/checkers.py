@@ -24,7 +24,8 @@ with members ``dest``) adds four properties; a process's *segment* of an event i
 - same_view: (q, m): q delivered m in a view (the delivery's ``view``) other
   than the one m was sent in (its send's ``view``);
 - virtual_synchrony: (p, q, m), p < q, both installed V and then V' with
-  nothing between, and one of them delivered m between the two, the other not.
+  nothing between, and one of them delivered m between the two, the other not
+  (m sent to both: a unicast to one of them is not compared).
 
 Runs with view events are scoped as group membership needs (non-uniformity: a
 process that crashes or is excluded may have delivered what the survivors did
@@ -603,7 +604,9 @@ def check_virtual_synchrony(events: Sequence[Event], run: str = "") -> list[Viol
 
     The messages a process delivered in V are those it delivered between its
     installations of V and V' (by position, whatever their ``view`` field says).
+    A message sent to only one of the two (a unicast) is not compared.
     """
+    sends = _sends(events)
     groups: dict[tuple[int, int], dict[int, dict[MessageId, Event]]] = defaultdict(dict)
     for p, h in _histories(events).items():
         current: int | None = None
@@ -624,7 +627,8 @@ def check_virtual_synchrony(events: Sequence[Event], run: str = "") -> list[Viol
                 if p == q:
                     continue
                 for m, d in members[p].items():
-                    if m not in members[q]:
+                    s = sends.get(m)
+                    if m not in members[q] and (s is None or {p, q} <= set(s.dest)):
                         found.append(
                             Violation(
                                 "virtual_synchrony",
