@@ -32,6 +32,13 @@ canonical violation sets, and ``mode="full"`` reproduces them exactly):
   trick (send(m1) -> e iff sc(m1)[origin] <= vc(e)[origin]), so it assumes
   the clocks passed validation.
 - Deliveries of messages that were never sent are also rows of ``invalid``.
+- Group membership (view events): view_agreement, self_inclusion, same_view and
+  virtual_synchrony as the reference defines them, and total and liveness
+  scoped by views (``mailroom.trace.checkers`` header). View events ride along
+  in both shuffles (they are never a message's send or delivery), so the
+  window by process gives every event its segment (``_sv``, ``_sn``: the view
+  installed last before it and next after it); the view properties read the
+  persisted table's view rows (a window by process for each one's successor).
 
 Plan: one shuffle by message (each event gets its message's send, its delivery
 rank and the message's deliverers, by window functions, no joins) and one by
