@@ -188,3 +188,12 @@ def test_mailroom_check_on_spark_prints_what_the_reference_prints(
     assert outs[0] == outs[1]
     assert outs[0][0] == 1 and any(line.startswith("same_view  ") for line in outs[0][1])
     assert "liveness   not promised by cbcast (not checked)" in outs[0][1]
+    # without a header, both engines add the view properties because there are view events
+    write_jsonl(events, tmp_path / "plain.jsonl")
+    outs = []
+    for engine in ("reference", "spark"):
+        code = main(["check", str(tmp_path / "plain.jsonl"), "--engine", engine])
+        outs.append((code, capsys.readouterr().out.splitlines()[1:]))
+    assert outs[0][0] == outs[1][0] == 1
+    verdicts = [[line.split()[0] for line in out if not line.startswith(" ")] for _, out in outs]
+    assert verdicts[0] == verdicts[1] == [*ALL_PROPERTIES, "invalid"]
