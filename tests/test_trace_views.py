@@ -107,6 +107,29 @@ def test_total_is_scoped_to_segments_both_processes_share() -> None:
     assert found[0].reason == "P0 delivered P0#1 before P1#1, P2 the other way round"
 
 
+def test_a_process_excluded_and_back_is_compared_on_nothing_of_the_view_it_left() -> None:
+    # P2 is falsely suspected: views 2 = [0, 1] without it, 3 = [0, 1, 2] with it again.
+    # It left view 1 into view 3, not into view 1's successor (2): its order and its
+    # message of view 1 are its own business, as if it had crashed.
+    back = [
+        *GOOD,
+        view(0, 7, 3, ALL),
+        view(1, 8, 3, ALL),
+        view(2, 5, 3, ALL),
+        Event("r", 2, 6, "send", MessageId(2, 2), 2, ALL, view=3),
+        deliver(0, 8, 2, 2, 3),
+        deliver(1, 9, 2, 2, 3),
+        deliver(2, 7, 2, 2, 3),
+    ]
+    assert check(back).ok, check(back).summary()
+    # the same P2 coming back into view 2 instead would have left view 1 into its successor
+    into_2 = [*GOOD, view(2, 5, 2, ALL)]
+    assert len(check_total(into_2)) == 2
+    assert [v.reason for v in check_liveness(into_2)] == [
+        f"P{q} never delivered P2#1" for q in (0, 1, 2)
+    ]
+
+
 def test_view_agreement_catches_other_members_and_going_back() -> None:
     assert check_view_agreement(GOOD) == []
     bad = replace(GOOD, view(1, 5, 2, (0, 1)), view(1, 5, 2, (1, 0, 1, 2)))

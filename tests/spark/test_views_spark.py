@@ -40,7 +40,9 @@ def membership_run(seed: int) -> list[Event]:
     sent = dict.fromkeys(range(n), 0)
     members = tuple(range(n))
     last = rng.randint(2, 4)
+    back: dict[int, set[int]] = {}  # view id -> processes excluded before that rejoin in it
     for v in range(1, last + 1):
+        members = tuple(sorted({*members, *back.pop(v, set())}))
         for p in members:
             hist[p].append(("view", MessageId(0, v), p, members, v))
         msgs = []
@@ -57,9 +59,16 @@ def membership_run(seed: int) -> list[Event]:
         # (not in the last view: there the survivors would end the run in it too, and
         # processes that both end the run in a view are compared)
         crashed = {p for p in members if rng.random() < 0.2 and len(members) > 2 and v < last}
+        # a false suspicion: excluded from the next view, back in the one after
+        excluded = {
+            p
+            for p in members
+            if p not in crashed and rng.random() < 0.15 and len(members) > 3 and v < last - 1
+        }
+        back[v + 2] = excluded
         for p in members:
             mine = list(order)
-            if p in crashed:  # non-uniform: a prefix of maybe another order
+            if p in crashed | excluded:  # non-uniform: a prefix of maybe another order
                 mine = _interleave(rng, msgs)[: rng.randint(0, len(mine))]
             elif faulty and rng.random() < 0.15 and mine:  # a survivor misses or reorders
                 if rng.random() < 0.5:
@@ -69,7 +78,7 @@ def membership_run(seed: int) -> list[Event]:
             for m in mine:
                 if p in to[m]:
                     hist[p].append(("deliver", m, m.origin, to[m], v))
-        members = tuple(p for p in members if p not in crashed)
+        members = tuple(p for p in members if p not in crashed | excluded)
     events = []
     for p, h in hist.items():
         for seq, (kind, m, sender, dest, v) in enumerate(h, 1):

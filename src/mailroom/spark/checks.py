@@ -38,7 +38,8 @@ canonical violation sets, and ``mode="full"`` reproduces them exactly):
   in both shuffles (they are never a message's send or delivery), so the
   window by process gives every event its segment (``_sv``, ``_sn``: the view
   installed last before it and next after it); the view properties read the
-  persisted table's view rows (a window by process for each one's successor).
+  persisted table's view rows (a window by run gives each view id its
+  successor, a window by process each process's next view).
 
 Plan: one shuffle by message (each event gets its message's send, its delivery
 rank and the message's deliverers, by window functions, no joins) and one by
@@ -375,7 +376,10 @@ EVENT_DDL_COLUMNS = [
 
 
 #: A delivery's segment, comparable with ``=`` (no view: -1).
-_SEGMENT = "named_struct('v', coalesce(_sv, -1L), 'n', coalesce(_sn, -1L))"
+_SEGMENT = (
+    "CASE WHEN _sv IS NOT NULL AND _sn IS NOT NULL AND NOT (_sn <=> _succ) THEN NULL "
+    "ELSE named_struct('v', coalesce(_sv, -1L), 'n', coalesce(_sn, -1L)) END"
+)
 
 
 def _violation(
@@ -555,21 +559,24 @@ def check_trace(
     deliveries = table.where("kind = 'deliver'")
     first = table.where("_first")
     views = table.where("kind = 'view'")
-    # (process, V, V'): the process installed V and then V' with no view between; _k = 1
-    # for the first installation of V at that process
+    # each view id installed in a run -> its successor (the next higher one installed)
+    succ = (
+        views.select("run", F.col("view").alias("v"))
+        .distinct()
+        .withColumn("_succ", F.lead("v").over(Window.partitionBy("run").orderBy("v")))
+    )
+    # (process, V, V'): the process installed V and then V's successor V', nothing between
     w_views = Window.partitionBy("run", "process").orderBy("seq")
     successions = (
         views.select(
             "run",
             "process",
-            "seq",
             F.col("view").alias("v"),
             F.lead("view").over(w_views).alias("nxt"),
         )
-        .where("nxt IS NOT NULL")
-        .withColumn(
-            "_k", F.row_number().over(Window.partitionBy("run", "process", "v").orderBy("seq"))
-        )
+        .join(succ, ["run", "v"])
+        .where("nxt = _succ")
+        .select("run", "process", "v", "nxt")
     )
     parts: list[Any] = []
 
@@ -694,7 +701,12 @@ def check_trace(
     if "total" in properties:
         # only messages that at least two processes delivered can be out of order
         # (in a run with view events, only within a segment both processes have)
-        shared = first.where("size(_got) > 1").withColumn("_seg", F.expr(_SEGMENT))
+        # (a segment left into another view than the successor is shared with no one)
+        shared = (
+            first.where("size(_got) > 1")
+            .join(succ.withColumnRenamed("v", "_sv"), ["run", "_sv"], "left")
+            .withColumn("_seg", F.expr(_SEGMENT))
+        )
         fp = shared.select(
             "run", "mo", "ms", F.col("process").alias("p"), F.col("seq").alias("pp"), "_seg"
         )
@@ -764,15 +776,10 @@ def check_trace(
         # the kept send of each message: its process's last send of it, at the kept seq
         kept = table.where("kind = 'send' AND _rn = 1 AND process = sproc AND seq = sseq")
         # a send that names its view V is owed to the processes that installed V and then
-        # the view its sender installed after V (see mailroom.trace.checkers)
-        after = successions.where("_k = 1").select(
-            "run", "process", F.col("v").alias("view"), F.col("nxt").alias("_nxt")
-        )
-        owers = successions.groupBy("run", "v", "nxt").agg(F.collect_set("process").alias("_owers"))
-        owers = owers.select("run", F.col("v").alias("view"), F.col("nxt").alias("_nxt"), "_owers")
-        kept = kept.join(after, ["run", "process", "view"], "left").join(
-            owers, ["run", "view", "_nxt"], "left"
-        )
+        # V's successor, if its sender did (see mailroom.trace.checkers)
+        owers = successions.groupBy("run", "v").agg(F.collect_set("process").alias("_owers"))
+        owers = owers.select("run", F.col("v").alias("view"), "_owers")
+        kept = kept.join(owers, ["run", "view"], "left")
         owed = kept.select(
             "run",
             "mo",
@@ -782,7 +789,8 @@ def check_trace(
             F.explode(
                 F.expr(
                     "filter(dest, q -> NOT array_contains(_got, q) AND (view IS NULL OR "
-                    "array_contains(coalesce(_owers, array()), q)))"
+                    "(array_contains(coalesce(_owers, array()), process) "
+                    "AND array_contains(coalesce(_owers, array()), q))))"
                 )
             ).alias("q"),
         )

@@ -24,16 +24,18 @@ with members ``dest``) adds four properties; a process's *segment* of an event i
 - same_view: (q, m): q delivered m in a view (the delivery's ``view``) other
   than the one m was sent in (its send's ``view``);
 - virtual_synchrony: (p, q, m), p < q, both installed V and then V' with
-  nothing between, and one of them delivered m between the two, the other not
-  (m sent to both: a unicast to one of them is not compared).
+  nothing between, V' being V's successor (the next higher view id installed in
+  the run), and one of them delivered m between the two, the other not (m sent
+  to both: a unicast to one of them is not compared).
 
 Runs with view events are scoped as group membership needs (non-uniformity: a
 process that crashes or is excluded may have delivered what the survivors did
-not): total compares two processes' deliveries only within segments both have;
-liveness owes a message sent in view V (its send's ``view``) only to the
-destinations that installed V and then the view its sender installed after V,
-and not at all when its sender installed nothing after V. Runs without view
-events have every segment (None, None) and no send ``view``: the rules above.
+not): total compares two processes' deliveries only within segments both have,
+and never in a segment that a process left into another view than the successor
+(it was excluded and came back); liveness owes a message sent in view V (its
+send's ``view``) only to the destinations that installed V and then V's
+successor, and only if its sender did. Runs without view events have every
+segment (None, None) and no send ``view``: the rules above.
 
 Two modes, as the Spark checks have (``mailroom.spark.checks``): "full" reports
 every violating pair (the sets above); "summary" reports one row per violating
@@ -175,14 +177,23 @@ def _sends(events: Sequence[Event]) -> dict[MessageId, Event]:
     return {e.message: e for e in events if e.kind == "send"}
 
 
-Segment = tuple[int | None, int | None]
+Segment = tuple[int | None, int | None] | None
+
+
+def _next_views(events: Sequence[Event]) -> dict[int, int]:
+    """Each view id installed in the run -> the next higher one installed (its successor)."""
+    ids = sorted({e.view for e in events if e.kind == "view" and e.view is not None})
+    return dict(pairwise(ids))
 
 
 def _segments(events: Sequence[Event]) -> dict[tuple[int, int], Segment]:
-    """(process, seq) of each event -> (view installed last before it, view installed next).
+    """(process, seq) of each event -> (view installed last before it, view installed next),
+    or None when the process left that view into another view than its successor (it was
+    excluded and came back): such a segment is shared with no one.
 
     Both are None in a run without view events, so every event shares one segment.
     """
+    succ = _next_views(events)
     out: dict[tuple[int, int], Segment] = {}
     for p, h in _histories(events).items():
         before: list[int | None] = []
@@ -193,7 +204,8 @@ def _segments(events: Sequence[Event]) -> dict[tuple[int, int], Segment]:
                 last = e.view
         after: int | None = None
         for e, previous in zip(reversed(h), reversed(before), strict=True):
-            out[(p, e.seq)] = (previous, after)
+            broken = previous is not None and after is not None and succ.get(previous) != after
+            out[(p, e.seq)] = None if broken else (previous, after)
             if e.kind == "view":
                 after = e.view
     return out
@@ -208,12 +220,14 @@ def _installs(events: Sequence[Event]) -> dict[int, list[Event]]:
 
 
 def _successions(events: Sequence[Event]) -> set[tuple[int, int, int]]:
-    """(process, V, V') for each process that installed V and then V' with no view between."""
+    """(process, V, V') for each process that installed V and then V' with no view between,
+    V' being V's successor (the next higher view id installed in the run)."""
+    succ = _next_views(events)
     return {
         (p, a.view, b.view)
         for p, views in _installs(events).items()
         for a, b in pairwise(views)
-        if a.view is not None and b.view is not None
+        if a.view is not None and b.view is not None and succ.get(a.view) == b.view
     }
 
 
@@ -435,7 +449,8 @@ def check_total(events: Sequence[Event], run: str = "", summary: bool = False) -
             if len(procs) > 1:
                 for q in procs:
                     dq = position[q][m]
-                    if q > p and segment[(p, dp.seq)] == segment[(q, dq.seq)]:
+                    sp = segment[(p, dp.seq)]
+                    if q > p and sp is not None and sp == segment[(q, dq.seq)]:
                         common[(p, q)].append((m, dp, dq))
     found = []
     for (p, q), shared in sorted(common.items()):
@@ -480,15 +495,10 @@ def check_liveness(
     timed event is still in flight, not missing (as Spark's ``in_flight``).
 
     A send that names its view V (group membership) is owed only to the
-    destinations that installed V and then the view its sender installed after V;
-    to none if its sender installed nothing after V.
+    destinations that installed V and then V's successor, and only if its sender did.
     """
     successions = _successions(events)
-    after: dict[tuple[int, int], int] = {}  # (process, V) -> the view it installed after V
-    for p, views in _installs(events).items():
-        for a, b in pairwise(views):
-            if a.view is not None and b.view is not None:
-                after.setdefault((p, a.view), b.view)
+    succ = _next_views(events)
     delivered = {(e.process, e.message) for e in events if e.kind == "deliver"}
     times = [e.time for e in events if e.time is not None]
     cutoff = max(times) - in_flight if in_flight is not None and times else None
@@ -498,8 +508,9 @@ def check_liveness(
             continue
         owed = s.dest
         if s.view is not None:
-            nxt = after.get((s.process, s.view))
-            owed = tuple(q for q in s.dest if (q, s.view, nxt) in successions)
+            nxt = succ.get(s.view)
+            survived = (s.process, s.view, nxt) in successions
+            owed = tuple(q for q in s.dest if survived and (q, s.view, nxt) in successions)
         for q in owed:
             if (q, m) not in delivered:
                 found.append(
@@ -604,16 +615,19 @@ def check_virtual_synchrony(events: Sequence[Event], run: str = "") -> list[Viol
 
     The messages a process delivered in V are those it delivered between its
     installations of V and V' (by position, whatever their ``view`` field says).
-    A message sent to only one of the two (a unicast) is not compared.
+    A message sent to only one of the two (a unicast) is not compared. V' must be V's
+    successor (the next higher view id installed in the run): two processes excluded
+    from V that came back together are not compared on what they delivered in V.
     """
     sends = _sends(events)
+    succ = _next_views(events)
     groups: dict[tuple[int, int], dict[int, dict[MessageId, Event]]] = defaultdict(dict)
     for p, h in _histories(events).items():
         current: int | None = None
         got: dict[MessageId, Event] = {}
         for e in h:
             if e.kind == "view" and e.view is not None:
-                if current is not None:
+                if current is not None and succ.get(current) == e.view:
                     merged = groups[(current, e.view)].setdefault(p, {})
                     for m, d in got.items():
                         merged.setdefault(m, d)
