@@ -81,7 +81,7 @@ def test_jsonl_bad_rows_are_reported_and_the_rest_checked(spark: Any, tmp_path: 
     assert reasons == sorted(
         [
             "missing field 'message'",
-            "unknown kind 'teleport' (expected one of send, receive, deliver)",
+            "unknown kind 'teleport' (expected one of send, receive, deliver, view)",
             "delivery of P0#9, which was never sent",
             "malformed clock: field 'vc' must map pids to counters",
             "not JSON (Expecting property name enclosed in double quotes)",

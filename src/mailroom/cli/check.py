@@ -1,9 +1,11 @@
 """``mailroom check TRACE...``: check traces with the reference checkers or on Spark.
 
 What is checked: ``--properties`` if given; else what the trace's header says
-its protocol promises (``mailroom.trace.header``); else every property. The
-properties a header's protocol does not promise are shown as "not promised" and
-never fail the check.
+its protocol promises (``mailroom.trace.header``); else the five ordering
+properties, plus the four view properties (group membership) when the trace has
+view events. The properties a header's protocol does not promise are shown as
+"not promised" and never fail the check (the view properties only when the
+header promises some: a trace of a run without membership does not list them).
 
 Engines: ``reference`` (pure Python, in memory), ``spark`` (local or a cluster)
 and ``auto`` (the default): the reference engine for JSON Lines and Parquet
@@ -30,7 +32,11 @@ from pathlib import Path
 from typing import Any
 
 from mailroom.trace.checkers import (
+    ALL_PROPERTIES as TRACE_PROPERTIES,
+)
+from mailroom.trace.checkers import (
     PROPERTIES,
+    VIEW_PROPERTIES,
     Report,
     count_words,
     not_promised_lines,
@@ -39,7 +45,7 @@ from mailroom.trace.events import TraceError
 from mailroom.trace.header import TraceHeader, read_header
 
 FORMATS = ("auto", "jsonl", "parquet", "shiviz")
-ALL_PROPERTIES = (*PROPERTIES, "clock")
+ALL_PROPERTIES = (*TRACE_PROPERTIES, "clock")
 ENGINES = ("auto", "reference", "spark")
 #: ``--engine auto`` checks traces up to this many bytes (all files together) with the
 #: reference engine, Spark beyond. Measured on the project's 2-core machine (see
@@ -59,8 +65,10 @@ def add_check_parser(sub: Any) -> argparse.ArgumentParser:
         "check",
         help="check traces for the properties their protocol promises",
         description="Check traces for integrity, FIFO, causal and total order, liveness "
-        "(and vector clocks on Spark). By default the properties the trace's header "
-        "says its protocol promises are checked; the others are shown as 'not "
+        "(and vector clocks on Spark), and for group membership runs view agreement, "
+        "self-inclusion, same-view delivery and virtual synchrony. By default the "
+        "properties the trace's header says its protocol promises are checked; the "
+        "others are shown as 'not "
         "promised'. --engine auto (the default) uses the reference checkers for "
         f"traces up to {AUTO_LIMIT_BYTES >> 20} MB and Spark beyond (measured: the "
         "reference engine is faster below that size; the limit bounds its memory, "
@@ -79,7 +87,8 @@ def add_check_parser(sub: Any) -> argparse.ArgumentParser:
         default=None,
         help="comma-separated properties to check, from "
         f"{', '.join(ALL_PROPERTIES)} (default: what the trace's protocol promises, "
-        "or all five when the trace has no header)",
+        "or the five ordering properties when the trace has no header, plus the four "
+        "view properties if it has view events)",
     )
     chk.add_argument(
         "--engine",
@@ -205,11 +214,20 @@ def _choose(
     if headers and all(h is not None and h.promises for h in headers):
         known = [h for h in headers if h is not None]
         promised = {p for h in known for p in h.promises}
-        props = [p for p in PROPERTIES if p in promised]
+        props = [p for p in TRACE_PROPERTIES if p in promised]
         protocols = sorted({h.protocol for h in known if h.protocol})
         protocol = ", ".join(protocols) or None
-        return props, tuple(p for p in PROPERTIES if p not in promised), protocol
+        # a run without membership promises no view property: they are not listed
+        listed = TRACE_PROPERTIES if promised & set(VIEW_PROPERTIES) else PROPERTIES
+        return props, tuple(p for p in listed if p not in promised), protocol
     return list(PROPERTIES), (), None
+
+
+def _by_default(args: argparse.Namespace, headers: list[TraceHeader | None]) -> bool:
+    """Whether the properties are the no-header default (view ones added if there are views)."""
+    return args.properties is None and not (
+        headers and all(h is not None and h.promises for h in headers)
+    )
 
 
 def _engine(args: argparse.Namespace, fmt: str, props: list[str]) -> str:
@@ -260,6 +278,7 @@ def run_check(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     if protocol is not None:
         producer = headers[0].producer if headers[0] is not None else "?"
         print(f"trace of {protocol} ({producer}); it promises {', '.join(props)}")
+    args.views_by_default = _by_default(args, headers)
     if engine == "reference":
         return _run_reference(args, props, fmt, not_promised, protocol)
     if importlib.util.find_spec("pyspark") is None:
@@ -394,6 +413,8 @@ def _run_reference(
             return _fail(f"cannot load {path} as {fmt}: {_first_line(exc)}")
     if not events:
         return _fail(f"no usable events in {', '.join(args.traces)}")
+    if getattr(args, "views_by_default", False) and any(e.kind == "view" for e in events):
+        props = [*props, *VIEW_PROPERTIES]
     _progress(f"checking {len(events)} events")
     report = check(
         events,
@@ -523,6 +544,7 @@ def _run_spark(
     protocol: str | None,
 ) -> int:
     from mailroom.spark import check_trace, get_session, load_trace
+    from mailroom.spark.load import has_views
     from mailroom.spark.session import describe_error
 
     props = [p for p in props if p != "clock"] + (["clock"] if "clock" in props else [])
@@ -538,6 +560,8 @@ def _run_spark(
     paths = [str(Path(p).resolve()) for p in args.traces]
     try:  # the reader drops header lines; one action computes counts, witnesses, sizes
         loaded = load_trace(spark, paths, fmt)
+        if getattr(args, "views_by_default", False) and has_views(loaded):
+            props = [*props, *VIEW_PROPERTIES]  # no header and no --properties: no 'clock'
         report = check_trace(
             spark,
             loaded,

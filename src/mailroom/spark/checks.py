@@ -32,6 +32,14 @@ canonical violation sets, and ``mode="full"`` reproduces them exactly):
   trick (send(m1) -> e iff sc(m1)[origin] <= vc(e)[origin]), so it assumes
   the clocks passed validation.
 - Deliveries of messages that were never sent are also rows of ``invalid``.
+- Group membership (view events): view_agreement, self_inclusion, same_view and
+  virtual_synchrony as the reference defines them, and total and liveness
+  scoped by views (``mailroom.trace.checkers`` header). View events ride along
+  in both shuffles (they are never a message's send or delivery), so the
+  window by process gives every event its segment (``_sv``, ``_sn``: the view
+  installed last before it and next after it); the view properties read the
+  persisted table's view rows (a window by run gives each view id its
+  successor, a window by process each process's next view).
 
 Plan: one shuffle by message (each event gets its message's send, its delivery
 rank and the message's deliverers, by window functions, no joins) and one by
@@ -53,10 +61,10 @@ from typing import Any
 import attrs
 
 from mailroom.spark.load import EVENT_DDL, INVALID_DDL, Loaded
-from mailroom.trace.checkers import PROPERTIES, propagate_clocks
+from mailroom.trace.checkers import ALL_PROPERTIES, PROPERTIES, propagate_clocks
 
-#: The five reference properties plus clock validation.
-SPARK_PROPERTIES = (*PROPERTIES, "clock")
+#: The reference properties (ordering and group membership) plus clock validation.
+SPARK_PROPERTIES = (*ALL_PROPERTIES, "clock")
 MODES = ("summary", "full")
 HB_MODES = ("auto", "given", "compute")
 #: How clocks are computed for runs that lack them (see ``with_clocks``).
@@ -236,7 +244,7 @@ def _compute_run(item: tuple[str, Iterable[Any]]) -> Iterator[tuple[Any, ...]]:
         h.sort(key=lambda r: r.seq)
     sent = {(r.mo, r.ms) for h in hist.values() for r in h if r.kind == "send"}
     for r, vc in propagate_clocks(hist, lambda r: r.kind, lambda r: (r.mo, r.ms), sent):
-        yield (run, *r[1:8], vc, r.time)
+        yield (run, *r[1:8], vc, r.time, r.view)
 
 
 def with_clocks(
@@ -363,7 +371,15 @@ EVENT_DDL_COLUMNS = [
     "dest",
     "vc",
     "time",
+    "view",
 ]
+
+
+#: A delivery's segment, comparable with ``=`` (no view: -1).
+_SEGMENT = (
+    "CASE WHEN _sv IS NOT NULL AND _sn IS NOT NULL AND NOT (_sn <=> _succ) THEN NULL "
+    "ELSE named_struct('v', coalesce(_sv, -1L), 'n', coalesce(_sn, -1L)) END"
+)
 
 
 def _violation(
@@ -421,9 +437,14 @@ def check_trace(
         raise ValueError(f"hb must be one of {list(HB_MODES)}, got {hb!r}")
     if propagation not in PROPAGATIONS:
         raise ValueError(f"propagation must be one of {list(PROPAGATIONS)}, got {propagation!r}")
-    app = loaded.events.where("kind IN ('send', 'deliver')")
+    # send and deliver events (with their clocks) and view events, which only mark
+    # the segments (see mailroom.trace.checkers) and feed the view properties
+    rows = loaded.events.where("kind IN ('send', 'deliver', 'view')")
     if {"causal", "clock"} & set(properties):
-        app = with_clocks(spark, app, hb, propagation)
+        app = rows.where("kind != 'view'")
+        clocked = with_clocks(spark, app, hb, propagation)
+        if clocked is not app:
+            rows = clocked.unionByName(rows.where("kind = 'view'"))
 
     # shuffle 1, by message: the message's send (the last one, as the reference keeps
     # it), the processes that delivered it, and each event's rank among the same
@@ -437,11 +458,13 @@ def check_trace(
         F.col("time").alias("stime"),
         F.col("process").alias("sproc"),
         F.col("vc").alias("sc"),
+        F.col("view").alias("sview"),
     )
-    by_msg = app.select(
+    is_deliver = F.col("kind") == "deliver"
+    by_msg = rows.select(
         *EVENT_DDL_COLUMNS,
         F.max_by(F.when(is_send, send_info), F.when(is_send, F.col("seq"))).over(w_msg).alias("_s"),
-        F.collect_set(F.when(~is_send, F.col("process"))).over(w_msg).alias("_got"),
+        F.collect_set(F.when(is_deliver, F.col("process"))).over(w_msg).alias("_got"),
     ).withColumn(
         "_rn",
         F.row_number().over(
@@ -454,8 +477,25 @@ def check_trace(
     # done here, so that of the three clocks of a row (its own, the previous one and
     # its send's) only the send's is kept in the persisted table, which every
     # property reads.
+    # The same window gives each event its segment: the view its process installed
+    # last before it (_sv) and the one it installs next (_sn).
     w_proc = Window.partitionBy("run", "process").orderBy("seq")
-    with_pred = by_msg.withColumn("pred", F.lag("vc").over(w_proc)).withColumn("sc", F.col("_s.sc"))
+    upto = w_proc.rowsBetween(Window.unboundedPreceding, Window.currentRow)
+    is_view = F.col("kind") == "view"
+    pred = F.last(F.when(~is_view, F.struct(F.col("vc").alias("v"))), ignorenulls=True)
+    with_pred = (
+        by_msg.withColumn(
+            "pred", pred.over(w_proc.rowsBetween(Window.unboundedPreceding, -1)).getField("v")
+        )
+        .withColumn("sc", F.col("_s.sc"))
+        .withColumn("_sv", F.last(F.when(is_view, F.col("view")), ignorenulls=True).over(upto))
+        .withColumn(
+            "_sn",
+            F.first(F.when(is_view, F.col("view")), ignorenulls=True).over(
+                w_proc.rowsBetween(Window.currentRow, Window.unboundedFollowing)
+            ),
+        )
+    )
     if "clock" in properties:
         expected = (
             "map_filter(map_from_arrays(_keys, transform(_keys, k -> CASE WHEN k = process "
@@ -479,8 +519,8 @@ def check_trace(
             .withColumn(
                 "_cbad",
                 F.expr(
-                    "vc IS NOT NULL AND array_sort(map_entries(map_filter(vc, (k, v) -> v > 0))) "
-                    "!= array_sort(map_entries(_exp))"
+                    "kind != 'view' AND vc IS NOT NULL AND array_sort(map_entries(map_filter("
+                    "vc, (k, v) -> v > 0))) != array_sort(map_entries(_exp))"
                 ),
             )
             .withColumn("_cvc", F.expr("CASE WHEN _cbad THEN to_json(vc) END"))
@@ -499,7 +539,11 @@ def check_trace(
         "ms",
         "dest",
         "time",
+        "view",
         "sc",
+        F.col("_s.sview").alias("sview"),
+        "_sv",
+        "_sn",
         F.col("_s.sdest").alias("sdest"),
         F.col("_s.sseq").alias("sseq"),
         F.col("_s.sproc").alias("sproc"),
@@ -514,6 +558,26 @@ def check_trace(
     ).persist(StorageLevel.MEMORY_AND_DISK)
     deliveries = table.where("kind = 'deliver'")
     first = table.where("_first")
+    views = table.where("kind = 'view'")
+    # each view id installed in a run -> its successor (the next higher one installed)
+    succ = (
+        views.select("run", F.col("view").alias("v"))
+        .distinct()
+        .withColumn("_succ", F.lead("v").over(Window.partitionBy("run").orderBy("v")))
+    )
+    # (process, V, V'): the process installed V and then V's successor V', nothing between
+    w_views = Window.partitionBy("run", "process").orderBy("seq")
+    successions = (
+        views.select(
+            "run",
+            "process",
+            F.col("view").alias("v"),
+            F.lead("view").over(w_views).alias("nxt"),
+        )
+        .join(succ, ["run", "v"])
+        .where("nxt = _succ")
+        .select("run", "process", "v", "nxt")
+    )
     parts: list[Any] = []
 
     if "integrity" in properties:
@@ -636,10 +700,27 @@ def check_trace(
 
     if "total" in properties:
         # only messages that at least two processes delivered can be out of order
-        shared = first.where("size(_got) > 1")
-        fp = shared.select("run", "mo", "ms", F.col("process").alias("p"), F.col("seq").alias("pp"))
-        fq = shared.select("run", "mo", "ms", F.col("process").alias("q"), F.col("seq").alias("qp"))
-        both = fp.join(fq, ["run", "mo", "ms"]).where("p < q")
+        # (in a run with view events, only within a segment both processes have)
+        # (a segment left into another view than the successor is shared with no one)
+        shared = (
+            first.where("size(_got) > 1")
+            .join(succ.withColumnRenamed("v", "_sv"), ["run", "_sv"], "left")
+            .withColumn("_seg", F.expr(_SEGMENT))
+        )
+        fp = shared.select(
+            "run", "mo", "ms", F.col("process").alias("p"), F.col("seq").alias("pp"), "_seg"
+        )
+        fq = shared.select(
+            "run",
+            "mo",
+            "ms",
+            F.col("process").alias("q"),
+            F.col("seq").alias("qp"),
+            F.col("_seg").alias("_qseg"),
+        )
+        both = (
+            fp.join(fq, ["run", "mo", "ms"]).where("p < q AND _seg = _qseg").drop("_seg", "_qseg")
+        )
         if mode == "full":
             x = both.select(
                 "run",
@@ -694,13 +775,24 @@ def check_trace(
     if "liveness" in properties:
         # the kept send of each message: its process's last send of it, at the kept seq
         kept = table.where("kind = 'send' AND _rn = 1 AND process = sproc AND seq = sseq")
+        # a send that names its view V is owed to the processes that installed V and then
+        # V's successor, if its sender did (see mailroom.trace.checkers)
+        owers = successions.groupBy("run", "v").agg(F.collect_set("process").alias("_owers"))
+        owers = owers.select("run", F.col("v").alias("view"), "_owers")
+        kept = kept.join(owers, ["run", "view"], "left")
         owed = kept.select(
             "run",
             "mo",
             "ms",
             F.col("seq").alias("sseq"),
             F.col("time").alias("stime"),
-            F.explode(F.expr("filter(dest, q -> NOT array_contains(_got, q))")).alias("q"),
+            F.explode(
+                F.expr(
+                    "filter(dest, q -> NOT array_contains(_got, q) AND (view IS NULL OR "
+                    "(array_contains(coalesce(_owers, array()), process) "
+                    "AND array_contains(coalesce(_owers, array()), q))))"
+                )
+            ).alias("q"),
         )
         if in_flight is not None:
             end = loaded.events.groupBy("run").agg(F.max("time").alias("_end"))
@@ -715,6 +807,118 @@ def check_trace(
                 [("mo", "ms")],
                 "array(sseq)",
                 f"format_string('P%d never delivered %s', q, {_m('mo', 'ms')})",
+            )
+        )
+
+    if "view_agreement" in properties:
+        installs = views.withColumn(
+            "_k", F.row_number().over(Window.partitionBy("run", "process", "view").orderBy("seq"))
+        ).where("_k = 1")
+        members = "concat('[', array_join(array_sort(array_distinct({})), ', '), ']')"
+        a = installs.select(
+            "run",
+            "view",
+            F.col("process").alias("p"),
+            F.col("seq").alias("ps"),
+            F.expr(members.format("dest")).alias("pm"),
+        )
+        b = installs.select(
+            "run",
+            "view",
+            F.col("process").alias("q"),
+            F.col("seq").alias("qs"),
+            F.expr(members.format("dest")).alias("qm"),
+        )
+        parts.append(
+            _violation(
+                a.join(b, ["run", "view"]).where("p < q AND pm != qm"),
+                "view_agreement",
+                "array(p, q)",
+                [("0", "view")],
+                "array(ps, qs)",
+                "format_string('P%d installed view %d as %s and P%d as %s', p, view, pm, q, qm)",
+            )
+        )
+        back = views.select(
+            "run",
+            "process",
+            "seq",
+            "view",
+            F.lag(F.struct("view", "seq")).over(w_views).alias("_prev"),
+        ).where("_prev.view >= view")
+        parts.append(
+            _violation(
+                back,
+                "view_agreement",
+                "array(process)",
+                [("0", "_prev.view"), ("0", "view")],
+                "array(_prev.seq, seq)",
+                "format_string('P%d installed view %d after view %d', process, view, _prev.view)",
+            )
+        )
+
+    if "self_inclusion" in properties:
+        parts.append(
+            _violation(
+                views.where("NOT array_contains(dest, process)"),
+                "self_inclusion",
+                "array(process)",
+                [("0", "view")],
+                "array(seq)",
+                "format_string('P%d installed view %d [%s], which does not include it', "
+                "process, view, array_join(dest, ', '))",
+            )
+        )
+
+    if "same_view" in properties:
+        where = "CASE WHEN {0} IS NULL THEN 'outside any view' ELSE concat('in view ', {0}) END"
+        parts.append(
+            _violation(
+                deliveries.where("NOT _unsent AND NOT (view <=> sview)"),
+                "same_view",
+                "array(process)",
+                [("mo", "ms")],
+                "array(seq)",
+                f"format_string('P%d delivered %s %s, but it was sent %s', process, "
+                f"{_m('mo', 'ms')}, {where.format('view')}, {where.format('sview')})",
+            )
+        )
+
+    if "virtual_synchrony" in properties:
+        # what each process delivered between installing V and V' (first delivery each)
+        got = (
+            deliveries.where("_sv IS NOT NULL AND _sn IS NOT NULL")
+            .groupBy("run", "process", "_sv", "_sn", "mo", "ms")
+            .agg(
+                F.min("seq").alias("dseq"),
+                F.first("sdest").alias("sdest"),
+                F.first("_unsent").alias("_unsent"),
+            )
+        )
+        others = successions.select(
+            "run", F.col("v").alias("_sv"), F.col("nxt").alias("_sn"), F.col("process").alias("q")
+        ).distinct()
+        missed = (
+            got.join(others, ["run", "_sv", "_sn"])
+            .where(
+                "q != process AND (_unsent OR (array_contains(sdest, process) "
+                "AND array_contains(sdest, q)))"
+            )
+            .join(
+                got.select("run", "_sv", "_sn", F.col("process").alias("q"), "mo", "ms"),
+                ["run", "_sv", "_sn", "q", "mo", "ms"],
+                "left_anti",
+            )
+        )
+        parts.append(
+            _violation(
+                missed,
+                "virtual_synchrony",
+                "array(least(process, q), greatest(process, q))",
+                [("mo", "ms")],
+                "array(dseq)",
+                f"format_string('P%d delivered %s in view %d and P%d did not; both installed "
+                f"view %d next', process, {_m('mo', 'ms')}, _sv, q, _sn)",
             )
         )
 

@@ -4,7 +4,8 @@ Rules, in words:
 
 - Every format lands in one event table with the columns of ``EVENT_SCHEMA``:
   the trace schema (``mailroom.trace.events``) with the message id split into ``mo`` (origin) and
-  ``ms`` (seq) and ``vc`` as a sparse map<long, long>.
+  ``ms`` (seq) and ``vc`` as a sparse map<long, long>; ``view`` (group
+  membership) is null in traces that do not have it.
 - A row that cannot be an event (missing field, unknown kind, negative or
   non-integer numbers, bad JSON) goes to the ``invalid`` table
   (``INVALID_SCHEMA``) with the reason, and is left out of the checks. A row
@@ -34,7 +35,7 @@ from mailroom.trace.events import KINDS, Event, TraceError
 
 EVENT_DDL = (
     "run string, process long, seq long, kind string, mo long, ms long, sender long, "
-    "dest array<long>, vc map<long,long>, time double"
+    "dest array<long>, vc map<long,long>, time double, view long"
 )
 INVALID_DDL = "source string, line long, run string, process long, seq long, reason string"
 
@@ -61,6 +62,7 @@ def event_tuple(e: Event) -> tuple[Any, ...]:
         list(e.dest),
         None if e.vc is None else dict(e.vc),
         e.time,
+        e.view,
     )
 
 
@@ -111,7 +113,8 @@ def _parse_line(item: tuple[tuple[str, str], int]) -> Iterator[tuple[str, tuple[
 #: What Spark's JSON parser reads of a line; anything it cannot type lands in ``_corrupt``.
 _JSONL_SCHEMA = (
     "header string, run string, process long, seq long, kind string, message array<long>, "
-    "sender long, dest array<long>, vc map<string,long>, time double, _corrupt string"
+    "sender long, dest array<long>, vc map<string,long>, time double, view long, "
+    "_corrupt string"
 )
 
 
@@ -150,7 +153,8 @@ def read_jsonl_frame(spark: Any, paths: Sequence[str]) -> Loaded:
         AND size(j.message) = 2 AND j.message[0] >= 0 AND j.message[1] >= 0
         AND j.sender >= 0 AND j.dest IS NOT NULL AND forall(j.dest, d -> d >= 0)
         AND (j.vc IS NULL OR forall(map_entries(j.vc), e -> e.key RLIKE '^(0|[1-9][0-9]{{0,17}})$'
-             AND e.value >= 0))"""
+             AND e.value >= 0))
+        AND (j.view IS NULL OR j.view >= 0) AND (j.kind != 'view' OR j.view IS NOT NULL)"""
     )
     blank = F.expr("trim(value) = ''")
     tagged = parsed.withColumn("_plain", F.coalesce(plain, F.lit(False)))
@@ -165,6 +169,7 @@ def read_jsonl_frame(spark: Any, paths: Sequence[str]) -> Loaded:
         "j.dest",
         F.expr("transform_keys(j.vc, (k, v) -> coalesce(try_cast(k AS long), -1L))").alias("vc"),
         "j.time",
+        "j.view",
     )
     odd = tagged.where(~F.col("_plain") & ~blank & F.expr("j.header IS NULL OR j IS NULL"))
     # the line number of an odd line: lines of the file's earlier blocks, plus its place
@@ -200,10 +205,11 @@ def read_parquet_frame(spark: Any, paths: Sequence[str]) -> Loaded:
 
     raw = spark.read.parquet(*[str(p) for p in paths])
     cols = set(raw.columns)
-    for name in ("run", "process", "seq", "kind", "message", "sender", "dest", "vc", "time"):
+    names = ("run", "process", "seq", "kind", "message", "sender", "dest", "vc", "time", "view")
+    for name in names:
         if name not in cols:
             default = "map<long,long>" if name == "vc" else "string"
-            if name in ("process", "seq", "sender"):
+            if name in ("process", "seq", "sender", "view"):
                 default = "long"
             elif name == "time":
                 default = "double"
@@ -233,6 +239,9 @@ def read_parquet_frame(spark: Any, paths: Sequence[str]) -> Loaded:
         WHEN message.origin < 0 OR message.seq < 0 THEN "field 'message' must be [origin, seq]"
         WHEN exists(dest, d -> d IS NULL OR d < 0)
             THEN "field 'dest' must be a pid or a list of pids"
+        WHEN view < 0 THEN "field 'view' must be a non-negative integer"
+        WHEN kind = 'view' AND view IS NULL
+            THEN "a 'view' event needs field 'view' (the view id)"
         END"""
     )
     bad_vc = F.expr(
@@ -267,8 +276,15 @@ def read_parquet_frame(spark: Any, paths: Sequence[str]) -> Loaded:
         "dest",
         F.expr("CASE WHEN _badvc THEN NULL ELSE vc END").alias("vc"),
         "time",
+        "view",
     )
     return Loaded(events, invalid_rows.unionByName(invalid_vc))
+
+
+def has_views(loaded: Loaded) -> bool:
+    """Whether the trace has a view event (group membership): one small action that
+    stops at the first one."""
+    return bool(loaded.events.where("kind = 'view'").select("kind").limit(1).collect())
 
 
 def load_trace(spark: Any, paths: Sequence[str], fmt: str = "jsonl") -> Loaded:

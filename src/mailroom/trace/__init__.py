@@ -2,8 +2,10 @@
 reference checkers."""
 
 from mailroom.trace.checkers import (
+    ALL_PROPERTIES,
     CHECKERS,
     PROPERTIES,
+    VIEW_PROPERTIES,
     Report,
     Violation,
     check,
@@ -11,7 +13,11 @@ from mailroom.trace.checkers import (
     check_fifo,
     check_integrity,
     check_liveness,
+    check_same_view,
+    check_self_inclusion,
     check_total,
+    check_view_agreement,
+    check_virtual_synchrony,
     happened_before,
     send_clocks,
 )
@@ -29,9 +35,11 @@ from mailroom.trace.shiviz import (
 )
 
 __all__ = [
+    "ALL_PROPERTIES",
     "CHECKERS",
     "KINDS",
     "PROPERTIES",
+    "VIEW_PROPERTIES",
     "Event",
     "Report",
     "ShivizEvent",
@@ -44,7 +52,11 @@ __all__ = [
     "check_fifo",
     "check_integrity",
     "check_liveness",
+    "check_same_view",
+    "check_self_inclusion",
     "check_total",
+    "check_view_agreement",
+    "check_virtual_synchrony",
     "happened_before",
     "neighbourhood",
     "parse_shiviz",

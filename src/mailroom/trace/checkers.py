@@ -14,6 +14,29 @@ checkers (Spark) can be compared with these exactly:
 - total: (p, q, m1, m2) with p < q, p delivers m1 before m2, q delivers m2 first;
 - liveness: (q, m) with q a destination of m that never delivered it.
 
+Group membership (trace events of kind "view": a process installs view ``view``
+with members ``dest``) adds four properties; a process's *segment* of an event is
+(the view it installed last before it, the view it installs next after it):
+
+- view_agreement: (p, q, k), p < q, both installed view k (first time) with
+  different members; and (p, k1, k2): p installed k2 right after k1 <= k2;
+- self_inclusion: (p, k): p installed view k without being a member;
+- same_view: (q, m): q delivered m in a view (the delivery's ``view``) other
+  than the one m was sent in (its send's ``view``);
+- virtual_synchrony: (p, q, m), p < q, both installed V and then V' with
+  nothing between, V' being V's successor (the next higher view id installed in
+  the run), and one of them delivered m between the two, the other not (m sent
+  to both: a unicast to one of them is not compared).
+
+Runs with view events are scoped as group membership needs (non-uniformity: a
+process that crashes or is excluded may have delivered what the survivors did
+not): total compares two processes' deliveries only within segments both have,
+and never in a segment that a process left into another view than the successor
+(it was excluded and came back); liveness owes a message sent in view V (its
+send's ``view``) only to the destinations that installed V and then V's
+successor, and only if its sender did. Runs without view events have every
+segment (None, None) and no send ``view``: the rules above.
+
 Two modes, as the Spark checks have (``mailroom.spark.checks``): "full" reports
 every violating pair (the sets above); "summary" reports one row per violating
 later delivery (fifo, causal) or per violating (p, q, m2) (total), each with one
@@ -30,6 +53,7 @@ from __future__ import annotations
 import bisect
 from collections import defaultdict
 from collections.abc import Callable, Container, Hashable, Iterable, Iterator, Mapping, Sequence
+from itertools import pairwise
 from typing import TypeVar
 
 import attrs
@@ -40,6 +64,10 @@ from mailroom.trace.events import Event
 T = TypeVar("T")
 
 PROPERTIES = ("integrity", "fifo", "causal", "total", "liveness")
+#: The group membership properties, checked on traces with view events.
+VIEW_PROPERTIES = ("view_agreement", "self_inclusion", "same_view", "virtual_synchrony")
+#: Every property the reference checkers know.
+ALL_PROPERTIES = (*PROPERTIES, *VIEW_PROPERTIES)
 MODES = ("summary", "full")
 
 #: What one violation row counts, per property: (full mode, summary mode).
@@ -50,7 +78,12 @@ _UNITS = {
     "total": ("violating pairs", "violating deliveries"),
     "liveness": ("missing deliveries", "missing deliveries"),
     "clock": ("bad clocks", "bad clocks"),
+    "view_agreement": ("bad installations", "bad installations"),
+    "self_inclusion": ("bad installations", "bad installations"),
+    "same_view": ("violating deliveries", "violating deliveries"),
+    "virtual_synchrony": ("missing deliveries", "missing deliveries"),
 }
+_SINGULAR = {"deliveries": "delivery", "pairs": "pair", "clocks": "clock"}
 
 
 def count_words(prop: str, mode: str, count: int) -> str:
@@ -60,8 +93,8 @@ def count_words(prop: str, mode: str, count: int) -> str:
     full, summary = _UNITS.get(prop, ("violations", "violations"))
     unit = summary if mode == "summary" else full
     if count == 1:
-        unit = unit.replace("deliveries", "delivery").replace("pairs", "pair")
-        unit = unit.replace("clocks", "clock")
+        head, _, last = unit.rpartition(" ")
+        unit = f"{head} {_SINGULAR.get(last, last.removesuffix('s'))}".strip()
     return f"{count} {unit}"
 
 
@@ -144,6 +177,60 @@ def _sends(events: Sequence[Event]) -> dict[MessageId, Event]:
     return {e.message: e for e in events if e.kind == "send"}
 
 
+Segment = tuple[int | None, int | None] | None
+
+
+def _next_views(events: Sequence[Event]) -> dict[int, int]:
+    """Each view id installed in the run -> the next higher one installed (its successor)."""
+    ids = sorted({e.view for e in events if e.kind == "view" and e.view is not None})
+    return dict(pairwise(ids))
+
+
+def _segments(events: Sequence[Event]) -> dict[tuple[int, int], Segment]:
+    """(process, seq) of each event -> (view installed last before it, view installed next),
+    or None when the process left that view into another view than its successor (it was
+    excluded and came back): such a segment is shared with no one.
+
+    Both are None in a run without view events, so every event shares one segment.
+    """
+    succ = _next_views(events)
+    out: dict[tuple[int, int], Segment] = {}
+    for p, h in _histories(events).items():
+        before: list[int | None] = []
+        last: int | None = None
+        for e in h:
+            before.append(last)
+            if e.kind == "view":
+                last = e.view
+        after: int | None = None
+        for e, previous in zip(reversed(h), reversed(before), strict=True):
+            broken = previous is not None and after is not None and succ.get(previous) != after
+            out[(p, e.seq)] = None if broken else (previous, after)
+            if e.kind == "view":
+                after = e.view
+    return out
+
+
+def _installs(events: Sequence[Event]) -> dict[int, list[Event]]:
+    """Each process's view events (those that name their view) in order."""
+    return {
+        p: [e for e in h if e.kind == "view" and e.view is not None]
+        for p, h in _histories(events).items()
+    }
+
+
+def _successions(events: Sequence[Event]) -> set[tuple[int, int, int]]:
+    """(process, V, V') for each process that installed V and then V' with no view between,
+    V' being V's successor (the next higher view id installed in the run)."""
+    succ = _next_views(events)
+    return {
+        (p, a.view, b.view)
+        for p, views in _installs(events).items()
+        for a, b in pairwise(views)
+        if a.view is not None and b.view is not None and succ.get(a.view) == b.view
+    }
+
+
 def propagate_clocks(
     histories: Mapping[int, Sequence[T]],
     kind: Callable[[T], str],
@@ -153,7 +240,8 @@ def propagate_clocks(
     """Vector time of every send and deliver event, from the processes' histories.
 
     A process ticks its own entry at each send and deliver, and a delivery first
-    takes the entrywise max with its message's send; receive events are skipped.
+    takes the entrywise max with its message's send; receive and view events are
+    skipped.
     Yields (event, clock after it) in an order that respects happens-before. The
     deliveries of messages never sent get no merge; events stuck behind the
     delivery of a message whose send comes later (no real run shows one) are
@@ -169,7 +257,7 @@ def propagate_clocks(
             while cursor[p] < len(h):
                 e = h[cursor[p]]
                 what = kind(e)
-                if what != "receive":
+                if what in ("send", "deliver"):
                     vc = now[p]
                     m = message(e)
                     if what == "deliver" and m in sent:
@@ -187,7 +275,7 @@ def propagate_clocks(
                 progress = True
     for p, h in histories.items():
         for e in h[cursor[p] :]:
-            if kind(e) != "receive":
+            if kind(e) in ("send", "deliver"):
                 yield e, None
 
 
@@ -344,7 +432,11 @@ def check_total(events: Sequence[Event], run: str = "", summary: bool = False) -
     positions seen so far are kept sorted, so the earlier messages that q
     delivered later are found by bisection: O(c log c) per pair for c common
     messages, plus the violations reported (in the pairwise order).
+
+    In a run with view events two processes are compared only on messages both
+    delivered (first) in the same segment (see the header).
     """
+    segment = _segments(events)
     position = {q: {d.message: d for d in ds} for q, ds in _first_deliveries(events).items()}
     where: dict[MessageId, list[int]] = defaultdict(list)
     for q in sorted(position):
@@ -356,8 +448,10 @@ def check_total(events: Sequence[Event], run: str = "", summary: bool = False) -
             procs = where[m]
             if len(procs) > 1:
                 for q in procs:
-                    if q > p:
-                        common[(p, q)].append((m, dp, position[q][m]))
+                    dq = position[q][m]
+                    sp = segment[(p, dp.seq)]
+                    if q > p and sp is not None and sp == segment[(q, dq.seq)]:
+                        common[(p, q)].append((m, dp, dq))
     found = []
     for (p, q), shared in sorted(common.items()):
         seen: list[tuple[int, int]] = []  # sorted (q's position, index in p's order)
@@ -399,7 +493,12 @@ def check_liveness(
 
     With ``in_flight`` = T, a message sent less than T before the run's last
     timed event is still in flight, not missing (as Spark's ``in_flight``).
+
+    A send that names its view V (group membership) is owed only to the
+    destinations that installed V and then V's successor, and only if its sender did.
     """
+    successions = _successions(events)
+    succ = _next_views(events)
     delivered = {(e.process, e.message) for e in events if e.kind == "deliver"}
     times = [e.time for e in events if e.time is not None]
     cutoff = max(times) - in_flight if in_flight is not None and times else None
@@ -407,11 +506,154 @@ def check_liveness(
     for m, s in sorted(_sends(events).items(), key=_by_message):
         if cutoff is not None and s.time is not None and s.time > cutoff:
             continue
-        for q in s.dest:
+        owed = s.dest
+        if s.view is not None:
+            nxt = succ.get(s.view)
+            survived = (s.process, s.view, nxt) in successions
+            owed = tuple(q for q in s.dest if survived and (q, s.view, nxt) in successions)
+        for q in owed:
             if (q, m) not in delivered:
                 found.append(
                     Violation("liveness", run, (q,), (m,), (s.seq,), f"P{q} never delivered {m}")
                 )
+    return found
+
+
+def _view_id(k: int | None) -> MessageId:
+    """A view named as a message id, as view events carry it: [0, view id]."""
+    assert k is not None  # _installs keeps only view events that name their view
+    return MessageId(0, k)
+
+
+def check_view_agreement(events: Sequence[Event], run: str = "") -> list[Violation]:
+    """(p, q, k), p < q: both installed view k (first time each) with different members;
+    (p, k1, k2): p installed k2 right after k1, and k2 <= k1."""
+    found = []
+    first: dict[int, dict[int, Event]] = defaultdict(dict)  # view id -> process -> install
+    installs = _installs(events)
+    for p in sorted(installs):
+        views = installs[p]
+        for e in views:
+            if e.view is not None:
+                first[e.view].setdefault(p, e)
+        for a, b in pairwise(views):
+            if a.view is not None and b.view is not None and b.view <= a.view:
+                found.append(
+                    Violation(
+                        "view_agreement",
+                        run,
+                        (p,),
+                        (_view_id(a.view), _view_id(b.view)),
+                        (a.seq, b.seq),
+                        f"P{p} installed view {b.view} after view {a.view}",
+                    )
+                )
+    for k in sorted(first):
+        by = first[k]
+        for p in sorted(by):
+            for q in sorted(by):
+                mp, mq = sorted(set(by[p].dest)), sorted(set(by[q].dest))
+                if p < q and mp != mq:
+                    found.append(
+                        Violation(
+                            "view_agreement",
+                            run,
+                            (p, q),
+                            (_view_id(k),),
+                            (by[p].seq, by[q].seq),
+                            f"P{p} installed view {k} as {mp} and P{q} as {mq}",
+                        )
+                    )
+    return found
+
+
+def check_self_inclusion(events: Sequence[Event], run: str = "") -> list[Violation]:
+    """(p, k): p installed view k without being one of its members."""
+    return [
+        Violation(
+            "self_inclusion",
+            run,
+            (e.process,),
+            (_view_id(e.view),),
+            (e.seq,),
+            f"P{e.process} installed view {e.view} {list(e.dest)}, which does not include it",
+        )
+        for p, views in sorted(_installs(events).items())
+        for e in views
+        if p not in e.dest
+    ]
+
+
+def _in_view(view: int | None) -> str:
+    return "outside any view" if view is None else f"in view {view}"
+
+
+def check_same_view(events: Sequence[Event], run: str = "") -> list[Violation]:
+    """(q, m): q delivered m in another view than the one m was sent in (field ``view``)."""
+    sends = _sends(events)
+    found = []
+    for q, ds in sorted(_deliveries(events).items()):
+        for d in ds:
+            s = sends.get(d.message)
+            if s is not None and s.view != d.view:
+                found.append(
+                    Violation(
+                        "same_view",
+                        run,
+                        (q,),
+                        (d.message,),
+                        (d.seq,),
+                        f"P{q} delivered {d.message} {_in_view(d.view)}, "
+                        f"but it was sent {_in_view(s.view)}",
+                    )
+                )
+    return found
+
+
+def check_virtual_synchrony(events: Sequence[Event], run: str = "") -> list[Violation]:
+    """(p, q, m), p < q: both installed V and then V', one delivered m between, the other not.
+
+    The messages a process delivered in V are those it delivered between its
+    installations of V and V' (by position, whatever their ``view`` field says).
+    A message sent to only one of the two (a unicast) is not compared. V' must be V's
+    successor (the next higher view id installed in the run): two processes excluded
+    from V that came back together are not compared on what they delivered in V.
+    """
+    sends = _sends(events)
+    succ = _next_views(events)
+    groups: dict[tuple[int, int], dict[int, dict[MessageId, Event]]] = defaultdict(dict)
+    for p, h in _histories(events).items():
+        current: int | None = None
+        got: dict[MessageId, Event] = {}
+        for e in h:
+            if e.kind == "view" and e.view is not None:
+                if current is not None and succ.get(current) == e.view:
+                    merged = groups[(current, e.view)].setdefault(p, {})
+                    for m, d in got.items():
+                        merged.setdefault(m, d)
+                current, got = e.view, {}
+            elif e.kind == "deliver" and current is not None:
+                got.setdefault(e.message, e)
+    found = []
+    for (v, nxt), members in sorted(groups.items()):
+        for p in sorted(members):
+            for q in sorted(members):
+                if p == q:
+                    continue
+                for m, d in members[p].items():
+                    s = sends.get(m)
+                    if m not in members[q] and (s is None or {p, q} <= set(s.dest)):
+                        found.append(
+                            Violation(
+                                "virtual_synchrony",
+                                run,
+                                (min(p, q), max(p, q)),
+                                (m,),
+                                (d.seq,),
+                                f"P{p} delivered {m} in view {v} and P{q} did not; "
+                                f"both installed view {nxt} next",
+                            )
+                        )
     return found
 
 
@@ -427,12 +669,16 @@ CHECKERS: dict[str, Callable[[Sequence[Event], str], list[Violation]]] = {
     "causal": check_causal,
     "total": check_total,
     "liveness": check_liveness,
+    "view_agreement": check_view_agreement,
+    "self_inclusion": check_self_inclusion,
+    "same_view": check_same_view,
+    "virtual_synchrony": check_virtual_synchrony,
 }
 
 
 def check(
     events: Iterable[Event],
-    properties: Sequence[str] = PROPERTIES,
+    properties: Sequence[str] | None = None,
     *,
     mode: str = "full",
     in_flight: float | None = None,
@@ -441,11 +687,17 @@ def check(
 ) -> Report:
     """Check ``properties`` on every run in ``events``, in ``mode`` "full" or "summary".
 
-    ``not_promised`` and ``protocol`` are carried into the report for its summary.
+    ``properties`` defaults to ``PROPERTIES``, plus ``VIEW_PROPERTIES`` when a run
+    has view events. ``not_promised`` and ``protocol`` are carried into the report
+    for its summary.
     """
+    events = list(events)
+    if properties is None:
+        views = any(e.kind == "view" for e in events)
+        properties = ALL_PROPERTIES if views else PROPERTIES
     unknown = [p for p in properties if p not in CHECKERS]
     if unknown:
-        raise ValueError(f"unknown properties {unknown}; choose from {list(PROPERTIES)}")
+        raise ValueError(f"unknown properties {unknown}; choose from {list(ALL_PROPERTIES)}")
     if mode not in MODES:
         raise ValueError(f"mode must be one of {list(MODES)}, got {mode!r}")
     summary = mode == "summary"

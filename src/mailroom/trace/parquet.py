@@ -3,7 +3,9 @@
 Columns: ``run`` string, ``process``/``seq``/``sender`` int64, ``kind`` string,
 ``message`` struct<origin int64, seq int64>, ``dest`` list<int64>, ``vc``
 map<int64, int64> (sparse, null when absent), ``time`` float64 (nullable),
-``payload`` string holding the payload as JSON (nullable). A trace's header
+``payload`` string holding the payload as JSON (nullable), ``view`` int64
+(nullable: the view of a membership run; a file without the column reads as
+null everywhere). A trace's header
 (``mailroom.trace.header``) is kept as JSON in the schema metadata under
 ``mailroom.header``. pyarrow is imported inside the functions, so
 ``mailroom.trace`` imports without it.
@@ -39,6 +41,7 @@ def parquet_schema() -> Any:
             ("vc", pa.map_(i64, i64)),
             ("time", pa.float64()),
             ("payload", pa.string()),
+            ("view", i64),
         ]
     )
 
@@ -56,6 +59,7 @@ def event_row(e: Event) -> dict[str, Any]:
         "vc": None if e.vc is None else sorted(e.vc.items()),
         "time": e.time,
         "payload": None if e.payload is None else json.dumps(plain(e.payload)),
+        "view": e.view,
     }
 
 
@@ -144,6 +148,18 @@ def _batch_is_clean(batch: Any) -> bool:
         ok = pa.types.is_map(vc.type) and nonneg_ints(vc.keys) and nonneg_ints(vc.items)
     if ok and "time" in names:
         ok = pa.types.is_floating(col("time").type) or pa.types.is_integer(col("time").type)
+    if ok:
+        is_view = pc.equal(kind, "view")
+        if "view" in names:
+            view = col("view")
+            valid = view.drop_null()
+            ok = (
+                pa.types.is_integer(view.type)
+                and (len(valid) == 0 or pc.min(valid).as_py() >= 0)
+                and not bool(pc.any(pc.and_(is_view, pc.is_null(view))).as_py())
+            )
+        else:
+            ok = not bool(pc.any(is_view).as_py())
     return ok
 
 
@@ -168,9 +184,10 @@ def _clean_events(batch: Any) -> Iterator[Event]:
         values("vc"),
         values("time"),
         values("payload"),
+        values("view"),
         strict=True,
     )
-    for run, process, seq, kind, origin, mseq, sender, dest, vc, time, payload in columns:
+    for run, process, seq, kind, origin, mseq, sender, dest, vc, time, payload, view in columns:
         yield Event(
             run=str(run),
             process=process,
@@ -182,6 +199,7 @@ def _clean_events(batch: Any) -> Iterator[Event]:
             vc=None if vc is None else dict(vc),
             time=None if time is None else float(time),
             payload=None if payload is None else json.loads(payload),
+            view=view,
         )
 
 

@@ -37,6 +37,8 @@ Rules, in words (ShiViz's own parser is the reference):
   ``P<pid>``, and the clocks are recomputed over the exported events alone
   (each host ticks its own entry by one per exported event; a delivery merges
   its send's clock when the send is exported), so they are always consistent.
+  A view installation (group membership) is an event of its process described
+  as ``view 3 [0, 2, 4]`` (the view id and its members).
 """
 
 from __future__ import annotations
@@ -377,7 +379,7 @@ def neighbourhood(
     in_run = [e for e in events if e.run == run and e.kind != "receive"]
     msgs = set(messages)
     procs = set(processes)
-    core = [e for e in in_run if e.message in msgs]
+    core = [e for e in in_run if e.kind != "view" and e.message in msgs]
     keep = {(e.process, e.seq) for e in core}
     by_proc: dict[int, list[Event]] = {}
     for e in in_run:
@@ -444,6 +446,8 @@ def shiviz_clocks(events: Sequence[Event]) -> list[tuple[Event, dict[int, int]]]
 
 
 def _describe(e: Event) -> str:
+    if e.kind == "view":
+        return f"view {e.view} {list(e.dest)}"
     if e.kind == "send":
         return f"send {e.message} to {list(e.dest)}"
     return f"deliver {e.message} from P{e.sender}"
@@ -453,7 +457,8 @@ def write_shiviz(events: Iterable[Event], out: str | Path | TextIO) -> int:
     """Write ``events`` (any subset of a trace) as a ShiViz log; return the record count.
 
     The first line is the parser (``SHIVIZ_PARSER``), then a blank line, then one
-    two-line record per send or delivery; each run becomes one execution,
+    two-line record per send, delivery or view installation ("view 3 [0, 2, 4]": the
+    process installs view 3 with members 0, 2 and 4); each run becomes one execution,
     separated by ``=== run ===`` lines (ShiViz delimiter ``^=== (?<trace>.*) ===$``).
     """
     by_run: dict[str, list[Event]] = {}
