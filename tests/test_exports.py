@@ -44,6 +44,7 @@ def test_subpackages_export_what_they_list() -> None:
     for pkg in (
         "mailroom.core",
         "mailroom.protocols",
+        "mailroom.protocols.membership",
         "mailroom.sim",
         "mailroom.trace",
         "mailroom.testing",
@@ -66,6 +67,8 @@ TOP_LEVEL = {
     "Reliable", "RemoteError", "SentMatrix", "Sequencer", "Skeen", "Stable", "Stack",
     "TaggedCausalBroadcast", "TaggedMessage", "Transmit", "UnicastEndpoint", "Unordered",
     "VectorClock", "Wait", "__version__", "restore_endpoint",
+    # group membership
+    "Group", "View", "ViewChange", "StateRequest", "Excluded",
 }  # fmt: skip
 
 

@@ -71,8 +71,10 @@ class ViewChange:
     """The group installs ``view`` here, at the same point of every member's delivery
     stream: everything delivered before it was delivered in the previous view.
 
-    ``state`` is the application state transferred to a joining member (None at
-    members that were already in the group); ``dropped`` lists this member's own
+    ``joined``/``left``: members added and removed since the previous view (at a
+    joining member, which had none, every member is new). ``state`` is the
+    application state transferred to a joining member (None at members that were
+    already in the group); ``dropped`` lists this member's own
     messages of the previous view that no member delivered (send them again if
     they still matter).
     """

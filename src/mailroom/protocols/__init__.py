@@ -14,6 +14,7 @@ from mailroom.protocols.causal import (
 )
 from mailroom.protocols.detect import CausalityDetector, CausalityViolation, is_violation
 from mailroom.protocols.fifo import Fifo, FifoPacket
+from mailroom.protocols.membership import Group
 from mailroom.protocols.reliable import Reliable, ReliableAck, ReliablePacket
 from mailroom.protocols.total import LamportTotalOrder, Sequencer, Skeen
 from mailroom.protocols.unordered import Unordered, UnorderedPacket
@@ -47,6 +48,7 @@ __all__ = [
     "CausalityViolation",
     "Fifo",
     "FifoPacket",
+    "Group",
     "KSPacket",
     "LamportTotalOrder",
     "RSTPacket",

@@ -1,0 +1,182 @@
+"""The packets of group membership: data inside a view, and the flush's control packets.
+
+Every packet names the view it belongs to (``view``: the id of the sender's current
+view) and its ``sender``'s identity. A flush is a ballot-numbered agreement on the
+next view: a ballot is (``attempt``, ``coord``), compared as a pair.
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+import attrs
+
+from mailroom.core.messages import MessageId
+from mailroom.core.wire import as_row, carried_message_id, packet
+
+#: A flush log entry: [origin, seq, payload] names message MessageId(origin, seq).
+Entry = list[Any]
+
+
+@packet
+@attrs.frozen
+class GroupData:
+    """A packet of view ``view``'s ordering protocol (``payload``), sent by ``sender``.
+
+    When it carries an application message, ``origin`` is that message's sender and
+    ``base`` the number of messages ``origin`` sent before this view, so the message
+    is MessageId(origin, base + the inner protocol's seq); both are 0 otherwise.
+    """
+
+    names_its_message: ClassVar[bool] = True
+
+    view: int
+    sender: int
+    origin: int
+    base: int
+    payload: Any
+
+    def carries(self) -> MessageId | None:
+        """The application message this packet carries, named by identity."""
+        inner = carried_message_id(self.payload)
+        if inner is None:
+            return None
+        return MessageId(self.origin, self.base + inner.seq)
+
+
+@packet
+@attrs.frozen
+class Join:
+    """``sender`` (incarnation ``incarnation``, ``sent`` messages sent so far) asks to join."""
+
+    sender: int
+    incarnation: int
+    sent: int
+
+
+@packet
+@attrs.frozen
+class Leave:
+    """Member ``sender`` of view ``view`` leaves the group."""
+
+    view: int
+    sender: int
+
+
+@packet
+@attrs.frozen
+class Suspect:
+    """Member ``sender`` of view ``view`` suspects member ``suspect`` (to the coordinator)."""
+
+    view: int
+    sender: int
+    suspect: int
+
+
+@packet
+@attrs.frozen
+class Prepare:
+    """Ballot (attempt, coord) opens a flush of view ``view`` proposing ``members``."""
+
+    view: int
+    sender: int
+    attempt: int
+    coord: int
+    members: tuple[int, ...] = attrs.field(converter=as_row)
+
+
+@packet
+@attrs.frozen
+class Promise:
+    """``sender`` froze view ``view`` for ballot (attempt, coord).
+
+    ``sent``: messages it sent before the next view; ``has_state``: it holds the
+    application state; ``log``: what it delivered in the view and does not know to
+    be stable; ``own``: its messages of the view it has not delivered yet;
+    ``accepted``: the last value it accepted in this view, as
+    [attempt, coord, members, bases, incarnations, needs, log], or None.
+    """
+
+    view: int
+    sender: int
+    attempt: int
+    coord: int
+    sent: int
+    has_state: bool
+    log: list[Entry]
+    own: list[Entry]
+    accepted: list[Any] | None
+
+
+@packet
+@attrs.frozen
+class Accept:
+    """Ballot (attempt, coord) asks to accept the next view of ``view``: its members,
+    their message bases and incarnations, who needs the state, and the flush log."""
+
+    view: int
+    sender: int
+    attempt: int
+    coord: int
+    members: tuple[int, ...] = attrs.field(converter=as_row)
+    bases: tuple[int, ...] = attrs.field(converter=as_row)
+    incarnations: tuple[int, ...] = attrs.field(converter=as_row)
+    needs: tuple[int, ...] = attrs.field(converter=as_row)
+    log: list[Entry]
+
+
+@packet
+@attrs.frozen
+class Accepted:
+    """``sender`` accepted ballot (attempt, coord)'s value for the next view of ``view``."""
+
+    view: int
+    sender: int
+    attempt: int
+    coord: int
+
+
+@packet
+@attrs.frozen
+class Commit:
+    """The next view after ``view`` is decided: install it (fields as in Accept)."""
+
+    view: int
+    sender: int
+    members: tuple[int, ...] = attrs.field(converter=as_row)
+    bases: tuple[int, ...] = attrs.field(converter=as_row)
+    incarnations: tuple[int, ...] = attrs.field(converter=as_row)
+    needs: tuple[int, ...] = attrs.field(converter=as_row)
+    log: list[Entry]
+
+
+@packet
+@attrs.frozen
+class Query:
+    """``sender`` is in view ``view`` and has seen a later one: send it what you know."""
+
+    view: int
+    sender: int
+
+
+@packet
+@attrs.frozen
+class StateTransfer:
+    """The application state at the start of view ``view``, for a joining member."""
+
+    view: int
+    sender: int
+    payload: Any
+
+
+@packet
+@attrs.frozen
+class Stability:
+    """In view ``view``, ``sender`` delivered every message 1..low[r] of each rank r."""
+
+    view: int
+    sender: int
+    low: tuple[int, ...] = attrs.field(converter=as_row)
+
+
+CONTROL = (Join, Leave, Suspect, Prepare, Promise, Accept, Accepted, Commit, Query)

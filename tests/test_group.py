@@ -1,0 +1,297 @@
+"""The Group endpoint on a small hand-driven network: views, flush, joins, state transfer."""
+
+from __future__ import annotations
+
+import random
+from typing import Any
+
+import pytest
+
+from mailroom.codec import decode, encode
+from mailroom.core.actions import Deliver, Excluded, StateRequest, Transmit, View, ViewChange
+from mailroom.core.errors import LocalError, RemoteError
+from mailroom.core.messages import MessageId
+from mailroom.core.registry import restore_endpoint
+from mailroom.protocols.membership import Group, GroupData, Prepare
+
+
+class Net:
+    """Endpoints by pid; packets through the codec; a crashed pid receives nothing."""
+
+    def __init__(self, eps: dict[int, Any], seed: int = 0) -> None:
+        self.eps = eps
+        self.queue: list[tuple[int, bytes]] = []
+        self.down: set[int] = set()
+        self.log: dict[int, list[Any]] = {p: [] for p in eps}
+        self.states: dict[int, Any] = {}
+        self.rng = random.Random(seed)
+
+    def apply(self, pid: int, actions: list[Any]) -> None:
+        for a in actions:
+            if isinstance(a, Transmit):
+                self.queue.append((a.to, encode(a.packet)))
+            elif isinstance(a, StateRequest):
+                self.log[pid].append(a)
+                state = [str(x.message.id) for x in self.log[pid] if isinstance(x, Deliver)]
+                self.apply(pid, self.eps[pid].provide_state(a.view, state))
+            else:
+                self.log[pid].append(a)
+
+    def do(self, pid: int, call: str, *args: Any) -> None:
+        self.apply(pid, getattr(self.eps[pid], call)(*args))
+
+    def run(self, shuffle: bool = False, limit: int = 100_000) -> None:
+        while self.queue and limit:
+            limit -= 1
+            k = self.rng.randrange(len(self.queue)) if shuffle else 0
+            to, data = self.queue.pop(k)
+            if to in self.down or to not in self.eps:
+                continue
+            self.apply(to, self.eps[to].receive(decode(data)))
+
+    def delivered(self, pid: int) -> list[MessageId]:
+        return [a.message.id for a in self.log[pid] if isinstance(a, Deliver)]
+
+    def views(self, pid: int) -> list[View]:
+        return [a.view for a in self.log[pid] if isinstance(a, ViewChange)]
+
+
+def group(n: int, protocol: str = "cbcast", size: int | None = None) -> Net:
+    size = size or n
+    return Net({p: Group(p, size, protocol, members=range(n)) for p in range(n)})
+
+
+@pytest.mark.parametrize("protocol", ["cbcast", "tagged", "sequencer", "skeen", "lamport"])
+def test_crash_then_survivors_install_a_view_and_go_on(protocol: str) -> None:
+    net = group(3, protocol)
+    net.do(0, "broadcast", "a")
+    net.do(2, "broadcast", "b")
+    net.run()
+    # P2 broadcasts c; only P1 gets it before P2 crashes
+    net.do(2, "broadcast", "c")
+    net.queue = [(to, d) for to, d in net.queue if to == 1]
+    net.run()
+    net.down.add(2)
+    net.do(0, "suspect", 2)
+    net.do(1, "suspect", 2)
+    net.run()
+    for p in (0, 1):
+        assert net.views(p) == [View(2, (0, 1))]
+        assert net.eps[p].view == View(2, (0, 1))
+    assert set(net.delivered(0)) == set(net.delivered(1))
+    if protocol == "cbcast":  # CBCAST delivered c at P1 at once: the flush gives it to P0
+        assert MessageId(2, 2) in net.delivered(0)
+    if protocol in ("sequencer", "skeen", "lamport"):
+        assert net.delivered(0) == net.delivered(1)
+    net.do(0, "broadcast", "d")
+    net.do(1, "broadcast", "e")
+    net.run()
+    assert {MessageId(0, 2), MessageId(1, 1)} <= set(net.delivered(0))
+    assert set(net.delivered(0)) == set(net.delivered(1))
+
+
+def test_the_viewchange_comes_after_every_delivery_of_the_old_view() -> None:
+    net = group(3)
+    net.do(1, "broadcast", "x")
+    net.queue = [(to, d) for to, d in net.queue if to == 2]  # only P2 gets it
+    net.run()
+    net.down.add(1)
+    for p in (0, 2):
+        net.do(p, "suspect", 1)
+    net.run()
+    kinds = [type(a).__name__ for a in net.log[0]]
+    assert kinds == ["Deliver", "ViewChange"]  # x recovered by the flush, then the view
+
+
+def test_sends_during_a_flush_go_into_the_next_view() -> None:
+    net = group(3, "sequencer")
+    net.down.add(2)
+    net.do(0, "suspect", 2)  # P0 coordinates: it freezes at once
+    assert net.eps[0].flushing and net.eps[0].sending_view == 2
+    net.do(0, "broadcast", "queued")
+    net.do(1, "suspect", 2)
+    net.run()
+    assert net.views(0)[-1] == View(2, (0, 1))
+    assert net.delivered(0) == net.delivered(1) == [MessageId(0, 1)]
+
+
+def test_a_joiner_gets_the_state_and_then_the_same_messages() -> None:
+    net = group(3, "cbcast", size=4)
+    net.do(0, "broadcast", "a")
+    net.run()
+    net.eps[3] = Group(3, 4, "cbcast", contacts=[0, 1])
+    net.log[3] = []
+    net.do(3, "join")
+    net.run()
+    view = View(2, (0, 1, 2, 3))
+    assert all(net.eps[p].view == view for p in range(4))
+    change = [a for a in net.log[3] if isinstance(a, ViewChange)]
+    assert change == [ViewChange(view, (0, 1, 2, 3), (), ["P0#1"])]  # it had no view before
+    requests = [a for p in range(3) for a in net.log[p] if isinstance(a, StateRequest)]
+    assert requests == [StateRequest(2, (3,))]  # one member (the lowest) sends the state
+    net.do(3, "broadcast", "hello")
+    net.do(1, "broadcast", "b")
+    net.run()
+    assert set(net.delivered(3)) == {MessageId(3, 1), MessageId(1, 1)}
+    assert set(net.delivered(0)) == {MessageId(0, 1), MessageId(3, 1), MessageId(1, 1)}
+
+
+def test_a_falsely_suspected_member_is_excluded_and_rejoins_as_a_new_incarnation() -> None:
+    net = group(3)
+    for p in (0, 1):
+        net.do(p, "suspect", 2)
+    net.run()
+    excluded = [a for a in net.log[2] if isinstance(a, Excluded)]
+    assert excluded == [Excluded(View(2, (0, 1)), (), True)]
+    assert net.eps[2].incarnation == 1
+    net.do(2, "tick", 0.0)
+    net.do(2, "tick", 1.0)  # resends its Join: the group lets it in
+    net.run()
+    assert all(net.eps[p].view == View(3, (0, 1, 2)) for p in range(3))
+    assert net.eps[2].joined
+
+
+def test_a_minority_does_not_install_a_view() -> None:
+    net = group(3)
+    net.down |= {1, 2}
+    net.do(0, "suspect", 1)
+    net.do(0, "suspect", 2)
+    net.run()
+    assert net.eps[0].view == View(1, (0, 1, 2))
+    assert net.views(0) == []
+
+
+def test_coordinator_crash_mid_flush_starts_another() -> None:
+    net = group(5)
+    net.do(4, "broadcast", "m")
+    net.queue = [(to, d) for to, d in net.queue if to == 2]
+    net.run()
+    net.down.add(4)
+    net.do(0, "suspect", 4)  # P0 sends Prepare to 1, 2 and 3, then dies
+    net.down.add(0)
+    net.run()  # the promises reach nobody: the others stay frozen
+    assert all(net.eps[p].flushing for p in (1, 2, 3))
+    for p in (1, 2, 3):
+        net.do(p, "suspect", 0)
+        net.do(p, "suspect", 4)
+    net.run()
+    assert all(net.eps[p].view == View(2, (1, 2, 3)) for p in (1, 2, 3))
+    assert net.delivered(1) == net.delivered(2) == net.delivered(3) == [MessageId(4, 1)]
+
+
+def test_two_of_four_is_not_a_majority() -> None:
+    net = group(4)
+    net.down |= {0, 3}
+    for p in (1, 2):
+        net.do(p, "suspect", 0)
+        net.do(p, "suspect", 3)
+    net.run()
+    assert net.eps[1].view == View(1, (0, 1, 2, 3))
+
+
+def test_leave() -> None:
+    net = group(3)
+    net.do(2, "leave")
+    net.run()
+    assert [type(a) for a in net.log[2]] == [Excluded]
+    assert net.eps[0].view == View(2, (0, 1))
+    with pytest.raises(LocalError):
+        net.eps[2].broadcast("x")
+
+
+@pytest.mark.parametrize("protocol", ["cbcast", "sequencer", "skeen", "lamport", "tagged"])
+def test_random_schedules_with_crashes_keep_virtual_synchrony(protocol: str) -> None:
+    for seed in range(20):
+        rng = random.Random(seed)
+        net = group(4, protocol)
+        net.rng = rng
+        victim = rng.randrange(4)
+        for step in range(12):
+            p = rng.randrange(4)
+            if p not in net.down:
+                net.do(p, "broadcast", f"{p}-{step}")
+            for _ in range(rng.randrange(4)):
+                if net.queue:
+                    to, data = net.queue.pop(rng.randrange(len(net.queue)))
+                    if to not in net.down:
+                        net.apply(to, net.eps[to].receive(decode(data)))
+            if step == 5:
+                net.down.add(victim)
+                for q in range(4):
+                    if q != victim:
+                        net.do(q, "suspect", victim)
+        net.run(shuffle=True)
+        alive = [q for q in range(4) if q != victim]
+        for q in alive:
+            assert net.eps[q].view is not None and victim not in net.eps[q].view.members
+        sets = [set(net.delivered(q)) for q in alive]
+        assert sets[0] == sets[1] == sets[2], seed
+        if protocol != "cbcast" and protocol != "tagged":
+            assert net.delivered(alive[0]) == net.delivered(alive[1]), seed
+        # every message a survivor sent was delivered by all survivors
+        for q in alive:
+            sent = net.eps[q].sent_count
+            assert {MessageId(q, k) for k in range(1, sent + 1)} <= sets[0], seed
+
+
+def test_snapshot_round_trip_mid_flush() -> None:
+    net = group(3, "skeen")
+    net.do(0, "broadcast", "a")
+    net.run()
+    net.do(0, "suspect", 2)
+    for p in range(3):
+        ep = net.eps[p]
+        again = restore_endpoint(ep.snapshot())
+        assert again.snapshot() == ep.snapshot()
+        net.eps[p] = again
+    net.do(1, "suspect", 2)
+    net.down.add(2)
+    net.run()
+    assert net.eps[0].view == View(2, (0, 1))
+
+
+def test_bad_packets_are_remote_errors_and_change_nothing() -> None:
+    net = group(3)
+    ep = net.eps[0]
+    before = ep.snapshot()
+    for bad in (
+        GroupData(1, 7, 0, 0, None),
+        GroupData(1, 1, 2, 5, None),
+        Prepare(1, 1, 1, 2, (0, 1)),
+        Prepare(1, 1, 1, 1, (1, 0)),
+        "junk",
+    ):
+        with pytest.raises(RemoteError):
+            ep.receive(bad)
+    assert ep.snapshot() == before
+
+
+def test_unicast_inside_views_and_over_reliable() -> None:
+    net = Net({p: Group(p, 3, "rst", members=range(3), reliable=True) for p in range(3)})
+    net.do(0, "send", "to two", 2)
+    net.run()
+    assert net.delivered(2) == [MessageId(0, 1)]
+    net.down.add(1)
+    net.do(0, "suspect", 1)
+    with pytest.raises(LocalError):
+        net.eps[0].send("while flushing", 2)
+    net.do(2, "suspect", 1)
+    net.run()
+    net.do(2, "send", "back", 0)
+    net.run()
+    assert net.delivered(0) == [MessageId(2, 1)]
+    with pytest.raises(LocalError):
+        net.eps[0].send("gone", 1)
+
+
+def test_a_member_that_wrongly_suspects_the_coordinator_takes_over() -> None:
+    net = group(3, "sequencer")
+    net.do(1, "suspect", 0)  # only P1 thinks P0 died: P1 coordinates, P2 agrees
+    net.run()  # P0 learns it was excluded and at once asks to join again
+    for p in (1, 2):
+        assert net.views(p) == [View(2, (1, 2)), View(3, (0, 1, 2))]
+    assert [type(a) for a in net.log[0]] == [Excluded, ViewChange]
+    assert net.eps[0].incarnation == 1 and net.eps[0].joined
+    net.do(0, "broadcast", "back")
+    net.run()
+    assert all(net.delivered(p)[-1:] == [MessageId(0, 1)] for p in range(3))
