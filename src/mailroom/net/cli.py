@@ -35,11 +35,11 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from mailroom.core.actions import Excluded, ViewChange
 from mailroom.core.errors import LocalError
+from mailroom.core.messages import Message
 from mailroom.core.registry import PROTOCOLS as REGISTRY
 from mailroom.core.stack import Stack
-from mailroom.core.actions import Excluded, ViewChange
-from mailroom.core.messages import Message
 from mailroom.net.config import PeerTable, load_key
 from mailroom.net.membership import group_endpoint
 from mailroom.net.node import Busy, Node, QuietLog
@@ -162,7 +162,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="hold frames to PID back (a slow link)")  # fmt: skip
     g = p.add_argument_group("group membership")
     g.add_argument("--members", metavar="PIDS",
-                   help="run as a member of a group whose first view is PIDS (e.g. 0,1,2)")  # fmt: skip
+                   help="be a member of a group whose first view is PIDS (e.g. 0,1,2)")  # fmt: skip
     g.add_argument("--join", metavar="PIDS",
                    help="join a running group through these members (e.g. 0,1); with an "
                    "existing --checkpoint, rejoin as the next incarnation")  # fmt: skip

@@ -1,0 +1,176 @@
+"""Group membership over real OS processes on 127.0.0.1: crash, exclusion, rejoin.
+
+Three members (``python -m mailroom.net --members 0,1,2``) broadcast steadily;
+``kill -9`` of one of them; the other two suspect it after ``--suspect-after``
+seconds without a heartbeat, install a view without it and go on delivering;
+the killed process restarted with ``--join`` (from its checkpoint) rejoins as
+its next incarnation, receives the application state (the ids of the messages
+delivered so far) at the view that admits it, and then delivers what the others
+deliver. The merged traces pass integrity, causal (or total) order and the view
+properties. Timeouts are safety nets only (a bound derived from the suspicion
+timeout, far above it); what is asserted is what happened, read from the traces.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from mailroom.testing.membership import (
+    check_same_view,
+    check_self_inclusion,
+    check_view_agreement,
+    check_virtual_synchrony,
+    survivors_total,
+)
+from mailroom.trace import Event, check
+
+from .net_support import Group, group, wait_for
+
+pytestmark = pytest.mark.slow
+
+HEARTBEAT = 0.1
+SUSPECT_AFTER = 1.0
+#: The safety net for one stage of the story (detection, flush, join): many times
+#: the suspicion timeout, so only a stuck group fails it.
+STAGE = 40 * SUSPECT_AFTER + 20
+
+
+def _events(path: Path) -> list[Event]:
+    """The complete lines of a live trace file, as events."""
+    if not path.exists():
+        return []
+    data = path.read_bytes()
+    lines = data[: data.rfind(b"\n") + 1].splitlines()
+    return [Event.from_dict(json.loads(line)) for line in lines if line]
+
+
+def _views(g: Group, pid: int) -> list[Event]:
+    return [e for e in _events(g.path("trace", pid)) if e.kind == "view"]
+
+
+def _delivered(g: Group, pid: int, view: int | None = None) -> list[Event]:
+    return [
+        e
+        for e in _events(g.path("trace", pid))
+        if e.kind == "deliver" and (view is None or e.view == view)
+    ]
+
+
+def _view_with(g: Group, pid: int, members: tuple[int, ...], after: int = 0) -> int | None:
+    """The id of the first view after ``after`` that ``pid`` installed with ``members``."""
+    for e in _views(g, pid):
+        if e.dest == members and e.message.seq > after:
+            return e.message.seq
+    return None
+
+
+def _settled(g: Group, count: int) -> bool:
+    """Every process sent its ``count`` messages, all three end in the same view, and
+    each delivered every message sent in that view."""
+    traces = {pid: _events(g.path("trace", pid)) for pid in range(3)}
+    last = {pid: [e for e in t if e.kind == "view"][-1:] for pid, t in traces.items()}
+    if not all(last.values()) or len({v[0].message.seq for v in last.values()}) != 1:
+        return False
+    final = last[0][0]
+    if final.dest != (0, 1, 2):
+        return False
+    sends = [e.message for t in traces.values() for e in t if e.kind == "send"]
+    if len(sends) != 3 * count:
+        return False
+    in_final = {e.message for t in traces.values() for e in t
+                if e.kind == "send" and e.view == final.view}  # fmt: skip
+    return all(
+        {e.message for e in t if e.kind == "deliver" and e.view == final.view} == in_final
+        for t in traces.values()
+    )
+
+
+def _crash_and_rejoin(tmp_path: Path, protocol: str, order: str) -> dict[str, Any]:
+    count = 150
+    args = ["--protocol", protocol, "--count", str(count), "--interval", "0.03",
+            "--heartbeat", str(HEARTBEAT), "--suspect-after", str(SUSPECT_AFTER),
+            "--rto", "0.2"]  # fmt: skip
+    with group(tmp_path, 3, args) as g:
+        ckpt = {pid: str(g.path("checkpoint", pid)) for pid in range(3)}
+        for pid in range(3):
+            g.start(pid, ["--members", "0,1,2", "--checkpoint", ckpt[pid]])
+        wait_for(lambda: all(_view_with(g, p, (0, 1, 2)) == 1 for p in range(3)), STAGE,
+                 "every member to install view 1")  # fmt: skip
+        wait_for(lambda: len(_delivered(g, 2)) >= 15, STAGE, "P2 to deliver 15 messages")
+        killed_at = time.monotonic()
+        g.kill(2)  # SIGKILL: no goodbye, no last write
+
+        # The survivors suspect P2, install a view without it, and go on delivering in it.
+        def excluded() -> bool:
+            return all(_view_with(g, p, (0, 1)) is not None for p in (0, 1))
+
+        wait_for(excluded, STAGE, "P0 and P1 to install a view without P2")
+        without = _view_with(g, 0, (0, 1))
+        assert without is not None and _view_with(g, 1, (0, 1)) == without
+        detected = min(e.time or 0.0 for p in (0, 1) for e in _views(g, p)
+                       if e.message.seq == without) - killed_at  # fmt: skip
+        wait_for(lambda: all(len(_delivered(g, p, without)) >= 10 for p in (0, 1)), STAGE,
+                 f"P0 and P1 to deliver 10 messages in view {without}")  # fmt: skip
+        assert not any(e.message.seq >= without for e in _views(g, 2))
+
+        # P2 comes back from its checkpoint as a joiner and is admitted with the state.
+        g.start(2, ["--join", "0,1", "--checkpoint", ckpt[2]])
+        wait_for(lambda: all(_view_with(g, p, (0, 1, 2), without) for p in range(3)), STAGE,
+                 "P2 to rejoin")  # fmt: skip
+        back = _view_with(g, 2, (0, 1, 2), without)
+        assert back is not None and all(_view_with(g, p, (0, 1, 2), without) == back
+                                        for p in (0, 1))  # fmt: skip
+        wait_for(lambda: _settled(g, count), STAGE * 3, "the group to deliver every message")
+        g.stop()
+
+        events = g.trace()
+        # P2 delivered nothing while it was out, and nothing twice.
+        p2 = [e for e in events if e.process == 2 and e.kind == "deliver"]
+        assert {e.view for e in p2} <= {v for v in range(1, without)} | set(range(back, 1000))
+        # The state it received is what its provider (P0, the lowest member that had the
+        # state) had delivered when it installed that view, in P0's order.
+        state = g.stats(2)["received_state"]
+        p0 = [e for e in events if e.process == 0]
+        at = next(e.seq for e in p0 if e.kind == "view" and e.message.seq == back)
+        before = [[e.message.origin, e.message.seq] for e in p0
+                  if e.kind == "deliver" and e.seq < at]  # fmt: skip
+        assert state == before
+        assert len(state) >= 10 * 2  # it includes P0's deliveries of view `without`
+        # From the view that admitted it on, P2 delivered what the others delivered.
+        after = {p: [e.message for e in events if e.process == p and e.kind == "deliver"
+                     and e.view is not None and e.view >= back] for p in range(3)}  # fmt: skip
+        assert after[2] and set(after[2]) == set(after[0]) == set(after[1])
+        if order == "total":
+            assert after[2] == after[0] == after[1]
+
+        # The whole run passes the trace checkers.
+        final = {p: max(e.message.seq for e in events if e.process == p and e.kind == "view")
+                 for p in range(3)}  # fmt: skip
+        problems = (
+            check_view_agreement(events)
+            + check_self_inclusion(events)
+            + check_same_view(events)
+            + check_virtual_synchrony(events, final=final)
+        )
+        assert not problems, problems
+        report = check(events, ["integrity", "causal"])
+        assert report.ok, report.summary()
+        if order == "total":
+            report = check(survivors_total(events, final), ["total"])
+            assert report.ok, report.summary()
+        return {"detected": detected, "without": without, "back": back}
+
+
+def test_cbcast_group_survives_kill_and_rejoin(tmp_path: Path) -> None:
+    found = _crash_and_rejoin(tmp_path, "cbcast", "causal")
+    print(f"cbcast: view without the killed member {found['detected']:.2f} s after the kill")
+
+
+def test_sequencer_group_survives_kill_and_rejoin(tmp_path: Path) -> None:
+    found = _crash_and_rejoin(tmp_path, "sequencer", "total")
+    print(f"sequencer: view without the killed member {found['detected']:.2f} s after the kill")
