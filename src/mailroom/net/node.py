@@ -46,7 +46,9 @@ Rules, in words:
   refuses (``RemoteError``) is dropped and counted; the connection stays up.
 - Frames to a peer that is not connected wait in its outbox (at most
   ``outbox_limit``; beyond that the oldest are dropped and counted, which the
-  reliable layer repairs). ``delays`` holds frames to a peer back for a while,
+  reliable layer repairs). A group endpoint repairs losses itself (its views run
+  over ``Reliable``, its control packets are resent), and heartbeats to a dead
+  member are worthless once late, so its default is a small ``GROUP_OUTBOX``. ``delays`` holds frames to a peer back for a while,
   to stage a slow link.
 - Of the reliable layer's acknowledgements to one peer produced in one step,
   only the last is sent: they are cumulative, so it says all the others say.
@@ -107,6 +109,10 @@ MAX_RETAINED = 4096
 IO_RETRY = 0.05
 #: Bound on the runtime's per-message tables (message ids awaiting their trace event).
 ID_TABLE_LIMIT = 1 << 16
+#: Default outbox bound per peer (frames waiting for a connection).
+OUTBOX_LIMIT = 100_000
+#: Default outbox bound per peer for group endpoints: a dead member costs no more.
+GROUP_OUTBOX = 1024
 #: Rejected connections logged per window; the rest are counted and summed up.
 LOG_BURST = 10
 LOG_WINDOW = 10.0
@@ -576,7 +582,7 @@ class Node:
         app_state: Callable[[], Any] | None = None,
         delays: Mapping[int, float] | None = None,
         listen: socket.socket | None = None,
-        outbox_limit: int = 100_000,
+        outbox_limit: int | None = None,
         encrypt: bool = False,
         sync: bool = False,
         max_retained: int | None = MAX_RETAINED,
@@ -631,6 +637,8 @@ class Node:
         self.on_deliver = on_deliver
         self.app_state = app_state
         self.delays = dict(delays or {})
+        if outbox_limit is None:
+            outbox_limit = GROUP_OUTBOX if self.member else OUTBOX_LIMIT
         self.outbox_limit = outbox_limit
         self.encrypt = encrypt
         self.max_retained = max_retained
