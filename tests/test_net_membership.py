@@ -13,13 +13,19 @@ timeout, far above it); what is asserted is what happened, read from the traces.
 
 from __future__ import annotations
 
+import asyncio
 import json
+import shutil
 import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from mailroom.core.actions import Excluded, ViewChange
+from mailroom.net import Node
+from mailroom.net.cli import main
+from mailroom.protocols.membership import Group as Group_
 from mailroom.testing.membership import (
     check_same_view,
     check_self_inclusion,
@@ -27,11 +33,17 @@ from mailroom.testing.membership import (
     check_virtual_synchrony,
     survivors_total,
 )
-from mailroom.trace import Event, check
+from mailroom.trace import Event, check, read_jsonl
 
-from .net_support import Group, group, wait_for
-
-pytestmark = pytest.mark.slow
+from .net_support import (
+    KEY,
+    Group,
+    group,
+    listening_sockets,
+    table_of,
+    wait_for,
+    write_group,
+)
 
 HEARTBEAT = 0.1
 SUSPECT_AFTER = 1.0
@@ -176,11 +188,147 @@ def _crash_and_rejoin(tmp_path: Path, protocol: str, order: str, victim: int) ->
         return {"detected": detected, "without": without, "back": back}
 
 
+@pytest.mark.slow
 def test_cbcast_group_survives_kill_and_rejoin(tmp_path: Path) -> None:
     found = _crash_and_rejoin(tmp_path, "cbcast", "causal", victim=2)
     print(f"cbcast: view without the killed member {found['detected']:.2f} s after the kill")
 
 
+@pytest.mark.slow
 def test_sequencer_group_survives_kill_of_the_sequencer_and_rejoin(tmp_path: Path) -> None:
     found = _crash_and_rejoin(tmp_path, "sequencer", "total", victim=0)
     print(f"sequencer: view without the killed member {found['detected']:.2f} s after the kill")
+
+
+# -- in one process: the node's steps for views, state, host inputs and their replay ---------
+def _until(predicate: Any, what: str, timeout: float = 30.0) -> Any:
+    async def poll() -> None:
+        deadline = time.monotonic() + timeout
+        while not predicate():
+            if time.monotonic() > deadline:
+                raise AssertionError(f"timed out waiting for {what}")
+            await asyncio.sleep(0.01)
+
+    return poll()
+
+
+def test_join_state_false_suspicion_and_replay_in_one_process(tmp_path: Path) -> None:
+    """P0 and P1 found a group, P2 joins and gets the state, a false suspicion (an
+    outside detector's, through ``node.suspect``) excludes P2, which rejoins by itself.
+    Every node's checkpoint, replayed, gives the endpoint it has."""
+    socks = listening_sockets(3)
+    peers = table_of(socks)
+    got: dict[int, list[list[int]]] = {p: [] for p in range(3)}
+    changes: dict[int, list[ViewChange]] = {p: [] for p in range(3)}
+    excluded: dict[int, list[Excluded]] = {p: [] for p in range(3)}
+
+    def node(p: int, endpoint: Any) -> Node:
+        def on_view(change: ViewChange) -> None:
+            changes[p].append(change)
+            if change.state is not None:
+                got[p] = [list(m) for m in change.state]
+
+        def on_excluded(ex: Excluded) -> None:
+            excluded[p].append(ex)
+            got[p] = []
+
+        return Node(
+            endpoint,
+            peers,
+            KEY,
+            listen=socks[p],
+            checkpoint=tmp_path / f"ckpt{p}",
+            trace=tmp_path / f"trace{p}",
+            on_deliver=lambda m: got[p].append([m.id.origin, m.id.seq]),
+            on_view=on_view,
+            get_state=lambda view: [m[:] for m in got[p]],
+            on_excluded=on_excluded,
+        )
+
+    def founder(p: int) -> Group_:
+        return Group_(p, 3, "cbcast", members=[0, 1], reliable=True, retry=0.1)
+
+    async def main() -> list[Node]:
+        nodes = [node(0, founder(0)), node(1, founder(1))]
+        for n in nodes:
+            await n.start()
+        for k in range(3):
+            nodes[0].broadcast({"k": k})
+        await _until(lambda: len(got[1]) == 3, "P1 to deliver 3 messages")
+        nodes.append(node(2, Group_(2, 3, "cbcast", contacts=[0, 1], reliable=True, retry=0.1)))
+        assert not nodes[2].joined and nodes[2].view is None
+        await nodes[2].start()  # a joiner asks its contacts at start
+        await _until(lambda: nodes[2].joined, "P2 to join")
+        assert changes[2][-1].view.members == (0, 1, 2)
+        assert changes[2][-1].state == [[0, 1], [0, 2], [0, 3]]  # P0's state at the view
+        nodes[2].broadcast("hello from P2")
+        await _until(lambda: all(len(got[p]) == 4 for p in range(3)), "everyone to deliver")
+        for n in nodes[:2]:
+            n.suspect(2)  # P2 is alive: a false suspicion
+        await _until(lambda: excluded[2], "P2 to be excluded")
+        assert excluded[2][0].rejoining and excluded[2][0].view.members == (0, 1)
+        await _until(lambda: nodes[2].joined and nodes[2].view.id == 4, "P2 to rejoin")
+        nodes[1].broadcast("after the rejoin")
+        await _until(lambda: all(len(got[p]) == 5 for p in range(3)), "everyone to deliver")
+        await asyncio.sleep(0.3)  # let the last acknowledgements settle
+        # A restart replays each checkpoint's log: the endpoint it rebuilds is this one.
+        for p, n in enumerate(nodes):
+            copy = tmp_path / f"copy{p}"
+            for name in (f"ckpt{p}", f"ckpt{p}.log"):
+                if (tmp_path / name).exists():
+                    shutil.copy(
+                        tmp_path / name, copy.with_name(copy.name + name[len(f"ckpt{p}") :])
+                    )
+            fresh = founder(p) if p < 2 else Group_(p, 3, "cbcast", contacts=[0, 1], reliable=True)
+            again = Node(fresh, peers, KEY, checkpoint=copy)
+            assert again.endpoint.snapshot() == n.endpoint.snapshot()
+            assert again.joined and again.view == n.view
+        for n in nodes:
+            await n.close()
+        return nodes
+
+    try:
+        nodes = asyncio.run(main())
+    finally:
+        for s in socks:
+            s.close()
+    assert [c.view.id for c in changes[0]] == [2, 3, 4]  # P2 in, out, in again
+    assert [c.view.members for c in changes[0]] == [(0, 1, 2), (0, 1), (0, 1, 2)]
+    assert [c.view.id for c in changes[2]] == [2, 4]
+    assert got[0] == got[1] and sorted(map(tuple, got[2])) == sorted(map(tuple, got[0]))
+    events = [e for p in range(3) for e in read_jsonl(tmp_path / f"trace{p}")]
+    views = {p: [e.view for e in events if e.process == p and e.kind == "view"] for p in range(3)}
+    assert views == {0: [1, 2, 3, 4], 1: [1, 2, 3, 4], 2: [2, 4]}
+    problems = (
+        check_view_agreement(events)
+        + check_self_inclusion(events)
+        + check_same_view(events)
+        + check_virtual_synchrony(events, final={p: 4 for p in range(3)})
+    )
+    assert not problems, problems
+    report = check(events, ["integrity", "causal"])
+    assert report.ok, report.summary()
+    assert nodes[2].stats.delivered == 2  # its own message and P1's, the rest came as state
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--members", "0,1", "--join", "0"], "pass one of them"),
+        (["--members", "0,x"], "not a comma-separated list of pids"),
+        (["--join", "7"], "P7 is not in the peer table"),
+        (["--members", "0,1,2", "--heartbeat", "1", "--suspect-after", "0.5"], "heartbeat"),
+    ],
+)
+def test_bad_group_options_are_one_line_errors(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], args: list[str], message: str
+) -> None:
+    socks = listening_sockets(3)
+    try:
+        peers = write_group(tmp_path, socks)
+        assert main(["--pid", "0", "--peers", str(peers), *args]) == 2
+    finally:
+        for s in socks:
+            s.close()
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and message in err and err.count("\n") == 1
