@@ -48,8 +48,16 @@ Rules, in words:
   ``outbox_limit``; beyond that the oldest are dropped and counted, which the
   reliable layer repairs). A group endpoint repairs losses itself (its views run
   over ``Reliable``, its control packets are resent), and heartbeats to a dead
-  member are worthless once late, so its default is a small ``GROUP_OUTBOX``. ``delays`` holds frames to a peer back for a while,
-  to stage a slow link.
+  member are worthless once late, so its default is a small ``GROUP_OUTBOX``.
+  ``delays`` holds frames to a peer back for a while, to stage a slow link.
+- A group endpoint's view changes are steps like the others: the "view" trace
+  event is written with the step, then the ``ViewChange`` reaches the
+  application at its place among the deliveries; a ``StateRequest`` is answered
+  right after (the application's state is then exactly what was delivered
+  before the view) by a step of its own, whose input (the state) is logged.
+  Suspicions, leaves and joins from the host are logged inputs too, so a
+  restart replays them; a restart that finds a state requested but not
+  provided provides it at start. Frames for a member that left are dropped.
 - Of the reliable layer's acknowledgements to one peer produced in one step,
   only the last is sent: they are cumulative, so it says all the others say.
 - The packets for one peer that pile up while the event loop is busy go out in
@@ -604,6 +612,9 @@ class Node:
         self.redelivered: list[Message] = []
         #: A new base checkpoint is due at start (the restored endpoint was replaced).
         self._rebase = False
+        #: A joiner's state requested in the last logged steps and not yet provided
+        #: (the process died in between): provided at start.
+        self._owed: int | None = None
         if saved is not None:
             endpoint = self._restore(saved, endpoint)
             apps = [s["app"] for s in saved.steps if "app" in s]  # logged when it changed
@@ -611,6 +622,7 @@ class Node:
             if rejoin is not None:
                 endpoint = rejoined(endpoint, rejoin)
                 self.redelivered = []
+                self._owed = None
                 self._rebase = True
         self.endpoint = endpoint
         #: Group membership: the endpoint's hooks, and the view id events happen in.
@@ -713,11 +725,16 @@ class Node:
                 f"{where} is of P{restored.pid} of {restored.n}, not P{fresh.pid} of {fresh.n}"
             )
         for k, step in enumerate(saved.steps):
+            delivered: list[Message] = []
             try:
-                delivered = [
-                    a.message for op in step["ops"] for a in _apply(restored, op)
-                    if isinstance(a, Deliver)
-                ]  # fmt: skip
+                for op in step["ops"]:
+                    for a in _apply(restored, op):
+                        if isinstance(a, Deliver):
+                            delivered.append(a.message)
+                        elif isinstance(a, StateRequest):
+                            self._owed = a.view
+                    if op[0] == "p":
+                        self._owed = None
             except (LocalError, TypeError, ValueError, KeyError, IndexError) as exc:
                 raise LocalError(f"{where}: log step {k + 1} does not replay: {exc}") from None
             self.redelivered = delivered
@@ -745,6 +762,9 @@ class Node:
             self._hand(list(self.redelivered))
         if self.member:
             self._start_member()
+        if self._owed is not None:
+            self._provide(self._owed)
+            self._owed = None
         self._rearm()
 
     def _start_member(self) -> None:
