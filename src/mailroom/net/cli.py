@@ -75,8 +75,10 @@ class GroupApp:
     def __init__(self, pid: int) -> None:
         self.pid = pid
         self.delivered: list[list[int]] = []
-        #: the state this process received when it joined (None: it was a founder)
+        #: the state this process received when it last joined, and the view id it
+        #: came with (None: it was a founder)
         self.received: Any = None
+        self.received_view: int | None = None
         self.view: list[Any] | None = None
         self.joined = asyncio.Event()
 
@@ -88,6 +90,7 @@ class GroupApp:
         if change.state is not None:  # a joiner: the group's state replaces its own
             self.delivered = [[int(o), int(s)] for o, s in change.state]
             self.received = self.delivered[:]
+            self.received_view = view.id
         self.view = [view.id, list(view.members)]
         self.joined.set()
         extra = f" state {len(self.delivered)} messages" if change.state is not None else ""
@@ -107,12 +110,18 @@ class GroupApp:
 
     def saved(self) -> dict[str, Any]:
         """What the checkpoint keeps of the application."""
-        return {"delivered": self.delivered, "received": self.received, "view": self.view}
+        return {
+            "delivered": self.delivered,
+            "received": self.received,
+            "received_view": self.received_view,
+            "view": self.view,
+        }
 
     def resume(self, data: Any) -> None:
         if isinstance(data, dict):
             self.delivered = [[int(o), int(s)] for o, s in data.get("delivered", [])]
             self.received = data.get("received")
+            self.received_view = data.get("received_view")
             self.view = data.get("view")
 
 
@@ -304,6 +313,7 @@ def _write(path: str, node: Node, handed: int | None = None, app: GroupApp | Non
     if app is not None:
         data["view"] = app.view
         data["received_state"] = app.received
+        data["received_view"] = app.received_view
     tmp = Path(path + ".tmp")
     tmp.write_text(json.dumps(data))
     tmp.replace(path)
