@@ -337,3 +337,9 @@ def test_bad_group_options_are_one_line_errors(
             s.close()
     err = capsys.readouterr().err
     assert err.startswith("error: ") and message in err and err.count("\n") == 1
+
+
+@pytest.mark.slow
+def test_skeen_group_survives_kill_and_rejoin(tmp_path: Path) -> None:
+    found = _crash_and_rejoin(tmp_path, "skeen", "total", victim=1)
+    print(f"skeen: view without the killed member {found['detected']:.2f} s after the kill")
