@@ -25,6 +25,8 @@ import pytest
 from mailroom.core.actions import Excluded, ViewChange
 from mailroom.net import Node
 from mailroom.net.cli import main
+from mailroom.net.membership import group_endpoint
+from mailroom.net.node import GROUP_OUTBOX
 from mailroom.protocols.membership import Group as Group_
 from mailroom.testing.membership import (
     check_same_view,
@@ -343,3 +345,39 @@ def test_bad_group_options_are_one_line_errors(
 def test_skeen_group_survives_kill_and_rejoin(tmp_path: Path) -> None:
     found = _crash_and_rejoin(tmp_path, "skeen", "total", victim=1)
     print(f"skeen: view without the killed member {found['detected']:.2f} s after the kill")
+
+
+def test_a_member_that_never_comes_costs_nothing_once_excluded() -> None:
+    """P2 never starts: P0 and P1 suspect it, install a view without it and deliver in
+    it; frames queued for P2 are dropped at the view change and no more pile up."""
+    socks = listening_sockets(3)
+    peers = table_of(socks)
+    got: dict[int, list[object]] = {0: [], 1: []}
+
+    def member(p: int) -> Node:
+        endpoint = group_endpoint(
+            "cbcast", p, 3, members=[0, 1, 2], heartbeat=0.02, suspect_after=0.2
+        )
+        return Node(endpoint, peers, KEY, listen=socks[p],
+                    on_deliver=lambda m: got[p].append(m.payload))  # fmt: skip
+
+    async def main() -> list[int]:
+        nodes = [member(0), member(1)]
+        assert nodes[0].outbox_limit == GROUP_OUTBOX
+        for n in nodes:
+            await n.start()
+        await _until(lambda: all(n.view.members == (0, 1) for n in nodes), "a view without P2")
+        nodes[1].broadcast("still here")
+        await _until(lambda: all("still here" in got[p] for p in (0, 1)), "a delivery")
+        await asyncio.sleep(0.5)  # 25 heartbeat intervals: none of them goes to P2
+        waiting = [len(n._links[2].outbox) for n in nodes]
+        for n in nodes:
+            await n.close()
+        return waiting
+
+    try:
+        waiting = asyncio.run(main())
+    finally:
+        for s in socks:
+            s.close()
+    assert max(waiting) <= 1  # at most the Commit that tells P2 it is out
