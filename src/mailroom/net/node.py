@@ -90,6 +90,7 @@ from mailroom.core.actions import (
     Stable,
     StateRequest,
     Transmit,
+    View,
     ViewChange,
 )
 from mailroom.core.codec import decode, encode
@@ -959,9 +960,10 @@ class Node:
 
     # -- group membership: the host's inputs -------------------------------------------
     @property
-    def view(self) -> Any:
+    def view(self) -> View | None:
         """The view a group endpoint has installed (None while joining, or not a group)."""
-        return self.endpoint.view if self.member else None
+        view = self.endpoint.view if self.member else None
+        return view if isinstance(view, View) else None
 
     @property
     def joined(self) -> bool:
