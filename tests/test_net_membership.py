@@ -15,7 +15,9 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import shutil
+import socket
 import time
 from pathlib import Path
 from typing import Any
@@ -27,6 +29,7 @@ from mailroom.net import Node
 from mailroom.net.cli import main
 from mailroom.net.membership import group_endpoint
 from mailroom.net.node import GROUP_OUTBOX
+from mailroom.net.store import CheckpointLog
 from mailroom.protocols.membership import Group as Group_
 from mailroom.testing.membership import (
     check_same_view,
@@ -381,3 +384,68 @@ def test_a_member_that_never_comes_costs_nothing_once_excluded() -> None:
         for s in socks:
             s.close()
     assert max(waiting) <= 1  # at most the Commit that tells P2 it is out
+
+
+def test_a_state_requested_but_not_provided_before_a_crash_is_provided_at_restart(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The provider's step that hands the joiner its state cannot be written (its disk
+    fails) and the process dies: the checkpoint has the request, not the answer. The
+    restarted provider answers it at start, so the joiner is not left waiting."""
+    socks = listening_sockets(3)
+    peers = table_of(socks)
+    got: dict[int, list[list[int]]] = {p: [] for p in range(3)}
+    state: list[Any] = []
+    append = CheckpointLog.append
+
+    def no_answer(self: CheckpointLog, records: list[Any]) -> None:
+        if any(op[0] == "p" for r in records for op in r["ops"]):
+            raise OSError(28, "No space left on device")
+        append(self, records)
+
+    def node(p: int, endpoint: Any, listen: socket.socket) -> Node:
+        def on_view(change: ViewChange) -> None:
+            if change.state is not None:
+                state.append(change.state)
+
+        return Node(
+            endpoint,
+            peers,
+            KEY,
+            listen=listen,
+            checkpoint=tmp_path / f"ckpt{p}",
+            on_deliver=lambda m: got[p].append([m.id.origin, m.id.seq]),
+            on_view=on_view,
+            get_state=lambda view: [m[:] for m in got[p]],
+        )
+
+    def founder(p: int) -> Group_:
+        return Group_(p, 3, "cbcast", members=[0, 1], reliable=True, retry=0.1)
+
+    async def main() -> None:
+        nodes = [node(p, founder(p), socket.socket(fileno=os.dup(socks[p].fileno())))
+                 for p in (0, 1)]  # fmt: skip
+        for n in nodes:
+            await n.start()
+        nodes[0].broadcast("before the join")
+        await _until(lambda: all(got[p] for p in (0, 1)), "the founders to deliver")
+        monkeypatch.setattr(CheckpointLog, "append", no_answer)
+        joiner = node(2, Group_(2, 3, "cbcast", contacts=[0], reliable=True, retry=0.1), socks[2])
+        await joiner.start()
+        await _until(lambda: joiner.view is not None, "P2 to be admitted")
+        await asyncio.sleep(0.5)  # P0 cannot write its answer: P2 waits for the state
+        assert not joiner.joined and not state
+        await nodes[0].close()  # as a crash: the unwritten step is lost
+        monkeypatch.setattr(CheckpointLog, "append", append)
+        again = node(0, founder(0), socks[0])
+        await again.start()
+        await _until(lambda: joiner.joined, "P2 to get the state")
+        for n in (again, nodes[1], joiner):
+            await n.close()
+
+    try:
+        asyncio.run(main())
+    finally:
+        for s in socks:
+            s.close()
+    assert state == [[[0, 1]]]
