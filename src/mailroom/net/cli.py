@@ -259,14 +259,21 @@ async def run(args: argparse.Namespace, stop: asyncio.Event | None = None) -> in
                 if app is not None:
                     await app.joined.wait()  # sends wait for a view (and the state)
                 await node.wait_can_send()
+                view = node.view
+                if view is not None:  # in a group: unicasts go to the view's other members
+                    others = [p for p in view.members if p != args.pid]
                 try:
                     if broadcast:
                         node.broadcast(payload)
-                    else:
+                    elif others:
                         node.send(payload, to=others[k % len(others)])
+                    else:
+                        raise Busy("no other member to send to")
                     break
                 except Busy:  # the node stalled after wait_can_send returned: wait again
-                    await asyncio.sleep(0)
+                    await asyncio.sleep(0 if view is None else args.heartbeat)
+                except LocalError:  # a group whose view is changing takes no unicast now
+                    await asyncio.sleep(args.heartbeat)
             if args.interval:
                 await asyncio.sleep(args.interval)
             elif k % 16 == 0:
