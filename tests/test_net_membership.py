@@ -1,14 +1,22 @@
-"""Group membership over real OS processes on 127.0.0.1: crash, exclusion, rejoin.
+"""Group membership in mailroom.net: crash, exclusion, rejoin, state transfer.
 
-Three members (``python -m mailroom.net --members 0,1,2``) broadcast steadily;
-``kill -9`` of one of them; the other two suspect it after ``--suspect-after``
-seconds without a heartbeat, install a view without it and go on delivering;
-the killed process restarted with ``--join`` (from its checkpoint) rejoins as
-its next incarnation, receives the application state (the ids of the messages
-delivered so far) at the view that admits it, and then delivers what the others
-deliver. The merged traces pass integrity, causal (or total) order and the view
-properties. Timeouts are safety nets only (a bound derived from the suspicion
-timeout, far above it); what is asserted is what happened, read from the traces.
+With real OS processes on 127.0.0.1 (slow): three members (``python -m
+mailroom.net --members 0,1,2``) broadcast steadily; ``kill -9`` of one of them;
+the other two suspect it after ``--suspect-after`` seconds without a heartbeat,
+install a view without it and go on delivering; the killed process restarted
+with ``--join`` (from its checkpoint) rejoins as its next incarnation, receives
+the application state (the ids of the messages delivered so far) at the view
+that admits it, and then delivers what the others deliver. The merged traces
+pass integrity, causal (or total) order and the view properties. For cbcast,
+sequencer (the sequencer is killed) and skeen. Timeouts are safety nets only (a
+bound derived from the suspicion timeout, far above it); what is asserted is
+what happened, read from the traces.
+
+In one process (fast): a joiner gets the state, a false suspicion passed through
+``node.suspect`` excludes a live member that rejoins by itself, and every
+checkpoint replays to the endpoint its node has; a member that never comes costs
+no queued frames once excluded; a state requested but not provided before a
+crash is provided at restart; bad group options are one-line CLI errors.
 """
 
 from __future__ import annotations
