@@ -504,10 +504,23 @@ def survivors_total(trace: Sequence[Event], final: Mapping[int, int] = {}) -> li
     ]
 
 
+def expected_members(sim: Simulation) -> list[int]:
+    """The processes that should be members once a run settles: not stopped, not left
+    for good, and in the group or trying to get in (idle slots are not)."""
+    gone = {q for q, out in sim.excluded if not out.rejoining}
+    out = []
+    for q, ep in enumerate(sim.endpoints):
+        if q in sim.stopped or (q in gone and view_of(ep) is None):
+            continue
+        if view_of(ep) is not None or ep.next_deadline() is not None:
+            out.append(q)
+    return out
+
+
 def settled_problems(sim: Simulation, run: str = "") -> list[Violation]:
     """After the run drained: the live processes share one view without the stopped ones,
     no view change is under way and their application states agree."""
-    alive = [q for q in range(sim.n) if q not in sim.stopped]
+    alive = expected_members(sim)
     found = []
     views = {q: view_of(sim.endpoints[q]) for q in alive}
     final = {v for v in views.values()}
