@@ -2,12 +2,14 @@
 
 ``Node(endpoint, peers, key)`` hosts one process's endpoint; ``PeerTable`` is the
 ``pid -> host:port`` table (``peers.toml``); ``load_key`` reads the group key
-from a file or ``$MAILROOM_KEY``. ``python -m mailroom.net`` runs one process of
-a group with a scripted workload. See ``docs/runtime.md``.
+from a file or ``$MAILROOM_KEY``; ``group_endpoint`` makes a member (or joiner) of a
+process group with views, for a node to host. ``python -m mailroom.net`` runs one
+process of a group with a scripted workload. See ``docs/runtime.md``.
 """
 
 from mailroom.net.config import KEY_ENV, PeerTable, load_key
 from mailroom.net.frames import FrameError
+from mailroom.net.membership import group_endpoint
 from mailroom.net.node import NetStats, Node
 
-__all__ = ["KEY_ENV", "FrameError", "NetStats", "Node", "PeerTable", "load_key"]
+__all__ = ["KEY_ENV", "FrameError", "NetStats", "Node", "PeerTable", "group_endpoint", "load_key"]

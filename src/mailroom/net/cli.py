@@ -10,6 +10,16 @@ it does not send again what it already sent.
 
     python -m mailroom.net --pid 0 --peers peers.toml --protocol cbcast \\
         --count 100 --expect 300 --trace p0.jsonl
+
+With ``--members`` (or ``--join``) the process is a member of a process group
+(``Group`` around the protocol, with a heartbeat failure detector): a member that
+stays silent for ``--suspect-after`` seconds is excluded by a view change and
+the others go on; ``--join`` starts a joiner that asks the named members to let
+it in (or, restarted from its ``--checkpoint``, rejoins as its next
+incarnation) and gets the application state (the ids of the messages delivered
+so far) at the view that admits it. Each view is printed as a line:
+
+    view 2 members [0, 1] joined [] left [2]
 """
 
 from __future__ import annotations
@@ -25,10 +35,13 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from mailroom.core.actions import Excluded, ViewChange
 from mailroom.core.errors import LocalError
+from mailroom.core.messages import Message
 from mailroom.core.registry import PROTOCOLS as REGISTRY
 from mailroom.core.stack import Stack
 from mailroom.net.config import PeerTable, load_key
+from mailroom.net.membership import group_endpoint
 from mailroom.net.node import Busy, Node, QuietLog
 from mailroom.protocols import Reliable
 
@@ -45,6 +58,71 @@ def make_endpoint(protocol: str, pid: int, n: int, *, reliable: bool, rto: float
     """``Stack(Reliable, protocol)`` (or the protocol alone) for process ``pid`` of ``n``."""
     top = PROTOCOLS[protocol](pid, n)
     return Stack(Reliable(pid, n, rto=rto, max_rto=max(rto, 2.0)), top) if reliable else top
+
+
+def parse_pids(text: str, what: str) -> list[int]:
+    """``"0,1,2"`` as pids; LocalError if it is not a comma-separated list of them."""
+    items = [item.strip() for item in text.split(",") if item.strip()]
+    if not items or not all(item.isdigit() for item in items):
+        raise LocalError(f"{what} {text!r} is not a comma-separated list of pids")
+    return sorted({int(item) for item in items})
+
+
+class GroupApp:
+    """The scripted workload's application in a group: its state is the ids of the
+    messages delivered so far, handed to joiners; each view is printed as a line."""
+
+    def __init__(self, pid: int) -> None:
+        self.pid = pid
+        self.delivered: list[list[int]] = []
+        #: the state this process received when it last joined, and the view id it
+        #: came with (None: it was a founder)
+        self.received: Any = None
+        self.received_view: int | None = None
+        self.view: list[Any] | None = None
+        self.joined = asyncio.Event()
+
+    def deliver(self, m: Message) -> None:
+        self.delivered.append([m.id.origin, m.id.seq])
+
+    def on_view(self, change: ViewChange) -> None:
+        view = change.view
+        if change.state is not None:  # a joiner: the group's state replaces its own
+            self.delivered = [[int(o), int(s)] for o, s in change.state]
+            self.received = self.delivered[:]
+            self.received_view = view.id
+        self.view = [view.id, list(view.members)]
+        self.joined.set()
+        extra = f" state {len(self.delivered)} messages" if change.state is not None else ""
+        print(f"view {view.id} members {list(view.members)} joined {list(change.joined)} "
+              f"left {list(change.left)}{extra}", flush=True)  # fmt: skip
+
+    def on_excluded(self, ex: Excluded) -> None:
+        self.delivered = []
+        self.view = None
+        self.joined.clear()
+        again = ", rejoining" if ex.rejoining else ""
+        print(f"excluded from view {ex.view.id} members {list(ex.view.members)}{again}",
+              flush=True)  # fmt: skip
+
+    def state(self, view: int) -> list[list[int]]:
+        return [m[:] for m in self.delivered]
+
+    def saved(self) -> dict[str, Any]:
+        """What the checkpoint keeps of the application."""
+        return {
+            "delivered": self.delivered,
+            "received": self.received,
+            "received_view": self.received_view,
+            "view": self.view,
+        }
+
+    def resume(self, data: Any) -> None:
+        if isinstance(data, dict):
+            self.delivered = [[int(o), int(s)] for o, s in data.get("delivered", [])]
+            self.received = data.get("received")
+            self.received_view = data.get("received_view")
+            self.view = data.get("view")
 
 
 def parse_delays(items: Sequence[str]) -> dict[int, float]:
@@ -91,6 +169,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--listen-fd", type=int, help="an inherited listening socket to use")
     p.add_argument("--delay", action="append", default=[], metavar="PID=SECONDS",
                    help="hold frames to PID back (a slow link)")  # fmt: skip
+    g = p.add_argument_group("group membership")
+    g.add_argument("--members", metavar="PIDS",
+                   help="be a member of a group whose first view is PIDS (e.g. 0,1,2)")  # fmt: skip
+    g.add_argument("--join", metavar="PIDS",
+                   help="join a running group through these members (e.g. 0,1); with an "
+                   "existing --checkpoint, rejoin as the next incarnation")  # fmt: skip
+    g.add_argument("--heartbeat", type=float, default=0.5, metavar="SECONDS",
+                   help="heartbeat interval of the failure detector (default 0.5)")  # fmt: skip
+    g.add_argument("--suspect-after", type=float, default=2.0, metavar="SECONDS",
+                   help="suspect a member silent this long (default 2)")  # fmt: skip
     p.add_argument("-v", "--verbose", action="store_true")
     return p
 
@@ -99,9 +187,29 @@ async def run(args: argparse.Namespace, stop: asyncio.Event | None = None) -> in
     """Run one process until ``stop`` is set (by default: until SIGTERM or SIGINT)."""
     peers = PeerTable.load(args.peers)
     key = load_key(args.key_file or peers.key_file)
-    endpoint = make_endpoint(
-        args.protocol, args.pid, peers.n, reliable=not args.no_reliable, rto=args.rto
-    )
+    in_group = args.members is not None or args.join is not None
+    app = GroupApp(args.pid) if in_group else None
+    contacts = parse_pids(args.join, "--join") if args.join is not None else None
+    if args.members is not None and args.join is not None:
+        raise LocalError("--members starts a group, --join joins one: pass one of them")
+    if in_group:
+        for pid in contacts or parse_pids(args.members, "--members"):
+            if pid >= peers.n:
+                raise LocalError(f"P{pid} is not in the peer table (pids 0..{peers.n - 1})")
+        endpoint = group_endpoint(
+            args.protocol,
+            args.pid,
+            peers.n,
+            members=parse_pids(args.members, "--members") if args.members is not None else None,
+            contacts=contacts or (),
+            reliable=not args.no_reliable,
+            heartbeat=args.heartbeat,
+            suspect_after=args.suspect_after,
+        )
+    else:
+        endpoint = make_endpoint(
+            args.protocol, args.pid, peers.n, reliable=not args.no_reliable, rto=args.rto
+        )
     listen = socket.socket(fileno=args.listen_fd) if args.listen_fd is not None else None
     node = Node(
         endpoint,
@@ -115,7 +223,15 @@ async def run(args: argparse.Namespace, stop: asyncio.Event | None = None) -> in
         encrypt=args.encrypt,
         sync=args.sync,
         handshake_timeout=args.handshake_timeout,
+        app_state=app.saved if app is not None else None,
+        on_view=app.on_view if app is not None else None,
+        get_state=app.state if app is not None else None,
+        on_excluded=app.on_excluded if app is not None else None,
+        rejoin=contacts,
     )
+    if app is not None and node.joined:  # resumed its view: the application too
+        app.resume(node.resumed_state)
+        app.joined.set()
     handed = [0]
     reached = asyncio.Event()
     if stop is None:
@@ -124,8 +240,10 @@ async def run(args: argparse.Namespace, stop: asyncio.Event | None = None) -> in
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, stop.set)
 
-    def delivered(_: object) -> None:
+    def delivered(m: Message) -> None:
         handed[0] += 1
+        if app is not None:
+            app.deliver(m)
         if args.expect and node.stats.delivered >= args.expect:
             reached.set()
 
@@ -138,15 +256,24 @@ async def run(args: argparse.Namespace, stop: asyncio.Event | None = None) -> in
         for k in range(node.stats.sent + 1, args.count + 1):
             payload = {"from": args.pid, "k": k}
             while True:
+                if app is not None:
+                    await app.joined.wait()  # sends wait for a view (and the state)
                 await node.wait_can_send()
+                view = node.view
+                if view is not None:  # in a group: unicasts go to the view's other members
+                    others = [p for p in view.members if p != args.pid]
                 try:
                     if broadcast:
                         node.broadcast(payload)
-                    else:
+                    elif others:
                         node.send(payload, to=others[k % len(others)])
+                    else:
+                        raise Busy("no other member to send to")
                     break
                 except Busy:  # the node stalled after wait_can_send returned: wait again
-                    await asyncio.sleep(0)
+                    await asyncio.sleep(0 if view is None else args.heartbeat)
+                except LocalError:  # a group whose view is changing takes no unicast now
+                    await asyncio.sleep(args.heartbeat)
             if args.interval:
                 await asyncio.sleep(args.interval)
             elif k % 16 == 0:
@@ -158,7 +285,7 @@ async def run(args: argparse.Namespace, stop: asyncio.Event | None = None) -> in
                 reached.set()
             await reached.wait()
             if args.done:
-                _write(args.done, node, handed[0])
+                _write(args.done, node, handed[0], app)
 
     asyncio.get_running_loop().set_exception_handler(_quiet_loop_errors())
     await node.start()
@@ -168,7 +295,7 @@ async def run(args: argparse.Namespace, stop: asyncio.Event | None = None) -> in
         t.cancel()
     await node.close()
     if args.stats:
-        _write(args.stats, node, handed[0])
+        _write(args.stats, node, handed[0], app)
     return 0
 
 
@@ -185,11 +312,15 @@ def _quiet_loop_errors() -> Callable[[asyncio.AbstractEventLoop, dict[str, Any]]
     return handle
 
 
-def _write(path: str, node: Node, handed: int | None = None) -> None:
-    data = node.stats.to_dict()
+def _write(path: str, node: Node, handed: int | None = None, app: GroupApp | None = None) -> None:
+    data: dict[str, Any] = node.stats.to_dict()
     if handed is not None:
         data["handed"] = handed  # deliveries the application received
     data["duplicates"] = int(node.endpoint.duplicates)
+    if app is not None:
+        data["view"] = app.view
+        data["received_state"] = app.received
+        data["received_view"] = app.received_view
     tmp = Path(path + ".tmp")
     tmp.write_text(json.dumps(data))
     tmp.replace(path)
@@ -211,4 +342,4 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
 
 
-__all__ = ["PROTOCOLS", "build_parser", "main", "make_endpoint", "run"]
+__all__ = ["PROTOCOLS", "GroupApp", "build_parser", "main", "make_endpoint", "parse_pids", "run"]

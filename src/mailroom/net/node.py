@@ -46,8 +46,18 @@ Rules, in words:
   refuses (``RemoteError``) is dropped and counted; the connection stays up.
 - Frames to a peer that is not connected wait in its outbox (at most
   ``outbox_limit``; beyond that the oldest are dropped and counted, which the
-  reliable layer repairs). ``delays`` holds frames to a peer back for a while,
-  to stage a slow link.
+  reliable layer repairs). A group endpoint repairs losses itself (its views run
+  over ``Reliable``, its control packets are resent), and heartbeats to a dead
+  member are worthless once late, so its default is a small ``GROUP_OUTBOX``.
+  ``delays`` holds frames to a peer back for a while, to stage a slow link.
+- A group endpoint's view changes are steps like the others: the "view" trace
+  event is written with the step, then the ``ViewChange`` reaches the
+  application at its place among the deliveries; a ``StateRequest`` is answered
+  right after (the application's state is then exactly what was delivered
+  before the view) by a step of its own, whose input (the state) is logged.
+  Suspicions, leaves and joins from the host are logged inputs too, so a
+  restart replays them; a restart that finds a state requested but not
+  provided provides it at start. Frames for a member that left are dropped.
 - Of the reliable layer's acknowledgements to one peer produced in one step,
   only the last is sent: they are cumulative, so it says all the others say.
 - The packets for one peer that pile up while the event loop is busy go out in
@@ -66,13 +76,23 @@ import math
 import os
 import socket
 import time
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Callable, Collection, Mapping
 from pathlib import Path
 from typing import Any
 
 import attrs
 
-from mailroom.core.actions import Action, Backpressure, Deliver, Stable, Transmit
+from mailroom.core.actions import (
+    Action,
+    Backpressure,
+    Deliver,
+    Excluded,
+    Stable,
+    StateRequest,
+    Transmit,
+    View,
+    ViewChange,
+)
 from mailroom.core.codec import decode, encode
 from mailroom.core.endpoint import Endpoint, capabilities, consumer, receive_batch, require
 from mailroom.core.errors import LocalError, RemoteError
@@ -82,6 +102,7 @@ from mailroom.core.stack import Stack
 from mailroom.core.wire import carried_message_id, plain, unplain
 from mailroom.net import frames as fr
 from mailroom.net.config import PeerTable
+from mailroom.net.membership import group_of, is_member, rejoined
 from mailroom.net.store import FORMAT, CheckpointLog, Saved, TraceFile, read_checkpoint
 from mailroom.trace.events import Event
 
@@ -97,6 +118,10 @@ MAX_RETAINED = 4096
 IO_RETRY = 0.05
 #: Bound on the runtime's per-message tables (message ids awaiting their trace event).
 ID_TABLE_LIMIT = 1 << 16
+#: Default outbox bound per peer (frames waiting for a connection).
+OUTBOX_LIMIT = 100_000
+#: Default outbox bound per peer for group endpoints: a dead member costs no more.
+GROUP_OUTBOX = 1024
 #: Rejected connections logged per window; the rest are counted and summed up.
 LOG_BURST = 10
 LOG_WINDOW = 10.0
@@ -463,6 +488,10 @@ class _Link:
             await asyncio.sleep(pause)
 
 
+#: What a step hands to the application, in stream order.
+Handed = Message | ViewChange | StateRequest | Excluded
+
+
 @attrs.define
 class _Effect:
     """One step's consequences, held until the step is written down: then acted on."""
@@ -471,7 +500,8 @@ class _Effect:
     lines: list[bytes]
     sends: list[tuple[int, bytes, MessageId | None]]
     loopback: list[object]
-    delivered: list[Message]
+    #: what the application gets, in order: messages, view changes, state requests
+    delivered: list[Handed]
     sent: int
     delivered_count: int
     stable: list[tuple[MessageId, ...]] = attrs.Factory(list)
@@ -487,7 +517,9 @@ def stack_names(endpoint: Any) -> list[str]:
 def _apply(endpoint: Any, op: Any) -> list[Action]:
     """Run one logged input on ``endpoint`` (a checkpoint log's replay). Inputs: ``["r",
     base64 packet]`` received, ``["b", payload]`` broadcast, ``["s", payload, to]``
-    sent, ``["t", now]`` tick, ``["c", [origin, seq] or None]`` consumed."""
+    sent, ``["t", now]`` tick, ``["c", [origin, seq] or None]`` consumed; for group
+    endpoints ``["p", view, state]`` state provided, ``["j"]`` join, ``["x", pid]``
+    suspect, ``["l"]`` leave."""
     kind = op[0]
     if kind == "r":
         try:
@@ -505,6 +537,14 @@ def _apply(endpoint: Any, op: Any) -> list[Action]:
     if kind == "c":  # the application consumed a delivery (explicit consumption)
         mid = MessageId(int(op[1][0]), int(op[1][1])) if op[1] is not None else None
         return list(endpoint.consume(mid))
+    if kind == "p":
+        return list(endpoint.provide_state(int(op[1]), unplain(op[2])))
+    if kind == "j":
+        return list(endpoint.join())
+    if kind == "x":
+        return list(endpoint.suspect(int(op[1])))
+    if kind == "l":
+        return list(endpoint.leave())
     raise ValueError(f"unknown input {kind!r}")
 
 
@@ -525,6 +565,17 @@ class Node:
     while the reliable layer keeps this many unacknowledged packets (None: no bound).
     ``max_unauthenticated`` and ``handshake_timeout`` bound connections before the
     handshake completes (defaults: ``MAX_UNAUTHENTICATED``, ``HANDSHAKE_TIMEOUT``).
+
+    A group endpoint (``Group``, or ``HeartbeatDetector`` around one; see
+    ``mailroom.net.membership``) is a member of a process group: each view it installs
+    is a trace event of kind "view" and the view each event happens in is traced;
+    ``on_view`` gets each ``ViewChange`` at its place among the deliveries (a joiner's
+    carries the transferred state), ``get_state(view)`` returns the application's
+    state when a joiner needs it (taken right after the ViewChange was handed over),
+    and ``on_excluded`` gets ``Excluded`` (the application drops its state). A joiner
+    asks its contacts at ``start()``. ``rejoin``: contacts; a member restored from
+    ``checkpoint`` joins again as its next incarnation instead of resuming its old
+    view (the group has most likely excluded it meanwhile).
     """
 
     def __init__(
@@ -540,13 +591,17 @@ class Node:
         app_state: Callable[[], Any] | None = None,
         delays: Mapping[int, float] | None = None,
         listen: socket.socket | None = None,
-        outbox_limit: int = 100_000,
+        outbox_limit: int | None = None,
         encrypt: bool = False,
         sync: bool = False,
         max_retained: int | None = MAX_RETAINED,
         max_unauthenticated: int = MAX_UNAUTHENTICATED,
         handshake_timeout: float | None = None,
         on_stable: Callable[[tuple[MessageId, ...]], None] | None = None,
+        on_view: Callable[[ViewChange], None] | None = None,
+        get_state: Callable[[int], Payload] | None = None,
+        on_excluded: Callable[[Excluded], None] | None = None,
+        rejoin: Collection[int] | None = None,
     ) -> None:
         if not isinstance(endpoint, Endpoint):
             raise LocalError(f"{endpoint!r} is not an endpoint (see mailroom.core.Endpoint)")
@@ -556,11 +611,28 @@ class Node:
         #: Deliveries of the last logged step, handed again at start when ``app_state``
         #: is kept: the state saved with that step predates them.
         self.redelivered: list[Message] = []
+        #: A new base checkpoint is due at start (the restored endpoint was replaced).
+        self._rebase = False
+        #: A joiner's state requested in the last logged steps and not yet provided
+        #: (the process died in between): provided at start.
+        self._owed: int | None = None
         if saved is not None:
             endpoint = self._restore(saved, endpoint)
             apps = [s["app"] for s in saved.steps if "app" in s]  # logged when it changed
             self.resumed_state = apps[-1] if apps else saved.base.get("app")
+            if rejoin is not None:
+                endpoint = rejoined(endpoint, rejoin)
+                self.redelivered = []
+                self._owed = None
+                self._rebase = True
         self.endpoint = endpoint
+        #: Group membership: the endpoint's hooks, and the view id events happen in.
+        self.member = is_member(endpoint)
+        self.on_view = on_view
+        self.get_state = get_state
+        self.on_excluded = on_excluded
+        self._view: int | None = endpoint.view.id if self.member and endpoint.joined else None
+        self._fresh = saved is None
         #: Capabilities driven for the endpoint: consume (explicit consumption) and
         #: flow control; Stable reports go to ``on_stable``.
         self._consumer = consumer(endpoint)
@@ -578,6 +650,8 @@ class Node:
         self.on_deliver = on_deliver
         self.app_state = app_state
         self.delays = dict(delays or {})
+        if outbox_limit is None:
+            outbox_limit = GROUP_OUTBOX if self.member else OUTBOX_LIMIT
         self.outbox_limit = outbox_limit
         self.encrypt = encrypt
         self.max_retained = max_retained
@@ -618,6 +692,10 @@ class Node:
         self._closed = False
         self._fit = self._windows_fit()
         self._handshake_timeout = handshake_timeout
+        everyone = tuple(range(peers.n))
+        broadcasts = "broadcast" in capabilities(endpoint)
+        #: A delivery whose destinations the node never saw (a group's flush recovered it).
+        self._default_dest = everyone if self.member and broadcasts else None
 
     def handshake_timeout(self) -> float:
         """Seconds a connection has to complete its handshake (``HANDSHAKE_TIMEOUT``)."""
@@ -648,11 +726,16 @@ class Node:
                 f"{where} is of P{restored.pid} of {restored.n}, not P{fresh.pid} of {fresh.n}"
             )
         for k, step in enumerate(saved.steps):
+            delivered: list[Message] = []
             try:
-                delivered = [
-                    a.message for op in step["ops"] for a in _apply(restored, op)
-                    if isinstance(a, Deliver)
-                ]  # fmt: skip
+                for op in step["ops"]:
+                    for a in _apply(restored, op):
+                        if isinstance(a, Deliver):
+                            delivered.append(a.message)
+                        elif isinstance(a, StateRequest):
+                            self._owed = a.view
+                    if op[0] == "p":
+                        self._owed = None
             except (LocalError, TypeError, ValueError, KeyError, IndexError) as exc:
                 raise LocalError(f"{where}: log step {k + 1} does not replay: {exc}") from None
             self.redelivered = delivered
@@ -674,11 +757,25 @@ class Node:
                 link = _Link(self, peer)
                 link.task = asyncio.create_task(link.run())
                 self._links[peer] = link
-        if self._ckpt is not None and self._ckpt.wants_compaction():
+        if self._ckpt is not None and (self._rebase or self._ckpt.wants_compaction()):
             self._compact(strict=True)  # a base to log against
         if self.app_state is not None and self.redelivered:
-            self._hand(self.redelivered)
+            self._hand(list(self.redelivered))
+        if self.member:
+            self._start_member()
+        if self._owed is not None:
+            self._provide(self._owed)
+            self._owed = None
         self._rearm()
+
+    def _start_member(self) -> None:
+        """A fresh member traces its initial view; a joiner asks its contacts in."""
+        ep = self.endpoint
+        if self._fresh and ep.joined and self.trace is not None:
+            self._step([], [], [self._view_line(ep.view.id, ep.view.members)])
+        group = group_of(ep)
+        if ep.view is None and group is not None and group.contacts:
+            self._host_input("join", ["j"])
 
     async def close(self) -> None:
         """Stop listening, close every connection, write the last checkpoint."""
@@ -756,11 +853,12 @@ class Node:
         ep = self.endpoint
         require(ep, "broadcast" if to is None else "unicast")
         mid = MessageId(self.pid, ep.sent_count + 1)
+        view = ep.sending_view if self.member else None
         actions = ep.broadcast(payload) if to is None else ep.send(payload, to=to)
         self.stats.sent += 1
         lines: list[bytes] = []
         if self.trace is not None:
-            lines.append(self._line("send", mid, self.pid, dest, payload))
+            lines.append(self._line("send", mid, self.pid, dest, payload, view))
             self._remember(self._carries, mid, carries)  # kept for retransmissions' frames
             self._last_carries = carries
             if self.pid in dest:
@@ -841,7 +939,9 @@ class Node:
                 if item.message_id not in self._dest:
                     self._remember(self._dest, item.message_id, dest)
                 lines.append(
-                    self._line("receive", item.message_id, item.message_id.origin, dest, None)
+                    self._line(
+                        "receive", item.message_id, item.message_id.origin, dest, None, self._view
+                    )
                 )
             if self._ckpt is not None:  # a refused packet is refused again on replay
                 ops.append(["r", base64.b64encode(item.packet).decode()])
@@ -857,6 +957,49 @@ class Node:
         if not self._closed:
             ops = [["r", base64.b64encode(encode(packet)).decode()]] if self._ckpt else []
             self._step(self.endpoint.receive(packet), ops, [])
+
+    # -- group membership: the host's inputs -------------------------------------------
+    @property
+    def view(self) -> View | None:
+        """The view a group endpoint has installed (None while joining, or not a group)."""
+        view = self.endpoint.view if self.member else None
+        return view if isinstance(view, View) else None
+
+    @property
+    def joined(self) -> bool:
+        """True once a group endpoint has installed a view and has the application state."""
+        return bool(self.member and self.endpoint.joined)
+
+    def suspect(self, pid: int) -> None:
+        """An outside failure detector suspects member ``pid`` (logged, so a restart
+        replays it)."""
+        self._host_input("suspect", ["x", pid], pid)
+
+    def leave(self) -> None:
+        """Leave the group: the next view excludes this process (then ``on_excluded``)."""
+        self._host_input("leave", ["l"])
+
+    def _host_input(self, name: str, op: list[Any], *args: int) -> None:
+        if not self.member:
+            raise LocalError(f"{name}: the node does not host a group endpoint")
+        if self._closed:
+            raise LocalError("the node is closed")
+        if self._stalled is not None:
+            raise Busy(f"the node cannot write its files ({self._stalled}); it retries")
+        actions = getattr(self.endpoint, name)(*args)
+        self._step(actions, [op] if self._ckpt is not None else [], [])
+
+    def _provide(self, view: int) -> None:
+        """Answer a StateRequest with the application's state, as a step of its own."""
+        state = self.get_state(view) if self.get_state is not None else None
+        try:
+            actions = self.endpoint.provide_state(view, state)
+        except LocalError as exc:  # the view changed again meanwhile: no joiner waits
+            self._quiet(logging.WARNING, "P%d: state for view %d not sent: %s", self.pid,
+                        view, exc)  # fmt: skip
+            return
+        ops = [["p", view, plain(state)]] if self._ckpt is not None else []
+        self._step(actions, ops, [])
 
     def _on_timer(self) -> None:
         self._timer = None
@@ -882,7 +1025,8 @@ class Node:
             del table[next(iter(table))]
 
     def _step(self, actions: list[Action], ops: list[Any], lines: list[bytes]) -> None:
-        delivered: list[Message] = []
+        delivered: list[Handed] = []
+        count = 0
         transmits: list[Transmit] = []
         loopback: list[object] = []
         stable: list[tuple[MessageId, ...]] = []
@@ -897,9 +1041,10 @@ class Node:
             elif isinstance(a, Deliver):
                 m = a.message
                 delivered.append(m)
+                count += 1
                 if self.trace is not None:
-                    dest = self._dest.pop(m.id, (self.pid,))
-                    lines.append(self._line("deliver", m.id, m.sender, dest, m.payload))
+                    dest = self._dest.pop(m.id, self._default_dest or (self.pid,))
+                    lines.append(self._line("deliver", m.id, m.sender, dest, m.payload, self._view))
                 if self._consumer is not None:  # the application takes m in this step
                     actions += self._consumer.consume(m.id)
                     if self._ckpt is not None:
@@ -908,8 +1053,17 @@ class Node:
                 stable.append(a.messages)
             elif isinstance(a, Backpressure):
                 pass  # the layer keeps the packet; can_send() says when to resume
+            elif isinstance(a, ViewChange):
+                self._view = a.view.id  # later deliveries happen in this view
+                delivered.append(a)
+                if self.trace is not None:
+                    lines.append(self._view_line(a.view.id, a.view.members))
+            elif isinstance(a, StateRequest | Excluded):
+                if isinstance(a, Excluded):
+                    self._view = None
+                delivered.append(a)  # a StateRequest is answered once the app is here
         sends = [(t.to, encode(t.packet), t.message_id) for t in transmits]
-        self.stats.delivered += len(delivered)
+        self.stats.delivered += count
         effect = _Effect(
             ops,
             lines,
@@ -999,6 +1153,11 @@ class Node:
         loop = asyncio.get_running_loop()
         for packet in e.loopback:
             loop.call_soon(self._loopback, packet)
+        for item in e.delivered:
+            if isinstance(item, ViewChange):
+                for gone in item.left:  # frames of the old view are of no use to it
+                    if gone in self._links:
+                        self._links[gone].outbox.clear()
         for to, data, mid in e.sends:
             self._links[to].push(data, mid, self._carries_of(mid))
         for to in {s[0] for s in e.sends}:
@@ -1008,9 +1167,18 @@ class Node:
             for messages in e.stable:
                 self.on_stable(messages)
 
-    def _hand(self, delivered: list[Message]) -> None:
+    def _hand(self, delivered: list[Handed]) -> None:
         for m in delivered:
-            if self.on_deliver is not None:
+            if isinstance(m, ViewChange):
+                if self.on_view is not None:
+                    self.on_view(m)
+            elif isinstance(m, StateRequest):
+                if not self._closed:
+                    self._provide(m.view)
+            elif isinstance(m, Excluded):
+                if self.on_excluded is not None:
+                    self.on_excluded(m)
+            elif self.on_deliver is not None:
                 self.on_deliver(m)
             else:
                 self._queue.put_nowait(m)
@@ -1051,8 +1219,18 @@ class Node:
         if deadline is not None:
             self._timer = asyncio.get_running_loop().call_at(deadline, self._on_timer)
 
+    def _view_line(self, view: int, members: tuple[int, ...]) -> bytes:
+        """The trace event of installing view ``view`` (``message`` is [0, view id])."""
+        return self._line("view", MessageId(0, view), self.pid, members, None, view)
+
     def _line(
-        self, kind: str, mid: MessageId, sender: int, dest: tuple[int, ...], payload: Payload
+        self,
+        kind: str,
+        mid: MessageId,
+        sender: int,
+        dest: tuple[int, ...],
+        payload: Payload,
+        view: int | None = None,
     ) -> bytes:
         """One trace event as a JSON Lines line (``seq`` counts the events made so far)."""
         assert self.trace is not None
@@ -1068,6 +1246,7 @@ class Node:
             dest=dest,
             time=self.now(),
             payload=payload,
+            view=view,
         )
         return (json.dumps(event.to_dict(), separators=(",", ":")) + "\n").encode()
 

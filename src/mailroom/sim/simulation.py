@@ -18,18 +18,39 @@ capability an endpoint has: an endpoint that needs explicit consumption
 takes each delivery (just before ``on_deliver`` runs), with or without
 recording; ``on_stable`` sees Stable reports; a send the endpoint does not
 offer (``broadcast`` on a unicast-only endpoint) is a LocalError.
+
+Group membership (endpoints with a ``view``, as ``mailroom.protocols.membership``'s
+Group and HeartbeatDetector): each installation of a view (the initial one, then
+each ``ViewChange``) is a trace event of kind "view", and send, receive and
+deliver events carry the view they happened in; ``on_view`` sees each
+ViewChange; a ``StateRequest`` is answered at once with ``on_state(sim, pid,
+view)`` (by default the process's ``app_state``: the ids of the messages it
+delivered, or was handed by a state transfer, as [origin, seq] lists); an
+``Excluded`` process drops that state (``excluded`` records it). The host's
+inputs are ``suspect``, ``leave`` and ``join``; ``crash(pid)`` without
+``down_for`` stops the process for good (crash-stop).
 """
 
 from __future__ import annotations
 
 import heapq
+import math
 import random
 from collections.abc import Callable, Sequence
 from typing import Any
 
 import attrs
 
-from mailroom.core.actions import Action, Deliver, Stable, Transmit
+from mailroom.core.actions import (
+    Action,
+    Deliver,
+    Excluded,
+    Stable,
+    StateRequest,
+    Transmit,
+    View,
+    ViewChange,
+)
 from mailroom.core.endpoint import ConsumingEndpoint, Endpoint, consumer, require
 from mailroom.core.errors import LocalError
 from mailroom.core.messages import Message, MessageId, Payload
@@ -75,6 +96,19 @@ class InFlight:
 DeliverHook = Callable[["Simulation", int, Message], None]
 StableHook = Callable[["Simulation", int, tuple[MessageId, ...]], None]
 TransmitHook = Callable[["Simulation", int, Transmit], None]
+ViewHook = Callable[["Simulation", int, ViewChange], None]
+StateHook = Callable[["Simulation", int, int], Payload]
+
+
+def view_of(endpoint: object) -> View | None:
+    """The view a membership endpoint has installed (None for other endpoints)."""
+    view = getattr(endpoint, "view", None)
+    return view if isinstance(view, View) else None
+
+
+def is_member_endpoint(endpoint: object) -> bool:
+    """True for endpoints of group membership (they say which view a send goes in)."""
+    return hasattr(endpoint, "sending_view")
 
 
 class Simulation:
@@ -91,6 +125,8 @@ class Simulation:
         on_deliver: DeliverHook | None = None,
         on_stable: StableHook | None = None,
         on_transmit: TransmitHook | None = None,
+        on_view: ViewHook | None = None,
+        on_state: StateHook | None = None,
         checkpoints: bool = False,
         record: bool = True,
     ) -> None:
@@ -129,6 +165,7 @@ class Simulation:
         self._sent_at: dict[MessageId, float] = {}
         self._dest: dict[MessageId, tuple[int, ...]] = {}
         self._timers: dict[int, float] = {}
+        self._last_sent: dict[int, int] = {}
         #: Faults (sim/faults.py): active partitions, crashed processes and when they
         #: restart, and each process's last checkpoint when ``checkpoints`` is on.
         self.partitions: list[Partition] = []
@@ -141,6 +178,22 @@ class Simulation:
         self.record = record
         #: per pid: (endpoint, the endpoint if the host must call its consume)
         self._consumers: dict[int, tuple[Endpoint, ConsumingEndpoint | None]] = {}
+        #: Group membership: hooks, each process's installed view id (None while it
+        #: is out), the application state the default ``on_state`` transfers, the
+        #: views installed and the exclusions, per process; crash-stopped processes.
+        self.on_view = on_view
+        self.on_state = on_state
+        self.membership = any(is_member_endpoint(ep) for ep in self.endpoints)
+        self.current_view: list[int | None] = [None] * self.n
+        self.app_state: list[list[list[int]]] = [[] for _ in range(self.n)]
+        self.views: list[list[View]] = [[] for _ in range(self.n)]
+        self.excluded: list[tuple[int, Excluded]] = []
+        self.stopped: set[int] = set()
+        for pid, ep in enumerate(self.endpoints):
+            view = view_of(ep)
+            if view is not None:
+                self._install(pid, view)
+            self._arm(pid)  # endpoints with timers from the start (failure detectors)
 
     def trace_header(
         self,
@@ -193,13 +246,17 @@ class Simulation:
     ) -> MessageId:
         if type(pid) is not int or not 0 <= pid < self.n:
             raise LocalError(f"P{pid!r} is not a process of this simulation")
+        if pid in self.stopped:
+            raise LocalError(f"P{pid} has crashed and stopped")
         if pid in self.down:
             raise LocalError(f"P{pid} has crashed and is down until {self.down[pid]}")
         ep = self.endpoints[pid]
         require(ep, capability)
         before = ep.sent_count
+        view = getattr(ep, "sending_view", None)
         actions = call(ep)
         mid = MessageId(pid, before + 1)
+        self._last_sent[pid] = mid.seq
         self.metrics.app_messages += 1
         if not self.record:
             self._apply(pid, actions)
@@ -209,7 +266,7 @@ class Simulation:
         vc = self._vc[pid]
         vc[pid] = vc.get(pid, 0) + 1
         self._send_vc[mid] = dict(vc)
-        self._record(pid, "send", mid, pid, dest, payload, dict(vc))
+        self._record(pid, "send", mid, pid, dest, payload, dict(vc), view)
         self._apply(pid, actions)
         return mid
 
@@ -224,7 +281,9 @@ class Simulation:
             return []
         if p.message_id is not None and self.record:
             dest = self._dest.get(p.message_id, (p.dst,))
-            self._record(p.dst, "receive", p.message_id, p.message_id.origin, dest, None, None)
+            origin = p.message_id.origin
+            view = self.current_view[p.dst]
+            self._record(p.dst, "receive", p.message_id, origin, dest, None, None, view)
         actions = self.endpoints[p.dst].receive(p.packet)
         self._apply(p.dst, actions)
         return actions
@@ -290,7 +349,9 @@ class Simulation:
         raise RuntimeError(f"simulation did not quiesce within {max_steps} steps")
 
     def quiescent(self) -> bool:
-        return not self.in_flight and all(ep.buffered() == 0 for ep in self.endpoints)
+        return not self.in_flight and all(
+            ep.buffered() == 0 for q, ep in enumerate(self.endpoints) if q not in self.stopped
+        )
 
     # -- faults (sim/faults.py) -------------------------------------------------------------
     def partition(self, groups: Sequence[Sequence[int]], until: float) -> Partition:
@@ -299,11 +360,31 @@ class Simulation:
         self.partitions = [c for c in self.partitions if c.until > self.now] + [cut]
         return cut
 
-    def crash(self, pid: int, down_for: float = 0.0) -> None:
+    def crash(self, pid: int, down_for: float | None = None) -> None:
         """Process ``pid`` loses its memory; it restarts from its last checkpoint after
-        ``down_for`` (timed mode) or at once. Packets on their way to it are lost."""
+        ``down_for`` (timed mode) or at once. Packets on their way to it are lost.
+
+        In a membership run, ``down_for`` None is crash-stop: the process never comes
+        back (``join`` may put a new incarnation in its place); its packets already on
+        the wire still arrive. Elsewhere None means 0 (restart at once).
+        """
+        self._check_pid(pid)
+        if down_for is None and self.membership:
+            if pid in self.stopped:
+                raise LocalError(f"P{pid} has already stopped")
+            self.crashes += 1
+            self.stopped.add(pid)
+            self.down[pid] = math.inf
+            self.current_view[pid] = None
+            for p in [p for p in self.in_flight.values() if p.dst == pid]:
+                self.drop(p.id)
+            self._timers.pop(pid, None)
+            return
+        down_for = 0.0 if down_for is None else down_for
         if self.checkpoints is None:
             raise LocalError("crash() needs Simulation(..., checkpoints=True)")
+        if pid in self.stopped:
+            raise LocalError(f"P{pid} has stopped for good; it cannot restart")
         self.crashes += 1
         for p in [p for p in self.in_flight.values() if p.dst == pid]:
             self.drop(p.id)
@@ -316,7 +397,7 @@ class Simulation:
 
     def restart(self, pid: int) -> None:
         """Rebuild process ``pid`` from its last checkpoint (JSON data) and carry on."""
-        assert self.checkpoints is not None
+        assert self.checkpoints is not None and pid not in self.stopped
         self.down.pop(pid, None)
         self.endpoints[pid] = restore_endpoint(self.checkpoints[pid])
         self._apply(pid, [])
@@ -333,8 +414,90 @@ class Simulation:
     def is_up(self, pid: int) -> bool:
         return pid not in self.down
 
+    # -- group membership: the host's inputs -------------------------------------------------
+    def suspect(self, pid: int, who: int) -> list[Action]:
+        """Process ``pid``'s failure detector (the host) suspects member ``who``."""
+        ep = self._member(pid, "suspect")
+        actions: list[Action] = ep.suspect(who)
+        self._apply(pid, actions)
+        return actions
+
+    def leave(self, pid: int) -> list[Action]:
+        """Process ``pid`` leaves the group."""
+        ep = self._member(pid, "leave")
+        actions: list[Action] = ep.leave()
+        self._apply(pid, actions)
+        return actions
+
+    def join(self, pid: int, endpoint: Endpoint) -> list[Action]:
+        """A new process (or a new incarnation of a stopped one) joins at slot ``pid``:
+        ``endpoint``, a joiner, takes the slot, which must be stopped or never used,
+        and asks its contacts to let it in."""
+        self._check_pid(pid)
+        if not isinstance(endpoint, Endpoint) or (endpoint.pid, endpoint.n) != (pid, self.n):
+            raise LocalError(f"{endpoint!r} cannot stand in for P{pid} of {self.n}")
+        if not callable(getattr(endpoint, "join", None)):
+            raise LocalError(f"{endpoint!r} has no join(): it is not a group endpoint")
+        used = self._event_seq[pid] > 0 or view_of(self.endpoints[pid]) is not None
+        if used and pid not in self.stopped:
+            raise LocalError(f"P{pid} is running; only a stopped or unused slot takes a joiner")
+        if endpoint.sent_count < self._last_sent.get(pid, 0):
+            raise LocalError(
+                f"the joiner at P{pid} would reuse message ids: it has sent "
+                f"{endpoint.sent_count}, P{pid} had sent {self._last_sent[pid]}"
+            )
+        self.stopped.discard(pid)
+        self.down.pop(pid, None)
+        self._timers.pop(pid, None)
+        self.endpoints[pid] = endpoint
+        self.membership = True
+        self.current_view[pid] = None
+        self.app_state[pid] = []
+        if self.checkpoints is not None:
+            self.checkpoints[pid] = endpoint.snapshot()
+        actions: list[Action] = endpoint.join()  # type: ignore[attr-defined]
+        self._apply(pid, actions)
+        return actions
+
+    def _member(self, pid: int, what: str) -> Any:
+        self._check_pid(pid)
+        if pid in self.down:
+            raise LocalError(f"P{pid} is down")
+        ep = self.endpoints[pid]
+        if not callable(getattr(ep, what, None)):
+            raise LocalError(f"{ep!r} has no {what}(): it is not a group endpoint")
+        return ep
+
+    def _check_pid(self, pid: object) -> None:
+        if type(pid) is not int or not 0 <= pid < self.n:
+            raise LocalError(f"P{pid!r} is not a process of this simulation")
+
+    def _install(self, pid: int, view: View) -> None:
+        """Process ``pid`` installs ``view``: a trace event of kind "view"."""
+        self.current_view[pid] = view.id
+        self.views[pid].append(view)
+        if self.record:
+            mid = MessageId(0, view.id)
+            self._record(pid, "view", mid, pid, view.members, None, None, view.id)
+
+    def _view_change(self, pid: int, change: ViewChange) -> None:
+        self._install(pid, change.view)
+        if change.state is not None and self.on_state is None:
+            self.app_state[pid] = [list(m) for m in change.state]
+        if self.on_view is not None:
+            self.on_view(self, pid, change)
+
+    def _state_request(self, pid: int, request: StateRequest) -> None:
+        if self.on_state is not None:
+            state = self.on_state(self, pid, request.view)
+        else:
+            state = [list(m) for m in self.app_state[pid]]
+        self._apply(pid, self.endpoints[pid].provide_state(request.view, state))  # type: ignore[attr-defined]
+
     def fire(self, pid: int) -> list[Action]:
         """Adversarial mode: time jumps to ``pid``'s next deadline and its timer fires."""
+        if pid in self.stopped:
+            return []
         deadline = self.endpoints[pid].next_deadline()
         if deadline is None:
             return []
@@ -370,12 +533,26 @@ class Simulation:
                 self.stable_log.extend((pid, m, mark) for m in action.messages)
                 if self.on_stable is not None:
                     self.on_stable(self, pid, action.messages)
+            elif isinstance(action, ViewChange):
+                self._view_change(pid, action)
+            elif isinstance(action, StateRequest):
+                self._state_request(pid, action)
+            elif isinstance(action, Excluded):
+                self.current_view[pid] = None
+                self.app_state[pid] = []
+                self.excluded.append((pid, action))
+        if pid in self.stopped:
+            return
         ep = self.endpoints[pid]
         if self.checkpoints is not None:
             self.checkpoints[pid] = ep.snapshot()
         size = ep.buffered()
         self.metrics.record_buffer(size)
-        deadline = ep.next_deadline()
+        self._arm(pid)
+
+    def _arm(self, pid: int) -> None:
+        """Timed mode: (re)schedule ``pid``'s timer at its endpoint's next deadline."""
+        deadline = self.endpoints[pid].next_deadline()
         if deadline is not None and not self.adversarial:
             at = max(deadline, self.now)  # a deadline already past fires now
             if self._timers.get(pid) != at:
@@ -415,6 +592,8 @@ class Simulation:
         return cached[1]
 
     def _deliver(self, pid: int, message: Message) -> None:
+        if self.membership:
+            self.app_state[pid].append([message.id.origin, message.id.seq])
         if not self.record:
             self.metrics.deliveries += 1
             self._hand_over(pid, message)
@@ -426,7 +605,8 @@ class Simulation:
                 vc[k] = v
         vc[pid] = vc.get(pid, 0) + 1
         dest = self._dest.get(mid, (pid,))
-        self._record(pid, "deliver", mid, message.sender, dest, message.payload, dict(vc))
+        view = self.current_view[pid]
+        self._record(pid, "deliver", mid, message.sender, dest, message.payload, dict(vc), view)
         self.delivered[pid].append(message)
         if mid in self._sent_at:
             self.metrics.record_delay(self.now - self._sent_at[mid])
@@ -452,6 +632,7 @@ class Simulation:
         dest: tuple[int, ...],
         payload: Payload,
         vc: dict[int, int] | None,
+        view: int | None = None,
     ) -> None:
         self._event_seq[pid] += 1
         self.trace.append(
@@ -466,5 +647,6 @@ class Simulation:
                 vc=vc,
                 time=self.now,
                 payload=payload,
+                view=view,
             )
         )

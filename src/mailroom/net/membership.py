@@ -1,0 +1,88 @@
+"""Group endpoints for the runtime: a member or a joiner, with a heartbeat failure detector.
+
+A node hosts ``HeartbeatDetector(Group(...))``: the detector beats every
+``heartbeat`` seconds of the node's clock and suspects a member silent for
+``suspect_after`` seconds; the group then installs a view without it. A process
+restarted from its checkpoint rejoins as its next incarnation (``rejoined``): it
+keeps counting its message ids where it stopped, so no id is used twice.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection
+from typing import Any
+
+from mailroom.core.errors import LocalError
+from mailroom.protocols.membership import Group
+from mailroom.protocols.membership.detector import HeartbeatDetector
+
+
+def group_of(endpoint: Any) -> Group | None:
+    """The ``Group`` of ``endpoint`` (itself, or the one a detector wraps), else None."""
+    if isinstance(endpoint, HeartbeatDetector):
+        endpoint = endpoint.group
+    return endpoint if isinstance(endpoint, Group) else None
+
+
+def is_member(endpoint: Any) -> bool:
+    """True for group endpoints: they install views and say which view a send goes in."""
+    return group_of(endpoint) is not None
+
+
+def group_endpoint(
+    protocol: str,
+    pid: int,
+    n: int,
+    *,
+    members: Collection[int] | None = None,
+    contacts: Collection[int] = (),
+    reliable: bool = True,
+    heartbeat: float = 0.5,
+    suspect_after: float = 2.0,
+) -> HeartbeatDetector:
+    """``HeartbeatDetector(Group(protocol))`` for process ``pid`` of the ``n`` identities:
+    a member of the initial view ``members``, or (``members`` None) a joiner that asks
+    ``contacts``. Join and flush messages are resent every ``heartbeat`` seconds."""
+    if heartbeat <= 0 or suspect_after <= heartbeat:
+        raise LocalError(
+            f"need 0 < heartbeat < suspect-after, got {heartbeat} and {suspect_after}",
+            hint="suspect a member only after it missed a few heartbeats",
+        )
+    group = Group(
+        pid,
+        n,
+        protocol,
+        members=members,
+        contacts=contacts,
+        reliable=reliable,
+        retry=heartbeat,
+    )
+    return HeartbeatDetector(group, interval=heartbeat, timeout=suspect_after)
+
+
+def rejoined(endpoint: Any, contacts: Collection[int]) -> Any:
+    """A joiner that takes over from ``endpoint`` (a group endpoint restored from a
+    checkpoint): its next incarnation, asking ``contacts`` (default: the other members
+    of its last view), its message ids counting on from the last one it used."""
+    old = group_of(endpoint)
+    if old is None:
+        raise LocalError(f"only a group member can rejoin, not {type(endpoint).__name__}")
+    if not contacts:
+        contacts = [m for m in (old.view.members if old.view else old.contacts) if m != old.pid]
+    group = Group(
+        old.pid,
+        old.n,
+        old.inner_protocol,
+        contacts=contacts,
+        reliable=old.reliable,
+        retry=old.retry,
+        stability_every=old.stability_every,
+        incarnation=old.incarnation + 1,
+    )
+    group.sent_count = old.sent_count
+    if isinstance(endpoint, HeartbeatDetector):
+        return HeartbeatDetector(group, interval=endpoint.interval, timeout=endpoint.timeout)
+    return group
+
+
+__all__ = ["group_endpoint", "group_of", "is_member", "rejoined"]

@@ -1,0 +1,348 @@
+"""A heartbeat failure detector, as its own layer around a group endpoint.
+
+For hosts that have no failure detector of their own. Rules, in words:
+
+- Beating: while the group has a view, every ``interval`` the detector sends
+  ``Heartbeat(view, sender)`` to every other member (the first at the tick that
+  follows the installation of a view).
+- Hearing: a Heartbeat from a process, or any group packet that names its
+  ``sender``, counts as hearing from that process; the detector reads no clock,
+  so it is noted at the next ``tick(now)`` as heard at ``now``.
+- Suspecting: a member not heard from for ``timeout`` is passed to
+  ``group.suspect(pid)``, once per view; when the group installs a new view,
+  members that stay keep their last-heard time (a silent one is suspected again
+  at once), newcomers start at the tick that sees the view.
+- Time: ``tick(now)`` with a clock behind the last one (a restore on another
+  machine) moves every kept time back with it, as ``Reliable`` does.
+
+Everything else (sends, joins, leaves, state transfer, the group's own timers) is
+passed through to the group; ``snapshot()`` includes the group's snapshot.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Collection
+from typing import Any, Protocol, Self, runtime_checkable
+
+import attrs
+
+from mailroom.core import validate
+from mailroom.core.actions import Action, Transmit, View
+from mailroom.core.endpoint import (
+    Endpoint,
+    EndpointBase,
+    Snapshot,
+    capabilities,
+    snap_counter,
+    snap_list,
+    snap_pid,
+    snap_time,
+)
+from mailroom.core.errors import LocalError, RemoteError
+from mailroom.core.messages import MessageId, Payload
+from mailroom.core.pending import Pending
+from mailroom.core.registry import restore_endpoint
+from mailroom.core.wire import packet
+
+#: Host times above this are refused (as Reliable's).
+MAX_TIME = 2.0**40
+
+
+@packet
+@attrs.frozen
+class Heartbeat:
+    """``sender``, a member of view ``view``, is alive."""
+
+    view: int
+    sender: int
+
+    def carries(self) -> MessageId | None:
+        """A control packet: it carries no application message."""
+        return None
+
+
+@runtime_checkable
+class GroupLike(Endpoint, Protocol):
+    """What the detector needs of the endpoint it wraps (a ``Group``)."""
+
+    @property
+    def view(self) -> View | None: ...
+
+    def suspect(self, pid: int) -> list[Action]: ...
+
+
+def _check_time(value: object, what: str) -> float:
+    if type(value) is int or type(value) is float:
+        number = float(value)
+        if math.isfinite(number) and 0 < number <= MAX_TIME:
+            return number
+    raise LocalError(f"{what} must be a positive finite number, got {value!r}")
+
+
+class HeartbeatDetector(EndpointBase):
+    """Suspects a member of the group's view that stays silent for ``timeout``."""
+
+    protocol = "HeartbeatDetector"
+
+    def __init__(self, group: Any, *, interval: float = 1.0, timeout: float = 3.0) -> None:
+        if not isinstance(group, GroupLike):
+            raise LocalError(f"{group!r} is not a group endpoint (it needs view and suspect)")
+        self.interval = _check_time(interval, "interval")
+        self.timeout = _check_time(timeout, "timeout")
+        self.group: Any = group
+        self.pid = group.pid
+        self.n = group.n
+        self.own_duplicates = 0
+        #: What the application may call: the group's capabilities.
+        self.capabilities: frozenset[str] = capabilities(group)
+        self.now = 0.0
+        #: The view id the heartbeat schedule was set up for (None: no view yet).
+        self.watching: int | None = None
+        self.next_beat: float | None = None
+        #: member -> the time it was last heard from (as of a tick)
+        self.heard: dict[int, float] = {}
+        #: processes heard from since the last tick
+        self.fresh: set[int] = set()
+        #: members passed to group.suspect in the watched view
+        self.suspected: set[int] = set()
+        self.heartbeats_sent = 0
+        #: True after restore until the first tick: the host's clock may be another one
+        self._rebase = False
+
+    def __repr__(self) -> str:
+        return f"HeartbeatDetector({self.group!r})"
+
+    # -- the group's counters are the endpoint's ------------------------------------------
+    @property
+    def sent_count(self) -> int:
+        return int(self.group.sent_count)
+
+    @sent_count.setter
+    def sent_count(self, value: int) -> None:
+        raise LocalError("a HeartbeatDetector's sent_count is its group's")
+
+    @property
+    def duplicates(self) -> int:
+        return int(self.group.duplicates) + self.own_duplicates
+
+    @duplicates.setter
+    def duplicates(self, value: int) -> None:
+        raise LocalError("a HeartbeatDetector's duplicates are counted by its layers")
+
+    # -- the group's surface, passed through ----------------------------------------------
+    @property
+    def view(self) -> View | None:
+        return self.group.view  # type: ignore[no-any-return]
+
+    @property
+    def flushing(self) -> bool:
+        return bool(self.group.flushing)
+
+    @property
+    def sending_view(self) -> int | None:
+        return self.group.sending_view  # type: ignore[no-any-return]
+
+    @property
+    def joined(self) -> bool:
+        return bool(self.group.joined)
+
+    @property
+    def needs_consume(self) -> bool:
+        return "consume" in self.capabilities and bool(self.group.needs_consume)
+
+    def _offers(self, capability: str) -> None:
+        if capability not in self.capabilities:
+            raise LocalError(f"{self!r} does not offer {capability}")
+
+    def broadcast(self, payload: Payload) -> list[Action]:
+        self._offers("broadcast")
+        return list(self.group.broadcast(payload))
+
+    def send(self, payload: Payload, to: int) -> list[Action]:
+        self._offers("unicast")
+        return list(self.group.send(payload, to=to))
+
+    def multicast(self, payload: Payload, to: Collection[int]) -> list[Action]:
+        self._offers("multicast")
+        return list(self.group.multicast(payload, to=to))
+
+    def consume(self, message_id: MessageId | None = None) -> list[Action]:
+        self._offers("consume")
+        return list(self.group.consume(message_id))
+
+    def can_send(self, to: int | None = None) -> bool:
+        self._offers("can_send")
+        return bool(self.group.can_send(to))
+
+    def suspect(self, pid: int) -> list[Action]:
+        """Another detector's (or the host's) suspicion, passed on to the group."""
+        return list(self.group.suspect(pid))
+
+    def leave(self) -> list[Action]:
+        return list(self.group.leave())
+
+    def join(self) -> list[Action]:
+        return list(self.group.join())
+
+    def provide_state(self, view: int, state: Payload) -> list[Action]:
+        return list(self.group.provide_state(view, state))
+
+    # -- the network's side ---------------------------------------------------------------
+    def receive(self, packet: object) -> list[Action]:
+        if type(packet) is Heartbeat:
+            return self._heartbeat(packet)
+        actions: list[Action] = self.group.receive(packet)
+        sender = getattr(packet, "sender", None)
+        if type(sender) is int and 0 <= sender < self.n and sender != self.pid:
+            self.fresh.add(sender)
+        return actions
+
+    def _heartbeat(self, beat: Heartbeat) -> list[Action]:
+        validate.counter(beat.view, "Heartbeat view")
+        validate.pid(beat.sender, self.n, "Heartbeat sender")
+        if beat.sender == self.pid:
+            raise RemoteError(f"Heartbeat from P{self.pid} to itself")
+        if beat.sender in self.fresh:
+            self.own_duplicates += 1
+        self.fresh.add(beat.sender)
+        return []
+
+    # -- time -------------------------------------------------------------------------------
+    def _own_deadline(self) -> float | None:
+        view = self.group.view
+        if view is None:
+            return self.now if self.watching is not None else None
+        if self._rebase:
+            return 0.0  # restored: tick now, whatever the host's clock, to re-base
+        if self.watching != view.id:
+            return self.now
+        times = [self.next_beat] if self.next_beat is not None else []
+        times += [t + self.timeout for q, t in self.heard.items() if q not in self.suspected]
+        return min(times) if times else None
+
+    def next_deadline(self) -> float | None:
+        deadlines = [d for d in (self._own_deadline(), self.group.next_deadline()) if d is not None]
+        return min(deadlines) if deadlines else None
+
+    def tick(self, now: float) -> list[Action]:
+        """The group's timers, then heartbeats due and suspicions of silent members."""
+        if type(now) not in (int, float) or not math.isfinite(now) or not 0 <= now <= MAX_TIME:
+            raise LocalError(f"now must be a finite time in 0..{MAX_TIME:g}, got {now!r}")
+        now = float(now)
+        if now < self.now:
+            self._shift(now - self.now)
+        self._rebase = False
+        self.now = now
+        actions: list[Action] = list(self.group.tick(now))
+        actions += self._watch()
+        return actions
+
+    def _watch(self) -> list[Action]:
+        """Bring the schedule to the group's view; beat and suspect what is due now."""
+        now = self.now
+        view = self.group.view
+        if view is None:
+            self.watching, self.next_beat = None, None
+            self.heard.clear()
+            self.fresh.clear()
+            self.suspected.clear()
+            return []
+        others = [q for q in view.members if q != self.pid]
+        if self.watching != view.id:
+            self.watching = view.id
+            self.heard = {q: self.heard.get(q, now) for q in others}
+            self.suspected.clear()
+            self.next_beat = now
+        for q in self.fresh:
+            if q in self.heard:
+                self.heard[q] = now
+        self.fresh.clear()
+        actions: list[Action] = []
+        if self.next_beat is not None and now >= self.next_beat:
+            for q in others:
+                actions.append(Transmit(q, Heartbeat(view.id, self.pid), None))
+            self.heartbeats_sent += len(others)
+            self.next_beat = now + self.interval
+        for q in others:
+            if q not in self.suspected and now - self.heard[q] >= self.timeout:
+                self.suspected.add(q)
+                actions += self.group.suspect(q)
+        return actions
+
+    def _shift(self, delta: float) -> None:
+        """Move every kept time by ``delta`` (the host's clock went back)."""
+        if self.next_beat is not None:
+            self.next_beat = max(self.next_beat + delta, 0.0)
+        self.heard = {q: max(t + delta, 0.0) for q, t in self.heard.items()}
+
+    # -- introspection ------------------------------------------------------------------------
+    def buffered(self) -> int:
+        return int(self.group.buffered())
+
+    def pending(self) -> list[Pending]:
+        return list(self.group.pending())
+
+    def snapshot(self) -> Snapshot:
+        data = self._header()
+        data["params"] = {"interval": self.interval, "timeout": self.timeout}
+        data["now"] = self.now
+        data["watching"] = self.watching
+        data["next_beat"] = self.next_beat
+        data["heard"] = [[q, t] for q, t in sorted(self.heard.items())]
+        data["fresh"] = sorted(self.fresh)
+        data["suspected"] = sorted(self.suspected)
+        data["heartbeats_sent"] = self.heartbeats_sent
+        data["own_duplicates"] = self.own_duplicates
+        data["group"] = self.group.snapshot()
+        return data
+
+    @classmethod
+    def restore(cls, data: Snapshot) -> Self:
+        """Rebuild the detector and its group from ``snapshot()`` data (LocalError if
+        it does not fit)."""
+
+        def build() -> HeartbeatDetector:
+            if not isinstance(data, dict):
+                raise LocalError(f"a snapshot is a dict, got {type(data).__name__}")
+            if data.get("protocol") != cls.protocol:
+                raise LocalError(f"snapshot is of {data.get('protocol')!r}, not {cls.protocol!r}")
+            if data.get("version") != cls.snapshot_version:
+                raise LocalError(f"snapshot version {data.get('version')!r} is not supported")
+            inner = data["group"]
+            if not isinstance(inner, dict) or inner.get("protocol") == cls.protocol:
+                raise LocalError("snapshot field group must be another endpoint's snapshot")
+            params = data["params"]
+            if type(params) is not dict:
+                raise LocalError("snapshot field params must be a dict")
+            return cls(restore_endpoint(inner), **params)
+
+        return cls._checked(data, build)
+
+    def _load(self, data: Snapshot) -> None:
+        self.now = snap_time(data["now"], "now")
+        watching = data["watching"]
+        if watching is not None and (type(watching) is not int or watching < 0):
+            raise LocalError(f"snapshot field watching holds {watching!r}, not a view id")
+        self.watching = watching
+        beat = data["next_beat"]
+        self.next_beat = None if beat is None else snap_time(beat, "next_beat")
+        for row in snap_list(data["heard"], "heard"):
+            q, t = snap_list(row, "heard row", 2)
+            self.heard[snap_pid(q, self.n, "heard")] = snap_time(t, "heard")
+        self.fresh = {snap_pid(q, self.n, "fresh") for q in snap_list(data["fresh"], "fresh")}
+        self.suspected = {
+            snap_pid(q, self.n, "suspected") for q in snap_list(data["suspected"], "suspected")
+        }
+        if not self.suspected <= set(self.heard) or self.pid in self.heard:
+            raise LocalError("snapshot suspects a process it does not watch")
+        if (self.watching is None) != (self.next_beat is None) or (
+            self.watching is None and (self.heard or self.suspected)
+        ):
+            raise LocalError("snapshot keeps heartbeat times without a watched view")
+        self.heartbeats_sent = snap_counter(data["heartbeats_sent"], "heartbeats_sent")
+        self.own_duplicates = snap_counter(data["own_duplicates"], "own_duplicates")
+        self._rebase = True
+
+
+__all__ = ["GroupLike", "Heartbeat", "HeartbeatDetector"]

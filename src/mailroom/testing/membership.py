@@ -1,0 +1,650 @@
+"""A Hypothesis harness for group membership: Hypothesis chooses the schedule and the faults.
+
+A ``GroupScenario`` is a group of ``n`` processes (all members of view 1) running
+``protocol`` inside ``Group`` endpoints, a workload and a list of choices. Replaying
+it runs the simulator in adversarial mode; at each step the enabled events are
+"issue the next operation", "packet k arrives" (or "is duplicated"), "P's timer
+fires", and, while the fault budget lasts, "P crashes" (crash-stop: it never comes
+back), "P falsely suspects live member Q" and "P is cut off" (a partition isolating
+P until the choices run out, when it heals). The test plays the hosts' failure
+detector: "P suspects Q" is enabled for every Q that P's detector has cause to
+suspect (Q crashed, or a partition cut them apart) while Q is in P's view, and every
+such suspicion is applied once the choices run out. Choice c picks event c mod (the
+number of events). When the choices run out the network drains oldest-first, the
+remaining suspicions are applied and timers fire until nothing is left to do.
+
+The budget (crashes + false suspicions + partitions) is below half the group, so a
+majority always survives and the primary partition can go on (a minority blocks by
+design). ``view_problems`` checks the run: the view properties (view agreement,
+self-inclusion, same-view delivery, virtual synchrony), the protocol's order
+(total compared only between processes that left a view into the same next view),
+integrity, liveness for membership runs and that the survivors' states converged.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections import defaultdict
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import attrs
+from hypothesis import strategies as st
+
+from mailroom.core.actions import Action, Deliver, Transmit, View, ViewChange
+from mailroom.core.endpoint import capabilities
+from mailroom.core.errors import RemoteError
+from mailroom.core.messages import MessageId
+from mailroom.core.registry import entry
+from mailroom.protocols.membership.group import Group
+from mailroom.sim.simulation import Simulation, view_of
+from mailroom.trace.checkers import Violation, check
+from mailroom.trace.events import Event
+
+#: Makes the Group of process ``pid`` of ``n`` (initial view ``members``) over ``protocol``.
+GroupFactory = Callable[[int, int, str, tuple[int, ...]], Any]
+
+#: The view properties (checked here until the reference checkers have them).
+VIEW_PROPERTIES = ("view_agreement", "self_inclusion", "same_view", "virtual_synchrony")
+
+
+def make_group(pid: int, n: int, protocol: str, members: tuple[int, ...]) -> Group:
+    """The default factory: a plain Group over ``protocol`` with every process a member."""
+    return Group(pid, n, protocol, members=members)
+
+
+@attrs.frozen
+class GroupOp:
+    """Process ``pid`` broadcasts ``payload`` (``to`` None) or sends it to ``to``."""
+
+    pid: int
+    to: int | None
+    payload: str
+
+    def describe(self) -> str:
+        if self.to is None:
+            return f"P{self.pid} broadcasts {self.payload!r}"
+        return f"P{self.pid} sends {self.payload!r} to P{self.to}"
+
+
+@attrs.frozen
+class GroupScenario:
+    """A membership run for Hypothesis to choose: ``faults`` is the fault budget and
+    ``kinds`` the faults it may be spent on ("crash", "suspect", "partition")."""
+
+    n: int
+    protocol: str
+    ops: tuple[GroupOp, ...]
+    choices: tuple[int, ...]
+    faults: int = 1
+    kinds: frozenset[str] = frozenset({"crash"})
+    duplicate: bool = True
+
+
+@st.composite
+def group_scenarios(
+    draw: st.DrawFn,
+    protocol: str | Sequence[str] = "cbcast",
+    *,
+    n: int | tuple[int, int] = (3, 5),
+    max_ops: int = 6,
+    max_choices: int = 60,
+    kinds: Sequence[str] = ("crash", "suspect"),
+    duplicate: bool = True,
+) -> GroupScenario:
+    """Hypothesis strategy for membership scenarios over ``protocol`` (or one of several)."""
+    name = protocol if isinstance(protocol, str) else draw(st.sampled_from(list(protocol)))
+    size = n if isinstance(n, int) else draw(st.integers(*n))
+    unicast = entry(name).mode == "unicast"
+    ops = []
+    for i in range(draw(st.integers(1, max_ops))):
+        pid = draw(st.integers(0, size - 1))
+        to = draw(st.sampled_from([q for q in range(size) if q != pid])) if unicast else None
+        ops.append(GroupOp(pid, to, f"m{i}"))
+    faults = draw(st.integers(0, (size - 1) // 2)) if kinds else 0
+    choices = draw(st.lists(st.integers(0, 255), max_size=max_choices))
+    return GroupScenario(
+        size, name, tuple(ops), tuple(choices), faults, frozenset(kinds), duplicate
+    )
+
+
+@attrs.frozen
+class GroupRun:
+    """A replayed membership scenario: the simulation left behind and the steps taken."""
+
+    scenario: GroupScenario
+    sim: Simulation
+    steps: tuple[str, ...]
+    errors: tuple[str, ...] = ()
+    #: processes that stopped (crash-stop)
+    crashed: frozenset[int] = frozenset()
+    #: what happened, for coverage: "crash", "crash mid-flush", "coordinator crash",
+    #: "coordinator crash mid-flush", "false suspicion", "rejoin", "partition", "view change"
+    notes: frozenset[str] = frozenset()
+
+    @property
+    def trace(self) -> list[Event]:
+        return self.sim.trace
+
+    def describe(self) -> str:
+        return "\n".join(f"{i:3d}. {s}" for i, s in enumerate(self.steps, 1))
+
+    def violations(self) -> list[Violation]:
+        return view_problems(self.sim, self.scenario.protocol) + [
+            Violation("error", self.sim.run_name, (), (), (), e) for e in self.errors
+        ]
+
+
+def _can_send(ep: Any, op: GroupOp) -> bool:
+    if ep.sending_view is None:
+        return False
+    if op.to is None:
+        return True
+    view = ep.view
+    return bool(ep.joined and not ep.flushing and view is not None and op.to in view.members)
+
+
+def replay_group(
+    scenario: GroupScenario,
+    factory: GroupFactory = make_group,
+    *,
+    max_steps: int = 5_000,
+) -> GroupRun:
+    """Run ``scenario`` with Group endpoints made by ``factory``."""
+    n = scenario.n
+    members = tuple(range(n))
+    cause: dict[int, set[int]] = defaultdict(set)  # P -> whom P's detector will suspect
+    excluded_seen = 0
+
+    def forget() -> None:
+        """A detector has no cause against members of a view installed since, and an
+        excluded process starts afresh."""
+        nonlocal excluded_seen
+        for q, _ in sim.excluded[excluded_seen:]:
+            cause[q].clear()
+        excluded_seen = len(sim.excluded)
+
+    def on_view(sim: Simulation, pid: int, change: ViewChange) -> None:
+        forget()
+        cause[pid] &= set(change.view.members)
+
+    sim = Simulation(
+        [factory(pid, n, scenario.protocol, members) for pid in range(n)],
+        adversarial=True,
+        run=f"{scenario.protocol}-n{n}",
+        on_view=on_view,
+    )
+    steps: list[str] = []
+    errors: list[str] = []
+    budget = scenario.faults
+    done: set[tuple[int, int, int]] = set()  # (P, Q, P's view id) suspicions applied
+    cut: list[int] = []
+    notes: set[str] = set()
+    next_op = 0
+    ops = scenario.ops
+
+    def up(q: int) -> bool:
+        return q not in sim.stopped
+
+    def due() -> list[tuple[int, int]]:
+        """Suspicions the modelled detectors owe: (P, Q) with Q in P's view."""
+        forget()
+        out = []
+        for p in range(n):
+            view = view_of(sim.endpoints[p])
+            if not up(p) or view is None:
+                cause[p].clear()
+                continue
+            for q in sorted(cause[p]):
+                if q not in view.members:
+                    cause[p].discard(q)
+                elif (p, q, view.id) not in done:
+                    out.append((p, q))
+        return out
+
+    def apply_suspicion(pq: tuple[int, int], why: str) -> None:
+        p, q = pq
+        view = view_of(sim.endpoints[p])
+        assert view is not None
+        done.add((p, q, view.id))
+        try:
+            sim.suspect(p, q)
+        except RemoteError as exc:  # pragma: no cover - a correct group raises none
+            errors.append(f"P{p} suspecting P{q}: {exc}")
+        steps.append(f"P{p} suspects P{q} ({why})")
+
+    def arrive(packet_id: int) -> None:
+        p = sim.in_flight[packet_id]
+        what = f"{p.message_id}" if p.message_id is not None else type(p.packet).__name__
+        try:
+            delivered = [a for a in sim.arrive(packet_id) if isinstance(a, Deliver)]
+        except RemoteError as exc:
+            errors.append(f"P{p.dst} rejected packet {packet_id} from P{p.src}: {exc}")
+            steps.append(f"packet {packet_id} ({what} P{p.src}->P{p.dst}) is REJECTED: {exc}")
+            return
+        steps.append(
+            f"packet {packet_id} ({what} P{p.src}->P{p.dst}) arrives"
+            + (f"; P{p.dst} delivers {len(delivered)}" if delivered else "")
+        )
+
+    def issue(op: GroupOp) -> None:
+        ep = sim.endpoints[op.pid]
+        if not up(op.pid) or not _can_send(ep, op):
+            steps.append(f"{op.describe()}: skipped (it cannot send now)")
+            return
+        if op.to is None:
+            mid = sim.broadcast(op.pid, op.payload)
+        else:
+            mid = sim.send(op.pid, op.payload, to=op.to)
+        steps.append(f"{op.describe()} ({mid}) in view {sim.trace[-1].view}")
+
+    def fire(q: int) -> None:
+        sent = sum(isinstance(a, Transmit) for a in sim.fire(q))
+        steps.append(f"P{q}'s timer fires at {sim.now:g}; it sends {sent} packet(s)")
+
+    step = 0
+    for step in range(len(scenario.choices)):
+        packets = sim.packets()
+        live = [q for q in range(n) if up(q)]
+        events: list[tuple[str, Any]] = [("op", next_op)] if next_op < len(ops) else []
+        events += [("arrive", p.id) for p in packets]
+        if scenario.duplicate:
+            events += [("duplicate", p.id) for p in packets]
+        events += [("timer", q) for q in live if sim.endpoints[q].next_deadline() is not None]
+        events += [("suspect", pq) for pq in due()]
+        if budget > 0:
+            if "crash" in scenario.kinds:
+                events += [("crash", q) for q in live]
+            if "suspect" in scenario.kinds:
+                events += [
+                    ("false", (p, q))
+                    for p in live
+                    for q in live
+                    if p != q
+                    and (view := view_of(sim.endpoints[p])) is not None
+                    and q in view.members
+                ]
+            if "partition" in scenario.kinds and not cut:
+                events += [("partition", q) for q in live]
+        if not events:
+            break
+        kind, arg = events[scenario.choices[step] % len(events)]
+        if kind == "op":
+            issue(ops[arg])
+            next_op += 1
+        elif kind == "arrive":
+            arrive(arg)
+        elif kind == "duplicate":
+            copy = sim.duplicate(arg)
+            steps.append(f"packet {arg} is duplicated as {copy}")
+        elif kind == "timer":
+            fire(arg)
+        elif kind == "suspect":
+            apply_suspicion(arg, why="its failure detector has cause")
+        elif kind == "crash":
+            budget -= 1
+            ep = sim.endpoints[arg]
+            mid_flush = " mid-flush" if ep.flushing else ""
+            notes.update({"crash", "crash" + mid_flush})
+            if any(getattr(sim.endpoints[p], "coordinator", None) == arg for p in live):
+                notes.update({"coordinator crash", "coordinator crash" + mid_flush})
+            sim.crash(arg)
+            steps.append(f"P{arg} crashes (crash-stop)")
+            for p in range(n):
+                if p != arg:
+                    cause[p].add(arg)
+        elif kind == "false":
+            budget -= 1
+            notes.add("false suspicion")
+            apply_suspicion(arg, why="FALSELY: it is alive")
+        else:
+            budget -= 1
+            others = [q for q in range(n) if q != arg]
+            sim.partition([[arg], others], until=float("inf"))
+            cut.append(arg)
+            notes.add("partition")
+            steps.append(f"P{arg} is cut off from the others")
+            cause[arg].update(others)
+            for p in others:
+                cause[p].add(arg)
+    if cut:
+        sim.partitions = []
+        steps.append(f"the partition heals at {sim.now:g}")
+    # Drain: operations, then packets oldest first, then owed suspicions, then timers.
+    for _ in range(max_steps):
+        if next_op < len(ops):
+            issue(ops[next_op])
+            next_op += 1
+            continue
+        packets = sim.packets()
+        if packets:
+            arrive(packets[0].id)
+            continue
+        owed = due()
+        if owed:
+            apply_suspicion(owed[0], why="its failure detector has cause")
+            continue
+        timed = [
+            (d, q)
+            for q in range(n)
+            if up(q) and (d := sim.endpoints[q].next_deadline()) is not None
+        ]
+        if not timed:
+            break
+        fire(min(timed)[1])
+    else:
+        errors.append(f"the run did not settle within {max_steps} steps after the choices")
+    crashed = frozenset(sim.stopped)
+    if any(sim.views[q][-1].id >= out.view.id for q, out in sim.excluded):
+        notes.add("rejoin")
+    if any(len(v) > 1 for v in sim.views):
+        notes.add("view change")
+    return GroupRun(scenario, sim, tuple(steps), tuple(errors), crashed, frozenset(notes))
+
+
+# -- the checks ---------------------------------------------------------------------------------
+def _v(prop: str, run: str, reason: str, procs: tuple[int, ...] = ()) -> Violation:
+    return Violation(prop, run, procs, (), (), reason)
+
+
+def _views(trace: Sequence[Event]) -> dict[int, list[Event]]:
+    out: dict[int, list[Event]] = defaultdict(list)
+    for e in trace:
+        if e.kind == "view":
+            out[e.process].append(e)
+    return out
+
+
+def check_view_agreement(trace: Sequence[Event], run: str = "") -> list[Violation]:
+    """Two processes that install view k install the same members; each process's
+    installed view ids increase."""
+    found = []
+    members: dict[int, tuple[int, tuple[int, ...]]] = {}
+    for p, views in sorted(_views(trace).items()):
+        last = 0
+        for e in views:
+            vid = e.message.seq
+            if vid <= last:
+                found.append(_v("view_agreement", run, f"P{p} installed view {vid} after {last}"))
+            last = vid
+            other = members.setdefault(vid, (p, e.dest))
+            if other[1] != e.dest:
+                found.append(
+                    _v(
+                        "view_agreement",
+                        run,
+                        f"P{p} installed view {vid} as {list(e.dest)}, P{other[0]} as "
+                        f"{list(other[1])}",
+                        (other[0], p),
+                    )
+                )
+    return found
+
+
+def check_self_inclusion(trace: Sequence[Event], run: str = "") -> list[Violation]:
+    """A process is a member of every view it installs."""
+    return [
+        _v("self_inclusion", run, f"P{e.process} installed view {e.message.seq} without itself")
+        for e in trace
+        if e.kind == "view" and e.process not in e.dest
+    ]
+
+
+def check_same_view(trace: Sequence[Event], run: str = "") -> list[Violation]:
+    """A delivery happens in the view its message was sent in (and in some view)."""
+    sent = {e.message: e.view for e in trace if e.kind == "send"}
+    found = []
+    for e in trace:
+        if e.kind != "deliver":
+            continue
+        want = sent.get(e.message)
+        if e.view is None or want is None or e.view != want:
+            found.append(
+                Violation(
+                    "same_view",
+                    run,
+                    (e.process,),
+                    (e.message,),
+                    (e.seq,),
+                    f"P{e.process} delivered {e.message} in view {e.view}; it was sent in {want}",
+                )
+            )
+    return found
+
+
+def _delivered_in(trace: Sequence[Event]) -> dict[tuple[int, int], list[MessageId]]:
+    """(process, view id) -> the messages it delivered in that view, in order."""
+    out: dict[tuple[int, int], list[MessageId]] = defaultdict(list)
+    for e in trace:
+        if e.kind == "deliver" and e.view is not None:
+            out[(e.process, e.view)].append(e.message)
+    return out
+
+
+def successors(trace: Sequence[Event], final: Mapping[int, int] = {}) -> dict[int, set[int]]:
+    """View id V -> the processes that installed V and then V + 1 (as their next view),
+    and those that end the run in V: ``final`` maps each process alive and settled at
+    the end of the run to the view it ends in."""
+    out: dict[int, set[int]] = defaultdict(set)
+    for p, views in _views(trace).items():
+        ids = [e.message.seq for e in views]
+        for a, b in itertools.pairwise(ids):
+            if b == a + 1:
+                out[a].add(p)
+        if ids and final.get(p) == ids[-1]:
+            out[ids[-1]].add(p)
+    return out
+
+
+def final_views(sim: Simulation) -> dict[int, int]:
+    """Each live process that holds a view and the state, and the id of that view."""
+    out = {}
+    for q, ep in enumerate(sim.endpoints):
+        view = view_of(ep)
+        if q not in sim.stopped and view is not None and getattr(ep, "joined", True):
+            out[q] = view.id
+    return out
+
+
+def check_virtual_synchrony(
+    trace: Sequence[Event], run: str = "", final: Mapping[int, int] = {}
+) -> list[Violation]:
+    """Processes that install V and then V + 1 (or end the run alive in V) delivered the
+    same set of messages in V (of those addressed to both: unicasts are not compared)."""
+    got = _delivered_in(trace)
+    dest = {e.message: e.dest for e in trace if e.kind == "send"}
+    found = []
+    for vid, procs in sorted(successors(trace, final).items()):
+        ps = sorted(procs)
+        for p in ps[1:]:
+            both = (ps[0], p)
+            a = {m for m in got[(ps[0], vid)] if all(q in dest.get(m, both) for q in both)}
+            b = {m for m in got[(p, vid)] if all(q in dest.get(m, both) for q in both)}
+            if a != b:
+                found.append(
+                    _v(
+                        "virtual_synchrony",
+                        run,
+                        f"in view {vid} P{ps[0]} delivered {sorted(a - b, key=str)} that P{p} "
+                        f"did not, and P{p} {sorted(b - a, key=str)} that P{ps[0]} did not",
+                        (ps[0], p),
+                    )
+                )
+    return found
+
+
+def check_group_liveness(
+    trace: Sequence[Event], run: str = "", final: Mapping[int, int] = {}
+) -> list[Violation]:
+    """Every message sent in view V by a process that goes on into V + 1 (or ends the run
+    alive in V) is delivered by every such process."""
+    got = _delivered_in(trace)
+    found = []
+    on = successors(trace, final)
+    for e in trace:
+        if e.kind != "send" or e.view is None or e.process not in on.get(e.view, ()):
+            continue
+        for q in sorted(on[e.view]):
+            if e.message not in got[(q, e.view)]:
+                found.append(
+                    Violation(
+                        "liveness",
+                        run,
+                        (q,),
+                        (e.message,),
+                        (e.seq,),
+                        f"P{q} never delivered {e.message}, sent in view {e.view}",
+                    )
+                )
+    return found
+
+
+def survivors_total(trace: Sequence[Event], final: Mapping[int, int] = {}) -> list[Event]:
+    """The trace without the deliveries that membership's total order does not compare:
+    those of a process in a view it did not leave into the next view (or end in alive)."""
+    on = successors(trace, final)
+    return [
+        e
+        for e in trace
+        if e.kind != "deliver" or (e.view is not None and e.process in on.get(e.view, ()))
+    ]
+
+
+def expected_members(sim: Simulation) -> list[int]:
+    """The processes that should be members once a run settles: not stopped, not left
+    for good, and in the group or trying to get in (idle slots are not)."""
+    gone = {q for q, out in sim.excluded if not out.rejoining}
+    out = []
+    for q, ep in enumerate(sim.endpoints):
+        if q in sim.stopped or (q in gone and view_of(ep) is None):
+            continue
+        if view_of(ep) is not None or ep.next_deadline() is not None:
+            out.append(q)
+    return out
+
+
+def settled_problems(sim: Simulation, run: str = "") -> list[Violation]:
+    """After the run drained: the live processes share one view without the stopped ones,
+    no view change is under way and their application states agree."""
+    alive = expected_members(sim)
+    found = []
+    views = {q: view_of(sim.endpoints[q]) for q in alive}
+    final = {v for v in views.values()}
+    if len(final) != 1 or None in final:
+        shown = {f"P{q}": v.id if v else None for q, v in views.items()}
+        return [_v("liveness", run, f"the live processes ended in different views: {shown}")]
+    view = next(iter(final))
+    assert isinstance(view, View)
+    if sorted(view.members) != alive:
+        found.append(_v("liveness", run, f"view {view.id} is {list(view.members)}, alive {alive}"))
+    for q in alive:
+        ep: Any = sim.endpoints[q]
+        if ep.flushing or not ep.joined:
+            found.append(_v("liveness", run, f"P{q} is still flushing or joining", (q,)))
+    states = {q: sorted(map(tuple, sim.app_state[q])) for q in alive}
+    first = alive[0]
+    broadcast = all("broadcast" in capabilities(sim.endpoints[q]) for q in alive)
+    for q in alive[1:] if broadcast else ():
+        if states[q] != states[first]:
+            found.append(
+                _v("state", run, f"P{first} and P{q} ended with different states", (first, q))
+            )
+    return found
+
+
+def view_problems(sim: Simulation, protocol: str) -> list[Violation]:
+    """Every property of a membership run that the trace and the endpoints can show."""
+    trace = sim.trace
+    run = sim.run_name
+    alive = final_views(sim)
+    found = check_view_agreement(trace, run)
+    found += check_self_inclusion(trace, run)
+    found += check_same_view(trace, run)
+    found += check_virtual_synchrony(trace, run, alive)
+    promises = entry(protocol).promises
+    report = check(trace, [p for p in ("integrity", "fifo", "causal") if p in promises])
+    found += [v for vs in report.violations.values() for v in vs]
+    if "total" in promises:
+        found += check(survivors_total(trace, alive), ["total"]).violations["total"]
+    if entry(protocol).mode == "broadcast":
+        found += check_group_liveness(trace, run, alive)
+    found += settled_problems(sim, run)
+    return found
+
+
+# -- known-buggy variants: the harness must catch each one --------------------------------------
+class GroupSkipsFlushLog(Group):
+    """Installs the next view without delivering what it lacks of the flush log: a message
+    of a crashed sender that reached only some survivors stays missing at the others
+    (virtual synchrony, liveness)."""
+
+    protocol = "GroupSkipsFlushLog"
+
+    def _install_value(self, view_id: int, value: Any, commit: Any) -> list[Action]:
+        actions = super()._install_value(view_id, value, commit)
+        cut = next((i for i, a in enumerate(actions) if not isinstance(a, Deliver)), len(actions))
+        return actions[cut:]
+
+
+class GroupNoQuorum(Group):
+    """The coordinator installs the next view on its own promise alone, without the
+    other survivors' logs (or their agreement): what they delivered and it did not is
+    never recovered (virtual synchrony, liveness)."""
+
+    protocol = "GroupNoQuorum"
+
+    def _required(self) -> set[int]:
+        return {self.pid} if self.view is not None else set()
+
+    def _propose(self) -> list[Action]:
+        own = self._promises[self.pid]
+        for m in self._proposal:
+            if m not in self._promises and m not in self._joiners and self.view is not None:
+                sent = self._bases[self.view.rank(m)]
+                self._promises[m] = attrs.evolve(own, sender=m, sent=sent, log=[], own=[])
+        return super()._propose()
+
+
+def variant_factory(cls: type[Group]) -> GroupFactory:
+    """A factory for ``replay_group`` that makes ``cls`` endpoints."""
+
+    def make(pid: int, n: int, protocol: str, members: tuple[int, ...]) -> Group:
+        return cls(pid, n, protocol, members=members)
+
+    return make
+
+
+def assert_group_properties(
+    scenario: GroupScenario, factory: GroupFactory = make_group
+) -> GroupRun:
+    """Replay and raise AssertionError with the schedule if any property fails."""
+    run = replay_group(scenario, factory)
+    found = run.violations()
+    if found:
+        lines = "\n".join(v.explain() for v in found[:10])
+        raise AssertionError(f"{len(found)} violation(s):\n{lines}\nschedule:\n{run.describe()}")
+    return run
+
+
+__all__ = [
+    "VIEW_PROPERTIES",
+    "GroupFactory",
+    "GroupNoQuorum",
+    "GroupOp",
+    "GroupRun",
+    "GroupScenario",
+    "GroupSkipsFlushLog",
+    "assert_group_properties",
+    "check_group_liveness",
+    "check_same_view",
+    "check_self_inclusion",
+    "check_view_agreement",
+    "check_virtual_synchrony",
+    "group_scenarios",
+    "make_group",
+    "replay_group",
+    "settled_problems",
+    "survivors_total",
+    "variant_factory",
+    "view_problems",
+]
