@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from mailroom import RST, Unordered
-from mailroom.diagram import draw, layout, render_svg
+from mailroom.diagram import draw, layout, render_svg, render_text
 from mailroom.sim import Simulation
 from mailroom.trace.events import Event
 
@@ -183,3 +183,139 @@ def test_sweep_charts_have_units_and_distinct_markers() -> None:
     assert all(spec[3] for spec in CHARTS.values())
     assert "bytes" in CHARTS["metadata"][3] and "time units" in CHARTS["delay"][3]
     assert len(set(MARKERS)) == len(MARKERS)
+
+
+def _crash_story() -> Simulation:
+    """Alice, Bob and Carol broadcast in V1; Carol's m3 reaches only Bob before she
+    crashes; the survivors suspect her, the flush hands m3 to Alice, V2 is installed;
+    Dave joins (V3), gets the state and broadcasts m4."""
+    from mailroom import Group
+
+    def settle(sim: Simulation) -> None:
+        while sim.in_flight:
+            sim.arrive(min(sim.in_flight))
+
+    members = (0, 1, 2)
+    sim = Simulation(
+        [Group(p, 4, "cbcast", members=members) for p in members] + [Group(3, 4, "cbcast")],
+        adversarial=True,
+    )
+    sim.broadcast(0, "a")
+    sim.broadcast(1, "b")
+    settle(sim)
+    m3 = sim.broadcast(2, "c")
+    sim.drop(sim.packets(m3, to=0)[0].id)
+    sim.crash(2)
+    sim.arrive_message(m3, 1)
+    sim.suspect(0, 2)
+    sim.suspect(1, 2)
+    settle(sim)
+    sim.join(3, Group(3, 4, "cbcast", contacts=[0, 1]))
+    settle(sim)
+    sim.broadcast(3, "d")
+    settle(sim)
+    return sim
+
+
+CRASH_STORY_TEXT = """\
+  time  P0                    P1                    P2                    P3
+     0  V1 {0,1,2}            V1 {0,1,2}            V1 {0,1,2}
+     0  send m1 ─▶ all        │                     │
+     0  deliver m1            │                     │
+     0  │                     send m2 ─▶ all        │
+     0  │                     deliver m2            │
+     1  │                     m1 ▶ recv             │
+     1  │                     deliver m1            │
+     2  │                     │                     m1 ▶ recv
+     2  │                     │                     deliver m1
+     3  m2 ▶ recv             │                     │
+     3  deliver m2            │                     │
+     4  │                     │                     m2 ▶ recv
+     4  │                     │                     deliver m2
+     4  │                     │                     send m3 ─▶ all
+     4  │                     │                     deliver m3
+     5  │                     m3 ▶ recv             ✕ out
+     5  │                     deliver m3
+    10  deliver m3 (flush)    │
+    10  V2 {0,1}              │
+    11  │                     V2 {0,1}
+    19  V3 {0,1,3}            │
+    20  │                     V3 {0,1,3}
+    22  │                     │                                           V3 {0,1,3}
+    22  │                     │                                           send m4 ─▶ all
+    22  │                     │                                           deliver m4
+    23  m4 ▶ recv             │                                           │
+    23  deliver m4            │                                           │
+    24  │                     m4 ▶ recv                                   │
+    24  │                     deliver m4                                  │"""
+
+
+def test_text_shows_views_the_flush_and_the_crashed_line() -> None:
+    sim = _crash_story()
+    assert sim.app_state[3][:3] == [[0, 1], [1, 1], [2, 1]]  # Dave got the state
+    assert draw(sim.trace).text() == CRASH_STORY_TEXT
+
+
+def test_text_views_share_a_row_by_step_too() -> None:
+    sim = _crash_story()
+    steps = [0 if e.time == 0 else k + 1 for k, e in enumerate(sim.trace)]
+    lines = render_text(sim.trace, steps=steps).splitlines()
+    assert lines[1] == "     0  " + "".join(f"{'V1 {0,1,2}':<22}" for _ in range(3)).rstrip()
+    assert lines[2].split()[:2] == ["0", "send"]  # Alice's send, its own row
+
+
+def test_layout_marks_views_recovered_messages_and_line_ends() -> None:
+    lay = layout(_crash_story().trace)
+    views = [(m.name, m.process, m.at) for m in lay.marks if m.kind == "view"]
+    assert views[:3] == [("V1 {0,1,2}", p, (float(p), 0.0)) for p in range(3)]  # one row
+    assert [v[:2] for v in views[3:]] == [
+        ("V2 {0,1}", 0),
+        ("V2 {0,1}", 1),
+        ("V3 {0,1,3}", 0),
+        ("V3 {0,1,3}", 1),
+        ("V3 {0,1,3}", 3),
+    ]
+    # broadcasts go to the members of their view: nothing from V1 to Dave, nor from V3 to Carol
+    arrows = [(a.kind, a.name, a.dest) for a in lay.arrows]
+    assert arrows == [
+        ("message", "m1", 1),
+        ("message", "m1", 2),
+        ("message", "m2", 0),
+        ("message", "m2", 2),
+        ("recovered", "m3", 0),
+        ("message", "m3", 1),
+        ("message", "m4", 0),
+        ("message", "m4", 1),
+    ]
+    (end,) = [m for m in lay.marks if m.kind == "end"]
+    carol_last = max(m.at[1] for m in lay.marks if m.process == 2 and m.kind != "end")
+    assert end.process == 2 and end.at == (2.0, carol_last + 0.5)
+    assert lay.line(2) == (-0.35, end.at[1])  # Carol's line ends at the cross
+    dave_view = next(m.at[1] for m in lay.marks if m.process == 3)
+    assert lay.line(3) == (dave_view - 0.35, float(lay.rows))  # Dave's starts when he joins
+    assert lay.line(0) == (-0.35, float(lay.rows))
+
+
+def test_traces_without_views_keep_full_lines() -> None:
+    lay = layout(_alice_bob_carol(RST).trace)
+    assert lay.lines == () and lay.line(2) == (-0.35, float(lay.rows))
+    assert not [m for m in lay.marks if m.kind in ("view", "end")]
+    assert "view installed" not in render_svg(lay)
+
+
+def test_svg_and_matplotlib_draw_the_views() -> None:
+    d = draw(_crash_story().trace)
+    svg = d.svg()
+    ET.fromstring(svg)
+    for text in ("V2 {0,1}", "V3 {0,1,3}", "view installed", "handed on by the flush"):
+        assert text in svg
+    assert "P2 is out of the group" in svg and "arrow-recovered" in svg
+    pytest.importorskip("matplotlib")
+    import matplotlib
+
+    matplotlib.use("Agg")
+    ax = d.plot()
+    texts = [t.get_text() for t in ax.texts]
+    assert texts.count("V2 {0,1}") == 2 and texts.count("V3 {0,1,3}") == 3
+    legend = [t.get_text() for t in ax.get_legend().get_texts()]
+    assert "view installed" in legend and "out of the group" in legend

@@ -15,6 +15,14 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 
 from mailroom.core.messages import MessageId
+from mailroom.diagram.views import (
+    lifelines,
+    recipients,
+    recovered,
+    shared_rows,
+    view_label,
+    view_members,
+)
 from mailroom.trace.checkers import Violation
 from mailroom.trace.events import Event
 
@@ -28,14 +36,15 @@ def message_names(events: Iterable[Event]) -> dict[MessageId, str]:
     return names
 
 
-def _cell(e: Event, name: str, bad: bool) -> str:
+def _cell(e: Event, name: str, bad: bool, dest: tuple[int, ...], flush: bool) -> str:
+    if e.kind == "view":
+        return view_label(e.view, e.dest)
     if e.kind == "send":
-        dest = e.dest
         target = "all" if len(dest) > 1 else f"P{dest[0]}"
         return f"send {name} ─▶ {target}"
     if e.kind == "receive":
         return f"{name} ▶ recv"
-    return f"deliver {name}" + (" ✗" if bad else "")
+    return f"deliver {name}" + (" (flush)" if flush else "") + (" ✗" if bad else "")
 
 
 def render_text(
@@ -57,30 +66,56 @@ def render_text(
     procs = sorted({e.process for e in events} | {d for e in events for d in e.dest})
     labels = labels or {}
     bad = {(q, m) for v in violations for q in v.processes for m in v.messages[-1:]}
+    members = view_members(events)
+    flushed = recovered(events)
+    lines = lifelines(events)
     header = "".join(f"{labels.get(p, f'P{p}'):<{width}}" for p in procs)
     first = "time" if steps is None else "step"
-    lines = [f"{first:>6}  {header}".rstrip()]
+    out = [f"{first:>6}  {header}".rstrip()]
+    rows: list[list[int]] = []
+    for i, shared in enumerate(shared_rows(events, steps)):
+        if shared:
+            rows[-1].append(i)
+        else:
+            rows.append([i])
+    row_of = {i: r for r, row in enumerate(rows) for i in row}
     held: dict[int, list[str]] = {p: [] for p in procs}
-    for i, e in enumerate(events):
-        name = names.get(e.message, str(e.message))
+    for r, row in enumerate(rows):
+        here = {events[i].process: events[i] for i in row}
         cells = []
         for p in procs:
-            if p == e.process:
-                cell = _cell(e, name, (p, e.message) in bad and e.kind == "deliver")
+            line = lines.get(p)
+            e = here.get(p)
+            if e is not None:
+                name = "" if e.kind == "view" else names.get(e.message, str(e.message))
+                cell = _cell(
+                    e,
+                    name,
+                    (p, e.message) in bad and e.kind == "deliver",
+                    recipients(e, members),
+                    e.kind == "deliver" and (e.message, p) in flushed,
+                )
                 waiting = [h for h in held[p] if h != name]
                 if waiting:
                     cell += " ┊ " + ",".join(waiting)
+            elif line is not None and r < row_of[line.first]:
+                cell = ""  # not yet in the group
+            elif line is not None and line.ended and r > row_of[line.last]:
+                cell = "✕ out" if r == row_of[line.last] + 1 else ""
             elif held[p]:
                 cell = "┊ " + ",".join(held[p]) + " held"
             else:
                 cell = "│"
             cells.append(f"{cell:<{width}}")
-        if e.kind == "receive":
-            held[e.process].append(name)
-        elif e.kind == "deliver" and name in held[e.process]:
-            held[e.process].remove(name)
-        time = "" if e.time is None else f"{e.time:g}"
+        for e in here.values():
+            name = names.get(e.message, str(e.message))
+            if e.kind == "receive":
+                held[e.process].append(name)
+            elif e.kind == "deliver" and name in held[e.process]:
+                held[e.process].remove(name)
+        e0 = events[row[0]]
+        time = "" if e0.time is None else f"{e0.time:g}"
         if steps is not None:
-            time = str(steps[i])
-        lines.append(f"{time:>6}  {''.join(cells)}".rstrip())
-    return "\n".join(lines)
+            time = str(steps[row[0]])
+        out.append(f"{time:>6}  {''.join(cells)}".rstrip())
+    return "\n".join(out)
