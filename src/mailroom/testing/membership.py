@@ -24,13 +24,13 @@ integrity, liveness for membership runs and that the survivors' states converged
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import attrs
 from hypothesis import strategies as st
 
-from mailroom.core.actions import Deliver, Transmit, View
+from mailroom.core.actions import Action, Deliver, Transmit, View
 from mailroom.core.endpoint import capabilities
 from mailroom.core.errors import RemoteError
 from mailroom.core.messages import MessageId
@@ -384,31 +384,45 @@ def _delivered_in(trace: Sequence[Event]) -> dict[tuple[int, int], list[MessageI
     return out
 
 
-def successors(trace: Sequence[Event], final: Sequence[int] = ()) -> dict[int, set[int]]:
+def successors(trace: Sequence[Event], final: Mapping[int, int] = {}) -> dict[int, set[int]]:
     """View id V -> the processes that installed V and then V + 1 (as their next view),
-    or, for their last view, that are in ``final`` (alive at the end of a settled run)."""
+    and those that end the run in V: ``final`` maps each process alive and settled at
+    the end of the run to the view it ends in."""
     out: dict[int, set[int]] = defaultdict(set)
     for p, views in _views(trace).items():
         ids = [e.message.seq for e in views]
         for a, b in zip(ids, ids[1:], strict=False):
             if b == a + 1:
                 out[a].add(p)
-        if ids and p in final:
+        if ids and final.get(p) == ids[-1]:
             out[ids[-1]].add(p)
     return out
 
 
+def final_views(sim: Simulation) -> dict[int, int]:
+    """Each live process that holds a view and the state, and the id of that view."""
+    out = {}
+    for q, ep in enumerate(sim.endpoints):
+        view = view_of(ep)
+        if q not in sim.stopped and view is not None and getattr(ep, "joined", True):
+            out[q] = view.id
+    return out
+
+
 def check_virtual_synchrony(
-    trace: Sequence[Event], run: str = "", final: Sequence[int] = ()
+    trace: Sequence[Event], run: str = "", final: Mapping[int, int] = {}
 ) -> list[Violation]:
     """Processes that install V and then V + 1 (or end the run alive in V) delivered the
-    same set of messages in V."""
+    same set of messages in V (of those addressed to both: unicasts are not compared)."""
     got = _delivered_in(trace)
+    dest = {e.message: e.dest for e in trace if e.kind == "send"}
     found = []
     for vid, procs in sorted(successors(trace, final).items()):
         ps = sorted(procs)
         for p in ps[1:]:
-            a, b = set(got[(ps[0], vid)]), set(got[(p, vid)])
+            both = (ps[0], p)
+            a = {m for m in got[(ps[0], vid)] if all(q in dest.get(m, both) for q in both)}
+            b = {m for m in got[(p, vid)] if all(q in dest.get(m, both) for q in both)}
             if a != b:
                 found.append(
                     _v(
@@ -423,7 +437,7 @@ def check_virtual_synchrony(
 
 
 def check_group_liveness(
-    trace: Sequence[Event], run: str = "", final: Sequence[int] = ()
+    trace: Sequence[Event], run: str = "", final: Mapping[int, int] = {}
 ) -> list[Violation]:
     """Every message sent in view V by a process that goes on into V + 1 (or ends the run
     alive in V) is delivered by every such process."""
@@ -448,7 +462,7 @@ def check_group_liveness(
     return found
 
 
-def survivors_total(trace: Sequence[Event], final: Sequence[int] = ()) -> list[Event]:
+def survivors_total(trace: Sequence[Event], final: Mapping[int, int] = {}) -> list[Event]:
     """The trace without the deliveries that membership's total order does not compare:
     those of a process in a view it did not leave into the next view (or end in alive)."""
     on = successors(trace, final)
@@ -492,7 +506,7 @@ def view_problems(sim: Simulation, protocol: str) -> list[Violation]:
     """Every property of a membership run that the trace and the endpoints can show."""
     trace = sim.trace
     run = sim.run_name
-    alive = [q for q in range(sim.n) if q not in sim.stopped]
+    alive = final_views(sim)
     found = check_view_agreement(trace, run)
     found += check_self_inclusion(trace, run)
     found += check_same_view(trace, run)
@@ -506,6 +520,50 @@ def view_problems(sim: Simulation, protocol: str) -> list[Violation]:
         found += check_group_liveness(trace, run, alive)
     found += settled_problems(sim, run)
     return found
+
+
+# -- known-buggy variants: the harness must catch each one --------------------------------------
+class GroupSkipsFlushLog(Group):
+    """Installs the next view without delivering what it lacks of the flush log: a message
+    of a crashed sender that reached only some survivors stays missing at the others
+    (virtual synchrony, liveness)."""
+
+    protocol = "GroupSkipsFlushLog"
+
+    def _install_value(self, view_id: int, value: Any, commit: Any) -> list[Action]:
+        actions = super()._install_value(view_id, value, commit)
+        cut = next(
+            (i for i, a in enumerate(actions) if not isinstance(a, Deliver)), len(actions)
+        )
+        return actions[cut:]
+
+
+class GroupNoQuorum(Group):
+    """The coordinator installs the next view on its own promise alone, without the
+    other survivors' logs (or their agreement): what they delivered and it did not is
+    never recovered (virtual synchrony, liveness)."""
+
+    protocol = "GroupNoQuorum"
+
+    def _required(self) -> set[int]:
+        return {self.pid} if self.view is not None else set()
+
+    def _propose(self) -> list[Action]:
+        own = self._promises[self.pid]
+        for m in self._proposal:
+            if m not in self._promises and m not in self._joiners and self.view is not None:
+                sent = self._bases[self.view.rank(m)]
+                self._promises[m] = attrs.evolve(own, sender=m, sent=sent, log=[], own=[])
+        return super()._propose()
+
+
+def variant_factory(cls: type[Group]) -> GroupFactory:
+    """A factory for ``replay_group`` that makes ``cls`` endpoints."""
+
+    def make(pid: int, n: int, protocol: str, members: tuple[int, ...]) -> Group:
+        return cls(pid, n, protocol, members=members)
+
+    return make
 
 
 def assert_group_properties(
@@ -523,6 +581,8 @@ def assert_group_properties(
 __all__ = [
     "VIEW_PROPERTIES",
     "GroupFactory",
+    "GroupNoQuorum",
+    "GroupSkipsFlushLog",
     "GroupOp",
     "GroupRun",
     "GroupScenario",
@@ -537,5 +597,6 @@ __all__ = [
     "replay_group",
     "settled_problems",
     "survivors_total",
+    "variant_factory",
     "view_problems",
 ]
