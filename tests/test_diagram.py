@@ -319,3 +319,43 @@ def test_svg_and_matplotlib_draw_the_views() -> None:
     assert texts.count("V2 {0,1}") == 2 and texts.count("V3 {0,1,3}") == 3
     legend = [t.get_text() for t in ax.get_legend().get_texts()]
     assert "view installed" in legend and "out of the group" in legend
+
+
+def test_a_send_during_a_flush_is_held_at_the_sender_until_the_next_view() -> None:
+    from mailroom import Group
+
+    sim = Simulation([Group(p, 3, "cbcast", members=range(3)) for p in range(3)], adversarial=True)
+    sim.crash(2)
+    sim.suspect(0, 2)  # Alice coordinates: she freezes, her broadcast waits for view 2
+    sim.broadcast(0, "sent during the flush")
+    sim.suspect(1, 2)
+    while sim.in_flight:
+        sim.arrive(min(sim.in_flight))
+    assert draw(sim.trace).text() == "\n".join(
+        [
+            "  time  P0                    P1                    P2",
+            "     0  V1 {0,1,2}            V1 {0,1,2}            V1 {0,1,2}",
+            "     0  send m1 ─▶ all        │                     ✕ out",
+            "     5  V2 {0,1} ┊ m1         │",
+            "     5  deliver m1            │",
+            "     6  │                     V2 {0,1}",
+            "     8  │                     m1 ▶ recv",
+            "     8  │                     deliver m1",
+        ]
+    )
+    arrows = [(a.kind, a.dest, a.start, a.end) for a in layout(sim.trace).arrows]
+    assert arrows == [("held", 0, (0.0, 1.0), (0.0, 3.0)), ("message", 1, (0.0, 1.0), (1.0, 5.0))]
+
+
+def test_text_columns_widen_for_long_cells() -> None:
+    a = __import__("mailroom").MessageId(0, 1)
+    events = [
+        Event("r", 0, 1, "send", a, 0, (1,), time=0.0),
+        Event("r", 1, 1, "receive", a, 0, (1,), time=1.0),
+    ]
+    text = render_text(events, names={a: "a-very-long-message-name"}, width=10)
+    assert text.splitlines() == [
+        "  time  P0                                  P1",
+        "     0  send a-very-long-message-name ─▶ P1 │",
+        "     1  │                                   a-very-long-message-name ▶ recv",
+    ]

@@ -21,7 +21,8 @@ Rules, in words:
   share a row; a broadcast in a view goes to that view's members; a delivery the
   flush handed on is a "recovered" arrow; a process's line starts at its first
   event, and ends after its last one (a mark of kind "end") if it is not in the
-  last view.
+  last view; a message a member sent during a flush is held at the sender (a
+  dashed arc) until it delivers it in the next view.
 """
 
 from __future__ import annotations
@@ -197,6 +198,9 @@ def layout(
             done = deliveries.get((m, q))
             x = col[q]
             if q == s.process and not got:
+                if s.view is not None and done is not None and done > srow:
+                    # a group message sent while the view changed waits for the next view
+                    arrows.append(Arrow("held", name(m), m, q, start, (x, done), bad))
                 continue  # delivered to itself in the same step, or not at all
             if got:
                 arrows.append(Arrow("message", name(m), m, q, start, (x, got[0]), bad))

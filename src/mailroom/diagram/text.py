@@ -4,7 +4,9 @@ One row per event, in the order the trace lists them; one column per process.
 A message is named m1, m2, ... in order of sending. A cell reads ``send m1 ─▶ P2``,
 ``m2 ▶ recv`` (a packet arrived), or ``deliver m2``. While a process holds a
 received but undelivered message, its idle cells show ``┊ m3 held`` (the dashed
-"held in the mail room" arrow of the diagrams). Deliveries that take part in a
+"held in the mail room" arrow of the diagrams); so does a group member's own
+message that it delivers later than it sends it (sent during a flush, it waits
+for the next view). Deliveries that take part in a
 violation are marked ``✗``. The first column is the event's time, or with
 ``steps`` the number of the step that caused it (a steady column for a story
 told step by step).
@@ -47,6 +49,19 @@ def _cell(e: Event, name: str, bad: bool, dest: tuple[int, ...], flush: bool) ->
     return f"deliver {name}" + (" (flush)" if flush else "") + (" ✗" if bad else "")
 
 
+def _waiting_sends(events: Sequence[Event]) -> set[int]:
+    """Sends (by index) of a group member's own messages that it delivers later, not in
+    the step it sends them (sent during a flush, they wait for the next view)."""
+    delivered = {(e.process, e.message): i for i, e in enumerate(events) if e.kind == "deliver"}
+    return {
+        i
+        for i, e in enumerate(events)
+        if e.kind == "send"
+        and e.view is not None
+        and delivered.get((e.process, e.message), i + 1) > i + 1
+    }
+
+
 def render_text(
     events: Sequence[Event],
     *,
@@ -69,9 +84,7 @@ def render_text(
     members = view_members(events)
     flushed = recovered(events)
     lines = lifelines(events)
-    header = "".join(f"{labels.get(p, f'P{p}'):<{width}}" for p in procs)
-    first = "time" if steps is None else "step"
-    out = [f"{first:>6}  {header}".rstrip()]
+    waiting_sends = _waiting_sends(events)
     rows: list[list[int]] = []
     for i, shared in enumerate(shared_rows(events, steps)):
         if shared:
@@ -80,6 +93,7 @@ def render_text(
             rows.append([i])
     row_of = {i: r for r, row in enumerate(rows) for i in row}
     held: dict[int, list[str]] = {p: [] for p in procs}
+    table: list[tuple[str, list[str]]] = []
     for r, row in enumerate(rows):
         here = {events[i].process: events[i] for i in row}
         cells = []
@@ -106,10 +120,11 @@ def render_text(
                 cell = "┊ " + ",".join(held[p]) + " held"
             else:
                 cell = "│"
-            cells.append(f"{cell:<{width}}")
-        for e in here.values():
+            cells.append(cell)
+        for i in row:
+            e = events[i]
             name = names.get(e.message, str(e.message))
-            if e.kind == "receive":
+            if e.kind == "receive" or i in waiting_sends:
                 held[e.process].append(name)
             elif e.kind == "deliver" and name in held[e.process]:
                 held[e.process].remove(name)
@@ -117,5 +132,16 @@ def render_text(
         time = "" if e0.time is None else f"{e0.time:g}"
         if steps is not None:
             time = str(steps[row[0]])
-        out.append(f"{time:>6}  {''.join(cells)}".rstrip())
+        table.append((time, cells))
+    heads = [labels.get(p, f"P{p}") for p in procs]
+    # a column is ``width`` wide, or wider if one of its cells would not fit
+    widths = [
+        max(width, len(heads[k]) + 1, *(len(cells[k]) + 1 for _, cells in table))
+        for k in range(len(procs))
+    ]
+    first = "time" if steps is None else "step"
+    out = []
+    for time, cells in [(first, heads), *table]:
+        row_text = "".join(f"{c:<{w}}" for c, w in zip(cells, widths, strict=True))
+        out.append(f"{time:>6}  {row_text}".rstrip())
     return "\n".join(out)
