@@ -359,3 +359,12 @@ def test_text_columns_widen_for_long_cells() -> None:
         "     0  send a-very-long-message-name ─▶ P1 │",
         "     1  │                                   a-very-long-message-name ▶ recv",
     ]
+
+
+def test_a_joiner_that_has_not_joined_gets_no_column() -> None:
+    trace = _crash_story().trace
+    before = [e for e in trace if e.process != 3 and (e.view or 0) < 3]
+    assert all(3 in e.dest for e in before if e.kind == "send")  # the simulator's dest
+    assert layout(before).processes == (0, 1, 2)
+    assert render_text(before).splitlines()[0].split() == ["time", "P0", "P1", "P2"]
+    assert layout(trace).processes == (0, 1, 2, 3)

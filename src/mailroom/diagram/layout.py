@@ -35,6 +35,7 @@ from mailroom.core.messages import MessageId
 from mailroom.diagram.text import message_names
 from mailroom.diagram.views import (
     lifelines,
+    processes,
     recipients,
     recovered,
     shared_rows,
@@ -134,7 +135,7 @@ def layout(
 ) -> Layout:
     """Lay out one run's ``events`` (see the module docstring for the rules)."""
     names = dict(names) if names is not None else message_names(events)
-    procs = tuple(sorted({e.process for e in events} | {d for e in events for d in e.dest}))
+    procs = tuple(processes(events))
     labels = labels or {}
     bad_events, bad_copies = violation_targets(violations, events)
     col = {p: float(i) for i, p in enumerate(procs)}

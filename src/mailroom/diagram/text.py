@@ -19,6 +19,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from mailroom.core.messages import MessageId
 from mailroom.diagram.views import (
     lifelines,
+    processes,
     recipients,
     recovered,
     shared_rows,
@@ -78,7 +79,7 @@ def render_text(
     if steps is not None and len(steps) != len(events):
         raise ValueError(f"steps has {len(steps)} entries for {len(events)} events")
     names = dict(names) if names is not None else message_names(events)
-    procs = sorted({e.process for e in events} | {d for e in events for d in e.dest})
+    procs = processes(events)
     labels = labels or {}
     bad = {(q, m) for v in violations for q in v.processes for m in v.messages[-1:]}
     members = view_members(events)

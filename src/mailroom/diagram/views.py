@@ -51,6 +51,15 @@ def recipients(send: Event, members: Mapping[int, tuple[int, ...]]) -> tuple[int
     return send.dest
 
 
+def processes(events: Sequence[Event]) -> list[int]:
+    """The processes to draw: those with events and those the messages go to (a broadcast
+    in a view goes to its members, not to a joiner that has not joined yet)."""
+    members = view_members(events)
+    found = {e.process for e in events}
+    found.update(d for e in events if e.kind != "view" for d in recipients(e, members))
+    return sorted(found)
+
+
 def recovered(events: Sequence[Event]) -> set[tuple[MessageId, int]]:
     """(message, process) pairs delivered without a receipt: handed on by a flush."""
     kinds = {e.kind for e in events}
