@@ -15,6 +15,7 @@ import pytest
 from mailroom import (
     RST,
     Endpoint,
+    Group,
     LocalError,
     MailroomError,
     Reliable,
@@ -37,6 +38,16 @@ for _name, (_factory, _mode, _) in PROTOCOLS.items():
         _mode,
     )
 CASES["reliable"] = (lambda p, n: Reliable(p, n, rto=2.0, max_rto=4.0), "unicast")
+for _name in ("cbcast", "sequencer", "skeen", "rst"):  # group membership around a protocol
+    _mode = PROTOCOLS[_name][1]
+    CASES[f"group+{_name}"] = (
+        lambda p, n, x=_name: Group(p, n, x, members=range(n)),
+        _mode,
+    )
+    CASES[f"reliable+group+{_name}"] = (
+        lambda p, n, x=_name: Group(p, n, x, members=range(n), reliable=True),
+        _mode,
+    )
 
 _MIDRUN: dict[str, list[dict[str, Any]]] = {}
 
@@ -180,10 +191,17 @@ def _mutations(data: Any, limit: int = 48) -> Iterator[tuple[str, Any, bool]]:
             yield f"{path} + 1", _set(data, path, node + 1), False
 
 
+#: Group snapshot fields that hold application payloads inside flush logs and packets.
+GROUP_PAYLOADS = ("log", "own", "outbox", "kept", "future", "promises", "value", "accepted",
+                  "last_commit")  # fmt: skip
+
+
 def _in_payload(path: tuple[Any, ...]) -> bool:
     """Inside an application payload (any JSON data; in Reliable's out rows, [seq, msg,
     payload, ...], the payload may be another layer's packet)."""
     if "payload" in path:
+        return True
+    if path and path[0] in GROUP_PAYLOADS:
         return True
     if "out" in path:
         at = path.index("out")

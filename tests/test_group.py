@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import random
 from typing import Any
 
@@ -13,6 +14,8 @@ from mailroom.core.errors import LocalError, RemoteError
 from mailroom.core.messages import MessageId
 from mailroom.core.registry import restore_endpoint
 from mailroom.protocols.membership import Group, GroupData, Prepare
+
+SEEDS = int(os.environ.get("GROUP_SEEDS", "8"))
 
 
 class Net:
@@ -201,7 +204,7 @@ def test_leave() -> None:
 
 @pytest.mark.parametrize("protocol", ["cbcast", "sequencer", "skeen", "lamport", "tagged"])
 def test_random_schedules_with_crashes_keep_virtual_synchrony(protocol: str) -> None:
-    for seed in range(20):
+    for seed in range(max(20, SEEDS)):
         rng = random.Random(seed)
         net = group(4, protocol)
         net.rng = rng
@@ -295,3 +298,68 @@ def test_a_member_that_wrongly_suspects_the_coordinator_takes_over() -> None:
     net.do(0, "broadcast", "back")
     net.run()
     assert all(net.delivered(p)[-1:] == [MessageId(0, 1)] for p in range(3))
+
+
+@pytest.mark.parametrize("protocol", ["cbcast", "sequencer", "skeen"])
+def test_lossy_network_with_retries(protocol: str) -> None:
+    """20% of packets lost, control ones included: Reliable inside the view and the
+    group's own retries (Prepare, Accept, Query, Join, StateTransfer) still finish."""
+    for seed in range(SEEDS):
+        rng = random.Random(seed)
+        eps: dict[int, Any] = {
+            p: Group(p, 5, protocol, members=range(4), reliable=True) for p in range(4)
+        }
+        net = Net(eps)
+        now = 0.0
+        joined = False
+        for step in range(400):
+            now += 0.25
+            if step < 40 and step % 4 == 0:
+                p = rng.randrange(3)
+                if eps[p].joined and not eps[p].flushing:
+                    net.do(p, "broadcast", f"{p}-{step}")
+            if step == 20:
+                net.down.add(3)
+            if step == 40:
+                for p in range(3):
+                    net.do(p, "suspect", 3)
+            if step == 60:
+                eps[4] = Group(4, 5, protocol, contacts=[0, 1, 2], reliable=True)
+                net.log[4] = []
+                net.do(4, "join")
+                joined = True
+            queue, net.queue = net.queue, []
+            for to, data in queue:
+                if rng.random() < 0.2 or to in net.down or to not in eps:
+                    continue
+                net.apply(to, eps[to].receive(decode(data)))
+            for p in list(eps):
+                if p not in net.down:
+                    net.do(p, "tick", now)
+        assert joined
+        alive = [0, 1, 2, 4]
+        for p in alive:
+            assert eps[p].view is not None and eps[p].view.members == (0, 1, 2, 4), (seed, p)
+            assert eps[p].joined, (seed, p)
+        sets = [set(net.delivered(p)) for p in (0, 1, 2)]
+        assert sets[0] == sets[1] == sets[2], seed
+        for p in (0, 1, 2):
+            assert {MessageId(p, k) for k in range(1, eps[p].sent_count + 1)} <= sets[0], seed
+
+
+def test_steady_traffic_keeps_the_flush_log_bounded() -> None:
+    """Stability reports prune what every member has: the log does not grow with the run."""
+    net = group(3, "sequencer")
+    rng = random.Random(1)
+    longest = 0
+    for k in range(3000):
+        net.do(k % 3, "broadcast", k)
+        for _ in range(rng.randrange(4, 12)):
+            if net.queue:
+                to, data = net.queue.pop(rng.randrange(len(net.queue)))
+                net.apply(to, net.eps[to].receive(decode(data)))
+        longest = max(longest, *(len(net.eps[p]._log) for p in range(3)))
+    net.run()
+    assert len(net.delivered(0)) == 3000
+    assert longest < 200  # about stability_every x n plus what is in flight, not 3000
+    assert max(len(net.eps[p].snapshot()["log"]) for p in range(3)) < 100

@@ -193,6 +193,7 @@ class Simulation:
             view = view_of(ep)
             if view is not None:
                 self._install(pid, view)
+            self._arm(pid)  # endpoints with timers from the start (failure detectors)
 
     def trace_header(
         self,
@@ -547,7 +548,11 @@ class Simulation:
             self.checkpoints[pid] = ep.snapshot()
         size = ep.buffered()
         self.metrics.record_buffer(size)
-        deadline = ep.next_deadline()
+        self._arm(pid)
+
+    def _arm(self, pid: int) -> None:
+        """Timed mode: (re)schedule ``pid``'s timer at its endpoint's next deadline."""
+        deadline = self.endpoints[pid].next_deadline()
         if deadline is not None and not self.adversarial:
             at = max(deadline, self.now)  # a deadline already past fires now
             if self._timers.get(pid) != at:

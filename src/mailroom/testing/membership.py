@@ -30,7 +30,7 @@ from typing import Any
 import attrs
 from hypothesis import strategies as st
 
-from mailroom.core.actions import Action, Deliver, Transmit, View
+from mailroom.core.actions import Action, Deliver, Transmit, View, ViewChange
 from mailroom.core.endpoint import capabilities
 from mailroom.core.errors import RemoteError
 from mailroom.core.messages import MessageId
@@ -115,6 +115,9 @@ class GroupRun:
     errors: tuple[str, ...] = ()
     #: processes that stopped (crash-stop)
     crashed: frozenset[int] = frozenset()
+    #: what happened, for coverage: "crash", "crash mid-flush", "coordinator crash",
+    #: "coordinator crash mid-flush", "false suspicion", "rejoin", "partition", "view change"
+    notes: frozenset[str] = frozenset()
 
     @property
     def trace(self) -> list[Event]:
@@ -142,22 +145,38 @@ def replay_group(
     scenario: GroupScenario,
     factory: GroupFactory = make_group,
     *,
-    max_steps: int = 20_000,
+    max_steps: int = 5_000,
 ) -> GroupRun:
     """Run ``scenario`` with Group endpoints made by ``factory``."""
     n = scenario.n
     members = tuple(range(n))
+    cause: dict[int, set[int]] = defaultdict(set)  # P -> whom P's detector will suspect
+    excluded_seen = 0
+
+    def forget() -> None:
+        """A detector has no cause against members of a view installed since, and an
+        excluded process starts afresh."""
+        nonlocal excluded_seen
+        for q, _ in sim.excluded[excluded_seen:]:
+            cause[q].clear()
+        excluded_seen = len(sim.excluded)
+
+    def on_view(sim: Simulation, pid: int, change: ViewChange) -> None:
+        forget()
+        cause[pid] &= set(change.view.members)
+
     sim = Simulation(
         [factory(pid, n, scenario.protocol, members) for pid in range(n)],
         adversarial=True,
         run=f"{scenario.protocol}-n{n}",
+        on_view=on_view,
     )
     steps: list[str] = []
     errors: list[str] = []
     budget = scenario.faults
-    cause: dict[int, set[int]] = defaultdict(set)  # P -> whom P's detector will suspect
     done: set[tuple[int, int, int]] = set()  # (P, Q, P's view id) suspicions applied
     cut: list[int] = []
+    notes: set[str] = set()
     next_op = 0
     ops = scenario.ops
 
@@ -166,6 +185,7 @@ def replay_group(
 
     def due() -> list[tuple[int, int]]:
         """Suspicions the modelled detectors owe: (P, Q) with Q in P's view."""
+        forget()
         out = []
         for p in range(n):
             view = view_of(sim.endpoints[p])
@@ -259,6 +279,11 @@ def replay_group(
             apply_suspicion(*arg, why="its failure detector has cause")
         elif kind == "crash":
             budget -= 1
+            ep = sim.endpoints[arg]
+            mid_flush = " mid-flush" if ep.flushing else ""
+            notes.update({"crash", "crash" + mid_flush})
+            if any(getattr(sim.endpoints[p], "coordinator", None) == arg for p in live):
+                notes.update({"coordinator crash", "coordinator crash" + mid_flush})
             sim.crash(arg)
             steps.append(f"P{arg} crashes (crash-stop)")
             for p in range(n):
@@ -266,12 +291,14 @@ def replay_group(
                     cause[p].add(arg)
         elif kind == "false":
             budget -= 1
+            notes.add("false suspicion")
             apply_suspicion(*arg, why="FALSELY: it is alive")
         else:
             budget -= 1
             others = [q for q in range(n) if q != arg]
             sim.partition([[arg], others], until=float("inf"))
             cut.append(arg)
+            notes.add("partition")
             steps.append(f"P{arg} is cut off from the others")
             cause[arg].update(others)
             for p in others:
@@ -302,7 +329,11 @@ def replay_group(
     else:
         errors.append(f"the run did not settle within {max_steps} steps after the choices")
     crashed = frozenset(sim.stopped)
-    return GroupRun(scenario, sim, tuple(steps), tuple(errors), crashed)
+    if any(sim.views[q][-1].id >= out.view.id for q, out in sim.excluded):
+        notes.add("rejoin")
+    if any(len(v) > 1 for v in sim.views):
+        notes.add("view change")
+    return GroupRun(scenario, sim, tuple(steps), tuple(errors), crashed, frozenset(notes))
 
 
 # -- the checks ---------------------------------------------------------------------------------
@@ -473,10 +504,23 @@ def survivors_total(trace: Sequence[Event], final: Mapping[int, int] = {}) -> li
     ]
 
 
+def expected_members(sim: Simulation) -> list[int]:
+    """The processes that should be members once a run settles: not stopped, not left
+    for good, and in the group or trying to get in (idle slots are not)."""
+    gone = {q for q, out in sim.excluded if not out.rejoining}
+    out = []
+    for q, ep in enumerate(sim.endpoints):
+        if q in sim.stopped or (q in gone and view_of(ep) is None):
+            continue
+        if view_of(ep) is not None or ep.next_deadline() is not None:
+            out.append(q)
+    return out
+
+
 def settled_problems(sim: Simulation, run: str = "") -> list[Violation]:
     """After the run drained: the live processes share one view without the stopped ones,
     no view change is under way and their application states agree."""
-    alive = [q for q in range(sim.n) if q not in sim.stopped]
+    alive = expected_members(sim)
     found = []
     views = {q: view_of(sim.endpoints[q]) for q in alive}
     final = {v for v in views.values()}

@@ -35,12 +35,14 @@ from mailroom.core.actions import (
     ViewChange,
 )
 from mailroom.core.endpoint import (
+    MAX_GROUP,
     EndpointBase,
     Snapshot,
     capabilities,
     snap_bool,
     snap_counter,
     snap_list,
+    snap_positive,
     snap_time,
 )
 from mailroom.core.errors import LocalError, RemoteError
@@ -156,6 +158,9 @@ class Group(EndpointBase):
         self._asked: set[int] = set()  # asked about a later view since the last install
         self._needs_state = False
         self._state_to: tuple[int, ...] = ()
+        #: the state this process sent for the current view, kept to answer a Query
+        self._kept: tuple[tuple[int, ...], Payload] | None = None
+        self._provider = -1  # who sends this joiner its state
         self._left = False  # leave() was called
         self._gone = False  # excluded for good (left)
         self.contacts = tuple(sorted({int(c) for c in contacts}))
@@ -317,6 +322,7 @@ class Group(EndpointBase):
         if is_packet(state):
             raise LocalError("the application state must be JSON data, not a packet")
         to, self._state_to = self._state_to, ()
+        self._kept = (to, state)
         return [self._control(p, StateTransfer(view, self.pid, state)) for p in to]
 
     # -- the network's side -----------------------------------------------------------------
@@ -510,8 +516,13 @@ class Group(EndpointBase):
             return []
         if p.sender in self.view.members:
             known = self._incarnations[self.view.rank(p.sender)]
-            if p.incarnation <= known:
-                return []  # a copy from the incarnation that is already a member
+            if p.incarnation < known:
+                return []  # from an incarnation that is gone
+            if p.incarnation == known:  # it is in: it missed the Commit that says so
+                last = self._last_commit
+                if last is not None and last.view + 1 == self.view.id:
+                    return [self._control(p.sender, last)]
+                return []
         self._joiners[p.sender] = (p.incarnation, p.sent)
         return self._forward_or_coordinate(p)
 
@@ -540,7 +551,11 @@ class Group(EndpointBase):
     def _on_query(self, p: Query) -> list[Action]:
         _int(p.view, "view")
         self._check_sender(p.sender)
-        if self.view is None or p.view >= self.view.id or self._last_commit is None:
+        if self.view is None:
+            return []
+        if p.view == self.view.id and self._kept is not None and p.sender in self._kept[0]:
+            return [self._control(p.sender, StateTransfer(p.view, self.pid, self._kept[1]))]
+        if p.view >= self.view.id or self._last_commit is None:
             return []
         if p.view == self._last_commit.view:
             return [self._control(p.sender, self._last_commit)]
@@ -827,10 +842,12 @@ class Group(EndpointBase):
         self._install(view, value.bases, value.incarnations)
         self._change = (joined, left)
         self._needs_state = self.pid in needs
+        holders = [m for m in view.members if m not in needs]
+        self._provider = holders[0] if holders else -1
         if self._needs_state:
+            self._arm()
             return actions + self._replay_future()
         actions.append(ViewChange(view, joined, left))
-        holders = [m for m in view.members if m not in needs]
         if needs and holders and holders[0] == self.pid:
             self._state_to = tuple(sorted(needs))
             actions.append(StateRequest(view.id, self._state_to))
@@ -863,6 +880,7 @@ class Group(EndpointBase):
         self._value = None
         self._attempt = 0
         self._state_to = ()
+        self._kept = None
         members = set(view.members)
         self._suspects &= members
         self._leaving &= members
@@ -929,7 +947,16 @@ class Group(EndpointBase):
 
     # -- retries ---------------------------------------------------------------------------
     def _waiting(self) -> bool:
-        return (self.view is None and not self._gone and bool(self.contacts)) or self.flushing
+        """Something this process waits for from others, so it repeats its request."""
+        if self._gone:
+            return False
+        if self.view is None:
+            return bool(self.contacts)
+        return (
+            self.flushing
+            or self._needs_state
+            or bool(self._suspects or self._leaving or self._joiners)
+        )
 
     def _arm(self) -> None:
         if self._retry_at is None and self._now is not None:
@@ -960,7 +987,20 @@ class Group(EndpointBase):
             return [self._control(m, accept) for m in sorted(self._required() - self._accepts)]
         if self.flushing and self._promised[1] not in (-1, self.pid):
             return [self._control(self._promised[1], Query(view.id, self.pid))]
-        return []
+        if self._needs_state and self._provider not in (-1, self.pid):
+            return [self._control(self._provider, Query(view.id, self.pid))]
+        coord = self.coordinator
+        if coord == self.pid:
+            return self._coordinate()
+        if coord is None:
+            return []
+        out: list[Action] = [
+            self._control(coord, Suspect(view.id, self.pid, p)) for p in sorted(self._suspects)
+        ]
+        if self.pid in self._leaving:
+            out.append(self._control(coord, Leave(view.id, self.pid)))
+        out += [self._control(coord, Join(p, i, s)) for p, (i, s) in sorted(self._joiners.items())]
+        return out
 
     # -- snapshots ----------------------------------------------------------------------------
     def snapshot(self) -> Snapshot:
@@ -987,11 +1027,14 @@ class Group(EndpointBase):
         data["future"] = [_packet_data(p) for p in self._future]
         data["needs_state"] = self._needs_state
         data["state_to"] = list(self._state_to)
+        data["kept"] = None if self._kept is None else [list(self._kept[0]), self._kept[1]]
+        data["provider"] = None if self._provider < 0 else self._provider
         data["change"] = [list(self._change[0]), list(self._change[1])]
         data["left"] = self._left
         data["gone"] = self._gone
         data["flushing"] = self.flushing
-        data["promised"] = list(self._promised)
+        att, coord = self._promised
+        data["promised"] = [att, None if coord < 0 else coord]
         data["accepted"] = (
             None if self._accepted is None else [*self._accepted[0], *self._accepted[1].data()]
         )
@@ -1013,6 +1056,9 @@ class Group(EndpointBase):
                 raise LocalError(f"a snapshot is a dict, got {type(data).__name__}")
             if data.get("protocol") != cls.protocol or data.get("version") != cls.snapshot_version:
                 raise LocalError(f"snapshot is not a {cls.protocol} snapshot of version 1")
+            n = data.get("n")
+            if type(n) is int and n > MAX_GROUP:
+                raise LocalError(f"snapshot names a group of {n} processes (at most {MAX_GROUP})")
             inner = data["inner_protocol"]
             if not isinstance(inner, str):
                 raise LocalError("snapshot field inner_protocol must be a protocol name")
@@ -1023,7 +1069,7 @@ class Group(EndpointBase):
                 contacts=snap_list(data["contacts"], "contacts"),
                 reliable=snap_bool(data["reliable"], "reliable"),
                 retry=snap_time(data["retry"], "retry"),
-                stability_every=data["stability_every"],
+                stability_every=snap_positive(data["stability_every"], "stability_every"),
                 incarnation=snap_counter(data["incarnation"], "incarnation"),
             )
             ep.sent_count = snap_counter(data["sent_count"], "sent_count")
@@ -1075,6 +1121,15 @@ class Group(EndpointBase):
         self._future = [_packet_from(d) for d in snap_list(data["future"], "future")]
         self._needs_state = snap_bool(data["needs_state"], "needs_state")
         self._state_to = tuple(_snap_members(data["state_to"], n, "state_to"))
+        kept = data["kept"]
+        if kept is not None:
+            to, state = snap_list(kept, "kept", 2)
+            check_payload(state)
+            self._kept = (tuple(_snap_members(to, n, "kept")), state)
+        provider = data["provider"]
+        if provider is not None and (type(provider) is not int or not 0 <= provider < n):
+            raise LocalError(f"snapshot field provider holds {provider!r}")
+        self._provider = -1 if provider is None else provider
         joined, left = snap_list(data["change"], "change", 2)
         self._change = (
             tuple(_snap_members(joined, n, "change")),
@@ -1084,9 +1139,9 @@ class Group(EndpointBase):
         self._gone = snap_bool(data["gone"], "gone")
         self.flushing = snap_bool(data["flushing"], "flushing")
         att, coord = snap_list(data["promised"], "promised", 2)
-        if type(coord) is not int or not -1 <= coord < n:
+        if coord is not None and (type(coord) is not int or not 0 <= coord < n):
             raise LocalError(f"snapshot field promised names coordinator {coord!r}")
-        self._promised = (snap_counter(att, "promised"), coord)
+        self._promised = (snap_counter(att, "promised"), -1 if coord is None else coord)
         acc = data["accepted"]
         if acc is not None:
             acc = snap_list(acc, "accepted", 7)

@@ -1,0 +1,95 @@
+"""Group membership under Hypothesis-chosen schedules, crash-stops, false suspicions and
+partitions, for every broadcast protocol and a unicast one (mailroom.testing.membership).
+
+Each run is checked for view agreement, self-inclusion, same-view delivery, virtual
+synchrony, the protocol's order, integrity, liveness (the survivors settle in one view
+without the crashed processes and deliver every survivor's message) and that the
+survivors' application states (transferred to rejoining processes) agree. Known-buggy
+Group variants must be caught, and the strategy must reach the hard cases.
+"""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import HealthCheck, find, given, settings
+from hypothesis import strategies as st
+
+from mailroom.testing.membership import (
+    GroupNoQuorum,
+    GroupScenario,
+    GroupSkipsFlushLog,
+    assert_group_properties,
+    group_scenarios,
+    replay_group,
+    variant_factory,
+)
+
+BROADCAST = ("cbcast", "tagged", "sequencer", "skeen", "lamport")
+PROTOCOLS = (*BROADCAST, "rst")
+
+SEARCH = settings(
+    max_examples=1000,
+    database=None,
+    derandomize=True,
+    deadline=None,
+    suppress_health_check=list(HealthCheck),
+)
+
+
+@pytest.mark.parametrize("protocol", PROTOCOLS)
+@settings(max_examples=100)
+@given(data=st.data())
+def test_crashes_and_false_suspicions(protocol: str, data: st.DataObject) -> None:
+    scenario = data.draw(group_scenarios(protocol, kinds=("crash", "suspect"), max_choices=120))
+    assert_group_properties(scenario)
+
+
+@pytest.mark.parametrize("protocol", ("cbcast", "sequencer", "skeen", "rst"))
+@settings(max_examples=60)
+@given(data=st.data())
+def test_partitions_that_heal(protocol: str, data: st.DataObject) -> None:
+    scenario = data.draw(group_scenarios(protocol, kinds=("partition", "crash")))
+    assert_group_properties(scenario)
+
+
+@pytest.mark.parametrize(
+    "note",
+    [
+        "coordinator crash mid-flush",
+        "crash mid-flush",
+        "false suspicion",
+        "rejoin",
+    ],
+)
+def test_the_strategy_reaches(note: str) -> None:
+    """The hard cases are in the search space, and a correct group survives them."""
+    found = find(
+        group_scenarios("cbcast", n=5, kinds=("crash", "suspect")),
+        lambda s: note in replay_group(s).notes,
+        settings=SEARCH,
+    )
+    run = assert_group_properties(found)
+    assert note in run.notes
+
+
+def test_a_partition_heals_and_the_cut_off_process_rejoins() -> None:
+    found = find(
+        group_scenarios("cbcast", kinds=("partition",)),
+        lambda s: {"partition", "rejoin"} <= replay_group(s).notes,
+        settings=SEARCH,
+    )
+    assert_group_properties(found)
+
+
+@pytest.mark.parametrize("variant", [GroupSkipsFlushLog, GroupNoQuorum])
+@pytest.mark.parametrize("protocol", ("cbcast", "sequencer"))
+def test_known_buggy_groups_are_caught(variant: type, protocol: str) -> None:
+    factory = variant_factory(variant)
+
+    def fails(s: GroupScenario) -> bool:
+        return bool(replay_group(s, factory).violations())
+
+    found = find(group_scenarios(protocol, kinds=("crash",)), fails, settings=SEARCH)
+    props = {v.property for v in replay_group(found, factory).violations()}
+    assert props & {"virtual_synchrony", "liveness", "same_view"}
+    assert not replay_group(found).violations()  # the correct group passes the same run
