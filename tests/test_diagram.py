@@ -368,3 +368,16 @@ def test_a_joiner_that_has_not_joined_gets_no_column() -> None:
     assert layout(before).processes == (0, 1, 2)
     assert render_text(before).splitlines()[0].split() == ["time", "P0", "P1", "P2"]
     assert layout(trace).processes == (0, 1, 2, 3)
+
+
+def test_text_time_column_widens_for_long_times() -> None:
+    a = __import__("mailroom").MessageId(0, 1)
+    events = [
+        Event("r", 0, 1, "send", a, 0, (1,), time=0.0),
+        Event("r", 1, 1, "receive", a, 0, (1,), time=1.4179550430877188),
+    ]
+    assert render_text(events).splitlines() == [
+        "   time  P0                    P1",
+        "      0  send m1 ─▶ P1         │",
+        "1.41796  │                     m1 ▶ recv",
+    ]

@@ -141,8 +141,9 @@ def render_text(
         for k in range(len(procs))
     ]
     first = "time" if steps is None else "step"
+    left = max(6, *(len(time) for time, _ in table)) if table else 6
     out = []
     for time, cells in [(first, heads), *table]:
         row_text = "".join(f"{c:<{w}}" for c, w in zip(cells, widths, strict=True))
-        out.append(f"{time:>6}  {row_text}".rstrip())
+        out.append(f"{time:>{left}}  {row_text}".rstrip())
     return "\n".join(out)
