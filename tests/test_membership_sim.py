@@ -115,7 +115,9 @@ def test_leave_ends_with_excluded_and_the_others_go_on() -> None:
     drain(sim)
     sim.leave(2)
     drain(sim)
-    assert [(p, out.view, out.rejoining) for p, out in sim.excluded] == [(2, View(2, (0, 1)), False)]
+    assert [(p, out.view, out.rejoining) for p, out in sim.excluded] == [
+        (2, View(2, (0, 1)), False)
+    ]
     assert sim.app_state[2] == [] and sim.current_view[2] is None
     assert views(sim)[3:] == [(0, 2, (0, 1)), (1, 2, (0, 1))]
     with pytest.raises(LocalError):

@@ -23,6 +23,7 @@ integrity, liveness for membership runs and that the survivors' states converged
 
 from __future__ import annotations
 
+import itertools
 from collections import defaultdict
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
@@ -102,7 +103,9 @@ def group_scenarios(
         ops.append(GroupOp(pid, to, f"m{i}"))
     faults = draw(st.integers(0, (size - 1) // 2)) if kinds else 0
     choices = draw(st.lists(st.integers(0, 255), max_size=max_choices))
-    return GroupScenario(size, name, tuple(ops), tuple(choices), faults, frozenset(kinds), duplicate)
+    return GroupScenario(
+        size, name, tuple(ops), tuple(choices), faults, frozenset(kinds), duplicate
+    )
 
 
 @attrs.frozen
@@ -199,7 +202,8 @@ def replay_group(
                     out.append((p, q))
         return out
 
-    def apply_suspicion(p: int, q: int, why: str) -> None:
+    def apply_suspicion(pq: tuple[int, int], why: str) -> None:
+        p, q = pq
         view = view_of(sim.endpoints[p])
         assert view is not None
         done.add((p, q, view.id))
@@ -276,7 +280,7 @@ def replay_group(
         elif kind == "timer":
             fire(arg)
         elif kind == "suspect":
-            apply_suspicion(*arg, why="its failure detector has cause")
+            apply_suspicion(arg, why="its failure detector has cause")
         elif kind == "crash":
             budget -= 1
             ep = sim.endpoints[arg]
@@ -292,7 +296,7 @@ def replay_group(
         elif kind == "false":
             budget -= 1
             notes.add("false suspicion")
-            apply_suspicion(*arg, why="FALSELY: it is alive")
+            apply_suspicion(arg, why="FALSELY: it is alive")
         else:
             budget -= 1
             others = [q for q in range(n) if q != arg]
@@ -318,10 +322,12 @@ def replay_group(
             continue
         owed = due()
         if owed:
-            apply_suspicion(*owed[0], why="its failure detector has cause")
+            apply_suspicion(owed[0], why="its failure detector has cause")
             continue
         timed = [
-            (d, q) for q in range(n) if up(q) and (d := sim.endpoints[q].next_deadline()) is not None
+            (d, q)
+            for q in range(n)
+            if up(q) and (d := sim.endpoints[q].next_deadline()) is not None
         ]
         if not timed:
             break
@@ -422,7 +428,7 @@ def successors(trace: Sequence[Event], final: Mapping[int, int] = {}) -> dict[in
     out: dict[int, set[int]] = defaultdict(set)
     for p, views in _views(trace).items():
         ids = [e.message.seq for e in views]
-        for a, b in zip(ids, ids[1:], strict=False):
+        for a, b in itertools.pairwise(ids):
             if b == a + 1:
                 out[a].add(p)
         if ids and final.get(p) == ids[-1]:
@@ -532,7 +538,7 @@ def settled_problems(sim: Simulation, run: str = "") -> list[Violation]:
     if sorted(view.members) != alive:
         found.append(_v("liveness", run, f"view {view.id} is {list(view.members)}, alive {alive}"))
     for q in alive:
-        ep = sim.endpoints[q]
+        ep: Any = sim.endpoints[q]
         if ep.flushing or not ep.joined:
             found.append(_v("liveness", run, f"P{q} is still flushing or joining", (q,)))
     states = {q: sorted(map(tuple, sim.app_state[q])) for q in alive}
@@ -576,9 +582,7 @@ class GroupSkipsFlushLog(Group):
 
     def _install_value(self, view_id: int, value: Any, commit: Any) -> list[Action]:
         actions = super()._install_value(view_id, value, commit)
-        cut = next(
-            (i for i, a in enumerate(actions) if not isinstance(a, Deliver)), len(actions)
-        )
+        cut = next((i for i, a in enumerate(actions) if not isinstance(a, Deliver)), len(actions))
         return actions[cut:]
 
 
@@ -626,10 +630,10 @@ __all__ = [
     "VIEW_PROPERTIES",
     "GroupFactory",
     "GroupNoQuorum",
-    "GroupSkipsFlushLog",
     "GroupOp",
     "GroupRun",
     "GroupScenario",
+    "GroupSkipsFlushLog",
     "assert_group_properties",
     "check_group_liveness",
     "check_same_view",

@@ -73,9 +73,11 @@ class GroupLike(Endpoint, Protocol):
 
 
 def _check_time(value: object, what: str) -> float:
-    if type(value) not in (int, float) or not math.isfinite(value) or not 0 < value <= MAX_TIME:  # type: ignore[arg-type]
-        raise LocalError(f"{what} must be a positive finite number, got {value!r}")
-    return float(value)  # type: ignore[arg-type]
+    if type(value) is int or type(value) is float:
+        number = float(value)
+        if math.isfinite(number) and 0 < number <= MAX_TIME:
+            return number
+    raise LocalError(f"{what} must be a positive finite number, got {value!r}")
 
 
 class HeartbeatDetector(EndpointBase):
@@ -112,7 +114,7 @@ class HeartbeatDetector(EndpointBase):
         return f"HeartbeatDetector({self.group!r})"
 
     # -- the group's counters are the endpoint's ------------------------------------------
-    @property  # type: ignore[override]
+    @property
     def sent_count(self) -> int:
         return int(self.group.sent_count)
 
@@ -120,7 +122,7 @@ class HeartbeatDetector(EndpointBase):
     def sent_count(self, value: int) -> None:
         raise LocalError("a HeartbeatDetector's sent_count is its group's")
 
-    @property  # type: ignore[override]
+    @property
     def duplicates(self) -> int:
         return int(self.group.duplicates) + self.own_duplicates
 
@@ -300,7 +302,7 @@ class HeartbeatDetector(EndpointBase):
         """Rebuild the detector and its group from ``snapshot()`` data (LocalError if
         it does not fit)."""
 
-        def build() -> Self:
+        def build() -> HeartbeatDetector:
             if not isinstance(data, dict):
                 raise LocalError(f"a snapshot is a dict, got {type(data).__name__}")
             if data.get("protocol") != cls.protocol:
