@@ -185,10 +185,11 @@ def test_sweep_charts_have_units_and_distinct_markers() -> None:
     assert len(set(MARKERS)) == len(MARKERS)
 
 
-def _crash_story() -> Simulation:
+def _crash_story() -> tuple[Simulation, list[int]]:
     """Alice, Bob and Carol broadcast in V1; Carol's m3 reaches only Bob before she
     crashes; the survivors suspect her, the flush hands m3 to Alice, V2 is installed;
-    Dave joins (V3), gets the state and broadcasts m4."""
+    Dave joins (V3), gets the state and broadcasts m4. Also: the story's step of
+    each trace event."""
     from mailroom import Group
 
     def settle(sim: Simulation) -> None:
@@ -200,72 +201,82 @@ def _crash_story() -> Simulation:
         [Group(p, 4, "cbcast", members=members) for p in members] + [Group(3, 4, "cbcast")],
         adversarial=True,
     )
+    steps: list[int] = []
+
+    def step(k: int) -> None:
+        steps.extend([k] * (len(sim.trace) - len(steps)))
+
+    step(0)
     sim.broadcast(0, "a")
     sim.broadcast(1, "b")
     settle(sim)
+    step(1)
     m3 = sim.broadcast(2, "c")
     sim.drop(sim.packets(m3, to=0)[0].id)
     sim.crash(2)
     sim.arrive_message(m3, 1)
+    step(2)
     sim.suspect(0, 2)
     sim.suspect(1, 2)
     settle(sim)
+    step(4)
     sim.join(3, Group(3, 4, "cbcast", contacts=[0, 1]))
     settle(sim)
     sim.broadcast(3, "d")
     settle(sim)
-    return sim
+    step(5)
+    return sim, steps
 
 
 CRASH_STORY_TEXT = """\
-  time  P0                    P1                    P2                    P3
+  step  P0                    P1                    P2                    P3
      0  V1 {0,1,2}            V1 {0,1,2}            V1 {0,1,2}
-     0  send m1 ─▶ all        │                     │
-     0  deliver m1            │                     │
-     0  │                     send m2 ─▶ all        │
-     0  │                     deliver m2            │
+     1  send m1 ─▶ all        │                     │
+     1  deliver m1            │                     │
+     1  │                     send m2 ─▶ all        │
+     1  │                     deliver m2            │
      1  │                     m1 ▶ recv             │
      1  │                     deliver m1            │
-     2  │                     │                     m1 ▶ recv
-     2  │                     │                     deliver m1
-     3  m2 ▶ recv             │                     │
-     3  deliver m2            │                     │
-     4  │                     │                     m2 ▶ recv
-     4  │                     │                     deliver m2
-     4  │                     │                     send m3 ─▶ all
-     4  │                     │                     deliver m3
-     5  │                     m3 ▶ recv             ✕ out
-     5  │                     deliver m3
-    10  deliver m3 (flush)    │
-    10  V2 {0,1}              │
-    11  │                     V2 {0,1}
-    19  V3 {0,1,3}            │
-    20  │                     V3 {0,1,3}
-    22  │                     │                                           V3 {0,1,3}
-    22  │                     │                                           send m4 ─▶ all
-    22  │                     │                                           deliver m4
-    23  m4 ▶ recv             │                                           │
-    23  deliver m4            │                                           │
-    24  │                     m4 ▶ recv                                   │
-    24  │                     deliver m4                                  │"""
+     1  │                     │                     m1 ▶ recv
+     1  │                     │                     deliver m1
+     1  m2 ▶ recv             │                     │
+     1  deliver m2            │                     │
+     1  │                     │                     m2 ▶ recv
+     1  │                     │                     deliver m2
+     2  │                     │                     send m3 ─▶ all
+     2  │                     │                     deliver m3
+     2  │                     m3 ▶ recv             ✕ out
+     2  │                     deliver m3
+     4  deliver m3 (flush)    │
+     4  V2 {0,1}              V2 {0,1}
+     5  V3 {0,1,3}            V3 {0,1,3}                                  V3 {0,1,3}
+     5  │                     │                                           send m4 ─▶ all
+     5  │                     │                                           deliver m4
+     5  m4 ▶ recv             │                                           │
+     5  deliver m4            │                                           │
+     5  │                     m4 ▶ recv                                   │
+     5  │                     deliver m4                                  │"""
 
 
 def test_text_shows_views_the_flush_and_the_crashed_line() -> None:
-    sim = _crash_story()
+    sim, steps = _crash_story()
     assert sim.app_state[3][:3] == [[0, 1], [1, 1], [2, 1]]  # Dave got the state
-    assert draw(sim.trace).text() == CRASH_STORY_TEXT
+    assert render_text(sim.trace, steps=steps) == CRASH_STORY_TEXT
 
 
-def test_text_views_share_a_row_by_step_too() -> None:
-    sim = _crash_story()
-    steps = [0 if e.time == 0 else k + 1 for k, e in enumerate(sim.trace)]
-    lines = render_text(sim.trace, steps=steps).splitlines()
+def test_text_views_share_a_row_only_at_the_same_moment() -> None:
+    sim, _ = _crash_story()
+    lines = draw(sim.trace).text().splitlines()  # by time: one arrival, one time unit
     assert lines[1] == "     0  " + "".join(f"{'V1 {0,1,2}':<22}" for _ in range(3)).rstrip()
-    assert lines[2].split()[:2] == ["0", "send"]  # Alice's send, its own row
+    v2 = [line for line in lines if "V2 {0,1}" in line]
+    assert len(v2) == 2 and v2[0].split()[0] != v2[1].split()[0]  # installed at two times
+    assert [line.split()[1:] for line in lines if "(flush)" in line] == [
+        ["deliver", "m3", "(flush)", "│"]
+    ]
 
 
 def test_layout_marks_views_recovered_messages_and_line_ends() -> None:
-    lay = layout(_crash_story().trace)
+    lay = layout(_crash_story()[0].trace)
     views = [(m.name, m.process, m.at) for m in lay.marks if m.kind == "view"]
     assert views[:3] == [("V1 {0,1,2}", p, (float(p), 0.0)) for p in range(3)]  # one row
     assert [v[:2] for v in views[3:]] == [
@@ -304,7 +315,7 @@ def test_traces_without_views_keep_full_lines() -> None:
 
 
 def test_svg_and_matplotlib_draw_the_views() -> None:
-    d = draw(_crash_story().trace)
+    d = draw(_crash_story()[0].trace)
     svg = d.svg()
     ET.fromstring(svg)
     for text in ("V2 {0,1}", "V3 {0,1,3}", "view installed", "handed on by the flush"):
@@ -331,18 +342,17 @@ def test_a_send_during_a_flush_is_held_at_the_sender_until_the_next_view() -> No
     sim.suspect(1, 2)
     while sim.in_flight:
         sim.arrive(min(sim.in_flight))
-    assert draw(sim.trace).text() == "\n".join(
-        [
-            "  time  P0                    P1                    P2",
-            "     0  V1 {0,1,2}            V1 {0,1,2}            V1 {0,1,2}",
-            "     0  send m1 ─▶ all        │                     ✕ out",
-            "     5  V2 {0,1} ┊ m1         │",
-            "     5  deliver m1            │",
-            "     6  │                     V2 {0,1}",
-            "     8  │                     m1 ▶ recv",
-            "     8  │                     deliver m1",
-        ]
-    )
+    text = draw(sim.trace).text()  # without the time column (the simulator's business)
+    assert [line[8:] for line in text.splitlines()] == [
+        "P0                    P1                    P2",
+        "V1 {0,1,2}            V1 {0,1,2}            V1 {0,1,2}",
+        "send m1 ─▶ all        │                     ✕ out",
+        "V2 {0,1} ┊ m1         │",
+        "deliver m1            │",
+        "│                     V2 {0,1}",
+        "│                     m1 ▶ recv",
+        "│                     deliver m1",
+    ]
     arrows = [(a.kind, a.dest, a.start, a.end) for a in layout(sim.trace).arrows]
     assert arrows == [("held", 0, (0.0, 1.0), (0.0, 3.0)), ("message", 1, (0.0, 1.0), (1.0, 5.0))]
 
@@ -362,7 +372,7 @@ def test_text_columns_widen_for_long_cells() -> None:
 
 
 def test_a_joiner_that_has_not_joined_gets_no_column() -> None:
-    trace = _crash_story().trace
+    trace = _crash_story()[0].trace
     before = [e for e in trace if e.process != 3 and (e.view or 0) < 3]
     assert all(3 in e.dest for e in before if e.kind == "send")  # the simulator's dest
     assert layout(before).processes == (0, 1, 2)
