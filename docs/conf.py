@@ -57,6 +57,7 @@ PROTOCOLS = [
     "runtime",
     "security",
     "ks",
+    "membership",
 ]
 TOOLS = ["simulator", "testing", "open-ended", "trace-pipeline", "sweep", "benchmarks", "api"]
 

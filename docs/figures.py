@@ -98,6 +98,38 @@ def tagged_naive() -> Diagram:
     )
 
 
+def membership_crash() -> Diagram:
+    """The crash story of membership.md: Carol's m3 reaches only Bob before she
+    crashes, the flush hands it to Alice before view 2, and Dave joins in view 3."""
+    from mailroom import Group
+
+    def settle(sim: Simulation) -> None:
+        while sim.in_flight:
+            sim.arrive(min(sim.in_flight))
+
+    first = (0, 1, 2)
+    sim = Simulation(
+        [Group(p, 4, "cbcast", members=first) for p in first] + [Group(3, 4, "cbcast")],
+        adversarial=True,
+    )
+    sim.broadcast(0, "m1 from Alice")
+    sim.broadcast(1, "m2 from Bob")
+    settle(sim)
+    m3 = sim.broadcast(2, "m3 from Carol")
+    sim.drop(sim.packets(m3, to=0)[0].id)
+    sim.crash(2)
+    sim.arrive_message(m3, 1)
+    sim.suspect(0, 2)
+    sim.suspect(1, 2)
+    settle(sim)
+    sim.join(3, Group(3, 4, "cbcast", contacts=[0, 1]))
+    settle(sim)
+    sim.broadcast(3, "m4 from Dave")
+    settle(sim)
+    labels = {**ABC, 3: "Dave (P3)"}
+    return draw(sim.trace, labels=labels, title="Carol crashes; the flush hands m3 to Alice")
+
+
 def lab_column_for_deliv() -> Diagram:
     from mailroom.lab import ColumnForDeliv, counterexample
 
@@ -121,6 +153,7 @@ FIGURES: dict[str, Callable[[], Diagram]] = {
     "cbcast-chat-room": cbcast_chat_room,
     "rst-under-loss": rst_under_loss,
     "tagged-naive": tagged_naive,
+    "membership-crash": membership_crash,
     "lab-column-for-deliv": lab_column_for_deliv,
     "lab-fifo-is-weaker": lab_fifo_is_weaker,
 }

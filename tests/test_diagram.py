@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from mailroom import RST, Unordered
-from mailroom.diagram import draw, layout, render_svg
+from mailroom.diagram import draw, layout, render_svg, render_text
 from mailroom.sim import Simulation
 from mailroom.trace.events import Event
 
@@ -183,3 +183,211 @@ def test_sweep_charts_have_units_and_distinct_markers() -> None:
     assert all(spec[3] for spec in CHARTS.values())
     assert "bytes" in CHARTS["metadata"][3] and "time units" in CHARTS["delay"][3]
     assert len(set(MARKERS)) == len(MARKERS)
+
+
+def _crash_story() -> tuple[Simulation, list[int]]:
+    """Alice, Bob and Carol broadcast in V1; Carol's m3 reaches only Bob before she
+    crashes; the survivors suspect her, the flush hands m3 to Alice, V2 is installed;
+    Dave joins (V3), gets the state and broadcasts m4. Also: the story's step of
+    each trace event."""
+    from mailroom import Group
+
+    def settle(sim: Simulation) -> None:
+        while sim.in_flight:
+            sim.arrive(min(sim.in_flight))
+
+    members = (0, 1, 2)
+    sim = Simulation(
+        [Group(p, 4, "cbcast", members=members) for p in members] + [Group(3, 4, "cbcast")],
+        adversarial=True,
+    )
+    steps: list[int] = []
+
+    def step(k: int) -> None:
+        steps.extend([k] * (len(sim.trace) - len(steps)))
+
+    step(0)
+    sim.broadcast(0, "a")
+    sim.broadcast(1, "b")
+    settle(sim)
+    step(1)
+    m3 = sim.broadcast(2, "c")
+    sim.drop(sim.packets(m3, to=0)[0].id)
+    sim.crash(2)
+    sim.arrive_message(m3, 1)
+    step(2)
+    sim.suspect(0, 2)
+    sim.suspect(1, 2)
+    settle(sim)
+    step(4)
+    sim.join(3, Group(3, 4, "cbcast", contacts=[0, 1]))
+    settle(sim)
+    sim.broadcast(3, "d")
+    settle(sim)
+    step(5)
+    return sim, steps
+
+
+CRASH_STORY_TEXT = """\
+  step  P0                    P1                    P2                    P3
+     0  V1 {0,1,2}            V1 {0,1,2}            V1 {0,1,2}
+     1  send m1 ─▶ all        │                     │
+     1  deliver m1            │                     │
+     1  │                     send m2 ─▶ all        │
+     1  │                     deliver m2            │
+     1  │                     m1 ▶ recv             │
+     1  │                     deliver m1            │
+     1  │                     │                     m1 ▶ recv
+     1  │                     │                     deliver m1
+     1  m2 ▶ recv             │                     │
+     1  deliver m2            │                     │
+     1  │                     │                     m2 ▶ recv
+     1  │                     │                     deliver m2
+     2  │                     │                     send m3 ─▶ all
+     2  │                     │                     deliver m3
+     2  │                     m3 ▶ recv             ✕ out
+     2  │                     deliver m3
+     4  deliver m3 (flush)    │
+     4  V2 {0,1}              V2 {0,1}
+     5  V3 {0,1,3}            V3 {0,1,3}                                  V3 {0,1,3}
+     5  │                     │                                           send m4 ─▶ all
+     5  │                     │                                           deliver m4
+     5  m4 ▶ recv             │                                           │
+     5  deliver m4            │                                           │
+     5  │                     m4 ▶ recv                                   │
+     5  │                     deliver m4                                  │"""
+
+
+def test_text_shows_views_the_flush_and_the_crashed_line() -> None:
+    sim, steps = _crash_story()
+    assert sim.app_state[3][:3] == [[0, 1], [1, 1], [2, 1]]  # Dave got the state
+    assert render_text(sim.trace, steps=steps) == CRASH_STORY_TEXT
+
+
+def test_text_views_share_a_row_only_at_the_same_moment() -> None:
+    sim, _ = _crash_story()
+    lines = draw(sim.trace).text().splitlines()  # by time: one arrival, one time unit
+    assert lines[1] == "     0  " + "".join(f"{'V1 {0,1,2}':<22}" for _ in range(3)).rstrip()
+    v2 = [line for line in lines if "V2 {0,1}" in line]
+    assert len(v2) == 2 and v2[0].split()[0] != v2[1].split()[0]  # installed at two times
+    assert [line.split()[1:] for line in lines if "(flush)" in line] == [
+        ["deliver", "m3", "(flush)", "│"]
+    ]
+
+
+def test_layout_marks_views_recovered_messages_and_line_ends() -> None:
+    lay = layout(_crash_story()[0].trace)
+    views = [(m.name, m.process, m.at) for m in lay.marks if m.kind == "view"]
+    assert views[:3] == [("V1 {0,1,2}", p, (float(p), 0.0)) for p in range(3)]  # one row
+    assert [v[:2] for v in views[3:]] == [
+        ("V2 {0,1}", 0),
+        ("V2 {0,1}", 1),
+        ("V3 {0,1,3}", 0),
+        ("V3 {0,1,3}", 1),
+        ("V3 {0,1,3}", 3),
+    ]
+    # broadcasts go to the members of their view: nothing from V1 to Dave, nor from V3 to Carol
+    arrows = [(a.kind, a.name, a.dest) for a in lay.arrows]
+    assert arrows == [
+        ("message", "m1", 1),
+        ("message", "m1", 2),
+        ("message", "m2", 0),
+        ("message", "m2", 2),
+        ("recovered", "m3", 0),
+        ("message", "m3", 1),
+        ("message", "m4", 0),
+        ("message", "m4", 1),
+    ]
+    (end,) = [m for m in lay.marks if m.kind == "end"]
+    carol_last = max(m.at[1] for m in lay.marks if m.process == 2 and m.kind != "end")
+    assert end.process == 2 and end.at == (2.0, carol_last + 0.5)
+    assert lay.line(2) == (-0.35, end.at[1])  # Carol's line ends at the cross
+    dave_view = next(m.at[1] for m in lay.marks if m.process == 3)
+    assert lay.line(3) == (dave_view - 0.35, float(lay.rows))  # Dave's starts when he joins
+    assert lay.line(0) == (-0.35, float(lay.rows))
+
+
+def test_traces_without_views_keep_full_lines() -> None:
+    lay = layout(_alice_bob_carol(RST).trace)
+    assert lay.lines == () and lay.line(2) == (-0.35, float(lay.rows))
+    assert not [m for m in lay.marks if m.kind in ("view", "end")]
+    assert "view installed" not in render_svg(lay)
+
+
+def test_svg_and_matplotlib_draw_the_views() -> None:
+    d = draw(_crash_story()[0].trace)
+    svg = d.svg()
+    ET.fromstring(svg)
+    for text in ("V2 {0,1}", "V3 {0,1,3}", "view installed", "handed on by the flush"):
+        assert text in svg
+    assert "P2 is out of the group" in svg and "arrow-recovered" in svg
+    pytest.importorskip("matplotlib")
+    import matplotlib
+
+    matplotlib.use("Agg")
+    ax = d.plot()
+    texts = [t.get_text() for t in ax.texts]
+    assert texts.count("V2 {0,1}") == 2 and texts.count("V3 {0,1,3}") == 3
+    legend = [t.get_text() for t in ax.get_legend().get_texts()]
+    assert "view installed" in legend and "out of the group" in legend
+
+
+def test_a_send_during_a_flush_is_held_at_the_sender_until_the_next_view() -> None:
+    from mailroom import Group
+
+    sim = Simulation([Group(p, 3, "cbcast", members=range(3)) for p in range(3)], adversarial=True)
+    sim.crash(2)
+    sim.suspect(0, 2)  # Alice coordinates: she freezes, her broadcast waits for view 2
+    sim.broadcast(0, "sent during the flush")
+    sim.suspect(1, 2)
+    while sim.in_flight:
+        sim.arrive(min(sim.in_flight))
+    text = draw(sim.trace).text()  # without the time column (the simulator's business)
+    assert [line[8:] for line in text.splitlines()] == [
+        "P0                    P1                    P2",
+        "V1 {0,1,2}            V1 {0,1,2}            V1 {0,1,2}",
+        "send m1 ─▶ all        │                     ✕ out",
+        "V2 {0,1} ┊ m1         │",
+        "deliver m1            │",
+        "│                     V2 {0,1}",
+        "│                     m1 ▶ recv",
+        "│                     deliver m1",
+    ]
+    arrows = [(a.kind, a.dest, a.start, a.end) for a in layout(sim.trace).arrows]
+    assert arrows == [("held", 0, (0.0, 1.0), (0.0, 3.0)), ("message", 1, (0.0, 1.0), (1.0, 5.0))]
+
+
+def test_text_columns_widen_for_long_cells() -> None:
+    a = __import__("mailroom").MessageId(0, 1)
+    events = [
+        Event("r", 0, 1, "send", a, 0, (1,), time=0.0),
+        Event("r", 1, 1, "receive", a, 0, (1,), time=1.0),
+    ]
+    text = render_text(events, names={a: "a-very-long-message-name"}, width=10)
+    assert text.splitlines() == [
+        "  time  P0                                  P1",
+        "     0  send a-very-long-message-name ─▶ P1 │",
+        "     1  │                                   a-very-long-message-name ▶ recv",
+    ]
+
+
+def test_a_joiner_that_has_not_joined_gets_no_column() -> None:
+    trace = _crash_story()[0].trace
+    before = [e for e in trace if e.process != 3 and (e.view or 0) < 3]
+    assert all(3 in e.dest for e in before if e.kind == "send")  # the simulator's dest
+    assert layout(before).processes == (0, 1, 2)
+    assert render_text(before).splitlines()[0].split() == ["time", "P0", "P1", "P2"]
+    assert layout(trace).processes == (0, 1, 2, 3)
+
+
+def test_text_time_column_widens_for_long_times() -> None:
+    a = __import__("mailroom").MessageId(0, 1)
+    events = [
+        Event("r", 0, 1, "send", a, 0, (1,), time=0.0),
+        Event("r", 1, 1, "receive", a, 0, (1,), time=1.4179550430877188),
+    ]
+    assert render_text(events).splitlines() == [
+        "   time  P0                    P1",
+        "      0  send m1 ─▶ P1         │",
+        "1.41796  │                     m1 ▶ recv",
+    ]

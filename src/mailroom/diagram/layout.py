@@ -16,6 +16,13 @@ Rules, in words:
   ending in a cross. Later receipts of the same copy are duplicates, drawn faint.
 - Violations from the checkers are highlighted: their deliveries are marked,
   and the arrows of the messages they name, into the processes they name, are red.
+- Group membership (``mailroom.diagram.views``): a view installation is a mark
+  of kind "view" named ``V2 {0,1}``; installations of one view at the same time
+  share a row; a broadcast in a view goes to that view's members; a delivery the
+  flush handed on is a "recovered" arrow; a process's line starts at its first
+  event, and ends after its last one (a mark of kind "end") if it is not in the
+  last view; a message a member sent during a flush is held at the sender (a
+  dashed arc) until it delivers it in the next view.
 """
 
 from __future__ import annotations
@@ -26,14 +33,23 @@ import attrs
 
 from mailroom.core.messages import MessageId
 from mailroom.diagram.text import message_names
+from mailroom.diagram.views import (
+    lifelines,
+    processes,
+    recipients,
+    recovered,
+    shared_rows,
+    view_label,
+    view_members,
+)
 from mailroom.trace.checkers import Violation
 from mailroom.trace.events import Event
 
 Point = tuple[float, float]
 
 #: Arrow kinds: a message reaching its destination, a held interval, a lost
-#: copy, a duplicate receipt.
-KINDS = ("message", "held", "lost", "duplicate")
+#: copy, a duplicate receipt, a message the flush handed on.
+KINDS = ("message", "held", "lost", "duplicate", "recovered")
 
 
 @attrs.frozen
@@ -51,7 +67,8 @@ class Arrow:
 
 @attrs.frozen
 class Mark:
-    """A dot for one event: ``kind`` is send, receive or deliver."""
+    """A dot for one event: ``kind`` is send, receive, deliver or view (``name`` is
+    then ``V2 {0,1}``), or "end": the end of a line of a process out of the group."""
 
     kind: str
     name: str
@@ -62,7 +79,8 @@ class Mark:
 
 @attrs.frozen
 class Layout:
-    """Everything a renderer needs; ``rows`` is the height in rows."""
+    """Everything a renderer needs; ``rows`` is the height in rows; ``lines`` (one per
+    process, when the trace has views) says from which row to which row its line runs."""
 
     processes: tuple[int, ...]
     labels: tuple[str, ...]
@@ -70,6 +88,13 @@ class Layout:
     arrows: tuple[Arrow, ...]
     marks: tuple[Mark, ...]
     notes: tuple[str, ...] = ()
+    lines: tuple[tuple[float, float], ...] = ()
+
+    def line(self, process: int) -> tuple[float, float]:
+        """The rows ``process``'s line runs between (top to bottom when not given)."""
+        if self.lines:
+            return self.lines[self.processes.index(process)]
+        return (-0.35, float(self.rows))
 
     def x(self, process: int) -> float:
         return float(self.processes.index(process))
@@ -110,7 +135,7 @@ def layout(
 ) -> Layout:
     """Lay out one run's ``events`` (see the module docstring for the rules)."""
     names = dict(names) if names is not None else message_names(events)
-    procs = tuple(sorted({e.process for e in events} | {d for e in events for d in e.dest}))
+    procs = tuple(processes(events))
     labels = labels or {}
     bad_events, bad_copies = violation_targets(violations, events)
     col = {p: float(i) for i, p in enumerate(procs)}
@@ -118,6 +143,7 @@ def layout(
     row_of: dict[int, float] = {}  # index in events -> row
     last: dict[int, tuple[Event, float]] = {}
     row = -1.0
+    shared = shared_rows(events)
     for i, e in enumerate(events):
         prev = last.get(e.process)
         same_step = (
@@ -130,6 +156,8 @@ def layout(
         )
         if same_step and prev is not None:
             r = prev[1]
+        elif shared[i]:
+            r = row
         else:
             row += 1.0
             r = row
@@ -147,6 +175,9 @@ def layout(
     for i, e in enumerate(events):
         r = row_of[i]
         point = (col[e.process], r)
+        if e.kind == "view":
+            marks.append(Mark("view", view_label(e.view, e.dest), e.process, point))
+            continue
         if e.kind == "send":
             sends.setdefault(e.message, (e, r))
         elif e.kind == "receive":
@@ -157,15 +188,20 @@ def layout(
             Mark(e.kind, name(e.message), e.process, point, (e.process, e.seq) in bad_events)
         )
 
+    members = view_members(events)
+    flushed = recovered(events)
     arrows: list[Arrow] = []
     for m, (s, srow) in sends.items():
         start = (col[s.process], srow)
-        for q in s.dest:
+        for q in recipients(s, members):
             bad = (m, q) in bad_copies
             got = receipts.get((m, q), [])
             done = deliveries.get((m, q))
             x = col[q]
             if q == s.process and not got:
+                if s.view is not None and done is not None and done > srow:
+                    # a group message sent while the view changed waits for the next view
+                    arrows.append(Arrow("held", name(m), m, q, start, (x, done), bad))
                 continue  # delivered to itself in the same step, or not at all
             if got:
                 arrows.append(Arrow("message", name(m), m, q, start, (x, got[0]), bad))
@@ -177,11 +213,27 @@ def layout(
                 elif done > got[0]:
                     arrows.append(Arrow("held", name(m), m, q, (x, got[0]), (x, done), bad))
             elif done is not None:
-                arrows.append(Arrow("message", name(m), m, q, start, (x, done), bad))
+                kind = "recovered" if (m, q) in flushed else "message"
+                arrows.append(Arrow(kind, name(m), m, q, start, (x, done), bad))
             else:
                 # Never arrived: a short stub a third of the way towards q.
                 end = (start[0] + (x - start[0]) / 3, srow + 0.6)
                 arrows.append(Arrow("lost", name(m), m, q, start, end, bad))
+    lines: list[tuple[float, float]] = []
+    spans = lifelines(events)
+    if spans:
+        for p in procs:
+            span = spans.get(p)
+            if span is None:  # named in a destination only: no line of its own
+                lines.append((-0.35, -0.35))
+                continue
+            top = -0.35 if row_of[span.first] == 0 else row_of[span.first] - 0.35
+            if span.ended:
+                stop = row_of[span.last] + 0.5
+                marks.append(Mark("end", "out", p, (col[p], stop)))
+                lines.append((top, stop))
+            else:
+                lines.append((top, float(rows)))
     notes = tuple(_rename(f"[{v.property}] {v.reason}", names) for v in violations)
     return Layout(
         procs,
@@ -190,4 +242,5 @@ def layout(
         tuple(arrows),
         tuple(marks),
         notes,
+        tuple(lines),
     )

@@ -3,7 +3,10 @@
 The same picture as the SVG renderer: vertical process lines, time downwards,
 solid arrows for messages, dashed arcs for the time a message is held in the
 mail room (overlapping ones in separate lanes), crosses for lost copies, red
-for violations, and a legend for the dots and arcs. matplotlib is imported
+for violations, and a legend for the dots and arcs; in membership traces, green
+bars labelled ``V2 {0,1}`` for view installations, dotted green arrows for what the
+flush handed on, and a cross where the line of a process out of the group ends.
+matplotlib is imported
 inside the function, so ``mailroom.diagram`` imports without it.
 """
 
@@ -12,7 +15,16 @@ from __future__ import annotations
 from typing import Any
 
 from mailroom.diagram.layout import Layout
-from mailroom.diagram.svg import BAD, FAINT, HELD, INK, LABEL_AT, held_lanes, label_places
+from mailroom.diagram.svg import (
+    BAD,
+    FAINT,
+    HELD,
+    INK,
+    LABEL_AT,
+    VIEW,
+    held_lanes,
+    label_places,
+)
 
 
 def plot_layout(lay: Layout, ax: Any = None, *, title: str = "", legend: bool = True) -> Any:
@@ -28,14 +40,18 @@ def plot_layout(lay: Layout, ax: Any = None, *, title: str = "", legend: bool = 
     bottom = lay.rows
     for p, label in zip(lay.processes, lay.labels, strict=True):
         x = lay.x(p)
-        ax.plot([x, x], [-0.6, bottom], color="#b0bec5", lw=2, zorder=1)
+        top, end = lay.line(p)
+        ax.plot([x, x], [-0.6 if top < 0 else top, end], color="#b0bec5", lw=2, zorder=1)
         ax.text(x, -0.9, label, ha="center", va="bottom", fontweight="bold", color=INK)
     lanes = held_lanes(lay.arrows)
     places = label_places(lay.arrows)
     for i, a in enumerate(lay.arrows):
-        colour = BAD if a.bad else {"message": INK, "held": HELD}.get(a.kind, FAINT)
+        colours = {"message": INK, "held": HELD, "recovered": VIEW}
+        colour = BAD if a.bad else colours.get(a.kind, FAINT)
         vertical = a.start[0] == a.end[0]
         style = "dashed" if a.kind in ("held", "duplicate") else "solid"
+        if a.kind == "recovered":
+            style = "dotted"
         lane = lanes.get(i, 0)
         rad = -0.5 - 0.35 * lane if vertical else 0.0
         at = places.get(i, LABEL_AT[0])
@@ -55,7 +71,7 @@ def plot_layout(lay: Layout, ax: Any = None, *, title: str = "", legend: bool = 
         (x1, y1), (x2, y2) = a.start, a.end
         if a.kind == "lost":
             ax.plot([x2], [y2], marker="x", color=colour, ms=9, mew=2, zorder=3)
-        if a.kind in ("message", "lost"):
+        if a.kind in ("message", "lost", "recovered"):
             if vertical:
                 ax.text(x1 + 0.22, min(y1 + 0.6, (y1 + y2) / 2), a.name, color=colour, fontsize=9)
             else:
@@ -75,9 +91,17 @@ def plot_layout(lay: Layout, ax: Any = None, *, title: str = "", legend: bool = 
                 fontsize=8,
                 style="italic",
             )
+    views = False
     for m in lay.marks:
         colour = BAD if m.bad else INK
-        if m.kind == "receive":
+        if m.kind == "view":
+            views = True
+            x, y = m.at
+            ax.plot([x - 0.1, x + 0.1], [y, y], color=VIEW, lw=4, zorder=4)
+            ax.text(x + 0.13, y, m.name, color=VIEW, fontsize=9, fontweight="bold", va="center")
+        elif m.kind == "end":
+            ax.plot(*m.at, marker="x", color=INK, ms=10, mew=2.5, zorder=4)
+        elif m.kind == "receive":
             ax.plot(*m.at, marker="o", ms=5, mfc="white", mec=colour, zorder=4)
         else:
             ax.plot(*m.at, marker="o", ms=9 if m.bad else 6, color=colour, zorder=4)
@@ -93,6 +117,12 @@ def plot_layout(lay: Layout, ax: Any = None, *, title: str = "", legend: bool = 
             Line2D([], [], ls="--", color=HELD, label="held in the mail room"),
             Line2D([], [], ls="-", color=BAD, label="violation"),
         ]
+        if views:
+            handles += [
+                Line2D([], [], ls="-", lw=4, color=VIEW, label="view installed"),
+                Line2D([], [], ls=":", color=VIEW, label="handed on by the flush"),
+                Line2D([], [], ls="", marker="x", mew=2, color=INK, label="out of the group"),
+            ]
         ax.legend(
             handles=handles,
             loc="upper center",

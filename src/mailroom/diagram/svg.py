@@ -7,7 +7,10 @@ and deliveries that take part in a violation are red, and the violations are
 listed under the diagram. Held arcs that overlap in time on one process bulge
 into separate lanes, message labels are placed along their arrows away from
 each other (with a white halo) so that they do not pile up where arrows cross, and a legend
-explains filled and hollow dots and the arcs.
+explains filled and hollow dots and the arcs. In a membership trace a view
+installation is a green bar across the line labelled ``V2 {0,1}``, a message the
+flush handed on is a dotted green arrow, and the line of a process out of the
+group ends in a cross (a second legend line says so).
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ INK = "#1f3b5a"
 HELD = "#d98c00"
 BAD = "#c62828"
 FAINT = "#9e9e9e"
+VIEW = "#2e7d32"
 
 
 def _px(point: tuple[float, float]) -> tuple[float, float]:
@@ -34,7 +38,8 @@ def _px(point: tuple[float, float]) -> tuple[float, float]:
 def _colour(arrow: Arrow) -> str:
     if arrow.bad:
         return BAD
-    return {"message": INK, "held": HELD, "lost": FAINT, "duplicate": FAINT}[arrow.kind]
+    colours = {"message": INK, "held": HELD, "lost": FAINT, "duplicate": FAINT}
+    return colours.get(arrow.kind, VIEW)
 
 
 #: where along an arrow its label may go, in order of preference
@@ -54,7 +59,7 @@ def label_places(arrows: Sequence[Arrow]) -> dict[int, float]:
     placed: list[tuple[float, float]] = []
     places: dict[int, float] = {}
     for i, a in enumerate(arrows):
-        if a.kind not in ("message", "lost") or a.start[0] == a.end[0]:
+        if a.kind not in ("message", "lost", "recovered") or a.start[0] == a.end[0]:
             continue
         (x1, y1), (x2, y2) = _px(a.start), _px(a.end)
         best, best_gap = LABEL_AT[0], -1.0
@@ -91,6 +96,8 @@ def _arrow(a: Arrow, lane: int = 0, label_at: float = 0.3) -> list[str]:
     colour = _colour(a)
     marker = "bad" if a.bad else a.kind
     dash = ' stroke-dasharray="6 4"' if a.kind in ("held", "duplicate") else ""
+    if a.kind == "recovered":
+        dash = ' stroke-dasharray="2 3"'
     width = 1.0 if a.kind == "duplicate" else 1.6
     out = []
     if x1 == x2:  # held interval or a message to oneself: an arc to the right
@@ -114,7 +121,7 @@ def _arrow(a: Arrow, lane: int = 0, label_at: float = 0.3) -> list[str]:
             f'M{x2 - 5:.1f},{y2 + 5:.1f} L{x2 + 5:.1f},{y2 - 5:.1f}" '
             f'stroke="{colour}" stroke-width="2"/>'
         )
-    if a.kind in ("message", "lost"):
+    if a.kind in ("message", "lost", "recovered"):
         out.append(
             f'<text x="{lx:.1f}" y="{ly:.1f}" font-size="11" fill="{colour}" {HALO}>'
             f"{escape(a.name)}</text>"
@@ -129,6 +136,19 @@ def _arrow(a: Arrow, lane: int = 0, label_at: float = 0.3) -> list[str]:
 
 def _mark(m: Mark) -> str:
     x, y = _px(m.at)
+    if m.kind == "view":
+        return (
+            f'<path d="M{x - 14:.1f},{y:.1f} L{x + 14:.1f},{y:.1f}" stroke="{VIEW}" '
+            f'stroke-width="4"><title>P{m.process} installs {escape(m.name)}</title></path>\n'
+            f'<text x="{x + 18:.1f}" y="{y + 4:.1f}" font-size="11" font-weight="bold" '
+            f'fill="{VIEW}" {HALO}>{escape(m.name)}</text>'
+        )
+    if m.kind == "end":
+        return (
+            f'<path d="M{x - 6:.1f},{y - 6:.1f} L{x + 6:.1f},{y + 6:.1f} '
+            f'M{x - 6:.1f},{y + 6:.1f} L{x + 6:.1f},{y - 6:.1f}" stroke="{INK}" '
+            f'stroke-width="2.5"><title>P{m.process} is out of the group</title></path>'
+        )
     colour = BAD if m.bad else INK
     if m.kind == "receive":
         return f'<circle cx="{x:.1f}" cy="{y:.1f}" r="3" fill="white" stroke="{colour}"/>'
@@ -138,6 +158,20 @@ def _mark(m: Mark) -> str:
 
 
 LEGEND_HEIGHT = 22.0
+
+
+def _view_legend(y: float) -> list[str]:
+    """A second legend line for membership traces: views, the flush, a line's end."""
+    return [
+        f'<path d="M8,{y - 4:.1f} L24,{y - 4:.1f}" stroke="{VIEW}" stroke-width="4"/>',
+        f'<text x="30" y="{y:.1f}" font-size="11" fill="{VIEW}">view installed</text>',
+        f'<path d="M134,{y - 4:.1f} L160,{y - 4:.1f}" stroke="{VIEW}" stroke-width="1.6" '
+        'stroke-dasharray="2 3"/>',
+        f'<text x="166" y="{y:.1f}" font-size="11" fill="{VIEW}">handed on by the flush</text>',
+        f'<path d="M322,{y - 9:.1f} L332,{y + 1:.1f} M322,{y + 1:.1f} L332,{y - 9:.1f}" '
+        f'stroke="{INK}" stroke-width="2"/>',
+        f'<text x="338" y="{y:.1f}" font-size="11" fill="{INK}">out of the group</text>',
+    ]
 
 
 def _legend(y: float) -> list[str]:
@@ -159,9 +193,9 @@ def render_svg(lay: Layout, *, title: str = "", legend: bool = True) -> str:
     """The SVG document for a laid-out diagram, with a legend unless ``legend`` is False."""
     width = max(LEFT * 2 + max(len(lay.processes) - 1, 0) * COLUMN + 60, 520.0 if legend else 0)
     bottom = TOP + lay.rows * ROW
-    height = (
-        bottom + 20 + 16 * len(lay.notes) + (20 if title else 0) + (LEGEND_HEIGHT if legend else 0)
-    )
+    views = any(m.kind == "view" for m in lay.marks)
+    legend_lines = (2 if views else 1) if legend else 0
+    height = bottom + 20 + 16 * len(lay.notes) + (20 if title else 0) + LEGEND_HEIGHT * legend_lines
     out = [
         f'<svg xmlns="http://www.w3.org/2000/svg" width="{width:.0f}" height="{height:.0f}" '
         f'viewBox="0 0 {width:.0f} {height:.0f}" font-family="sans-serif">',
@@ -174,6 +208,7 @@ def render_svg(lay: Layout, *, title: str = "", legend: bool = True) -> str:
         ("duplicate", FAINT),
         ("lost", FAINT),
         ("bad", BAD),
+        ("recovered", VIEW),
     ):
         out.append(
             f'<marker id="arrow-{key}" viewBox="0 0 10 10" refX="9" refY="5" markerWidth="7" '
@@ -187,8 +222,9 @@ def render_svg(lay: Layout, *, title: str = "", legend: bool = True) -> str:
             f'<text x="{x:.1f}" y="{TOP - 22:.1f}" font-size="13" text-anchor="middle" '
             f'font-weight="bold" fill="{INK}">{escape(label)}</text>'
         )
+        top, end = (TOP + r * ROW for r in lay.line(p))
         out.append(
-            f'<line x1="{x:.1f}" y1="{TOP - 12:.1f}" x2="{x:.1f}" y2="{bottom:.1f}" '
+            f'<line x1="{x:.1f}" y1="{top:.1f}" x2="{x:.1f}" y2="{end:.1f}" '
             f'stroke="#b0bec5" stroke-width="2"/>'
         )
     lanes = held_lanes(lay.arrows)
@@ -205,5 +241,7 @@ def render_svg(lay: Layout, *, title: str = "", legend: bool = True) -> str:
         y += 20
     if legend:
         out.extend(_legend(y + 4))
+        if views:
+            out.extend(_view_legend(y + 4 + LEGEND_HEIGHT))
     out.append("</svg>")
     return "\n".join(out)
