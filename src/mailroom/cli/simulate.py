@@ -8,12 +8,14 @@ says what produced it, so that ``mailroom check`` checks the same promises.
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 from typing import Any
 
 import attrs
 
 from mailroom import __version__
+from mailroom.cli.simulate_group import group_problem, run_group
 from mailroom.sim.registry import PROTOCOLS, make_endpoints
 from mailroom.sim.simulation import NetworkModel, Simulation
 from mailroom.sim.workload import random_workload
@@ -79,8 +81,56 @@ def add_simulate_parser(sub: Any) -> argparse.ArgumentParser:
     sim.add_argument(
         "--trace", help="write the trace as JSON Lines (with a header line) to this file"
     )
+    grp = sim.add_argument_group(
+        "group membership",
+        "run every process as a group member (views, flush, view-synchronous delivery) "
+        "under a heartbeat failure detector; crashes are crash-stop",
+    )
+    grp.add_argument(
+        "--group",
+        action="store_true",
+        help="wrap the protocol (a broadcast protocol) in a Group with a HeartbeatDetector",
+    )
+    grp.add_argument(
+        "--crash",
+        action="append",
+        default=[],
+        metavar="PID@TIME",
+        type=_at,
+        help="process PID stops for good at TIME (repeatable; needs --group)",
+    )
+    grp.add_argument(
+        "--join",
+        action="append",
+        default=[],
+        metavar="PID@TIME",
+        type=_at,
+        help="a new process PID (>= --processes) joins the running group at TIME "
+        "(repeatable; needs --group)",
+    )
+    grp.add_argument("--heartbeat", type=float, default=1.0, help="heartbeat interval (default 1)")
+    grp.add_argument(
+        "--suspect-after",
+        type=float,
+        default=None,
+        help="suspect a member silent for this long (default: 3 x the largest delay + 1)",
+    )
     sim.set_defaults(subparser=sim)
     return sim
+
+
+def _at(text: str) -> tuple[int, float]:
+    """PID@TIME, as --crash and --join take it."""
+    pid, sep, time = text.partition("@")
+    try:
+        if not sep:
+            raise ValueError
+        at = (int(pid), float(time))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not PID@TIME (e.g. 2@30)") from None
+    if at[0] < 0 or not math.isfinite(at[1]) or at[1] < 0:
+        raise argparse.ArgumentTypeError(f"{text!r} needs a pid >= 0 and a time >= 0")
+    return at
 
 
 def _open_trace(path: str) -> Any:
@@ -104,12 +154,20 @@ def run_simulate(args: argparse.Namespace, parser: argparse.ArgumentParser) -> i
         parser.error("--duplicate must be a probability in [0, 1)")
     if not 0 <= args.loss < 1:
         parser.error("--loss must be a probability in [0, 1)")
+    _, mode, promised = PROTOCOLS[args.protocol]
+    if (args.crash or args.join) and not args.group:
+        parser.error("--crash and --join need --group")
+    if args.group:
+        problem = group_problem(args, mode)
+        if problem:
+            parser.error(problem)
     out = None
     if args.trace:
         out = _open_trace(args.trace)
         if out is None:
             return 2
-    _, mode, promised = PROTOCOLS[args.protocol]
+    if args.group:
+        return run_group(args, out)
     rto = 2 * hi + 1.0 if args.loss else None
     network = NetworkModel(delay=(lo, hi), duplicate=args.duplicate, loss=args.loss)
     sim = Simulation(

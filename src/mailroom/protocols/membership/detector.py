@@ -265,7 +265,8 @@ class HeartbeatDetector(EndpointBase):
             self.heartbeats_sent += len(others)
             self.next_beat = now + self.interval
         for q in others:
-            if q not in self.suspected and now - self.heard[q] >= self.timeout:
+            # the same sum as the deadline, so a tick at that deadline always suspects
+            if q not in self.suspected and now >= self.heard[q] + self.timeout:
                 self.suspected.add(q)
                 actions += self.group.suspect(q)
         return actions
