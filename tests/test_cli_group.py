@@ -58,3 +58,17 @@ def test_bad_group_options_are_one_line_errors(
         main(["simulate", *argv])
     assert exit_.value.code == 2
     assert message in capsys.readouterr().err
+
+
+def test_the_group_demo_tells_the_crash_story(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["demo", "--protocol", "group"]) == 0
+    out = capsys.readouterr().out
+    assert "      Bob    delivered m2, m1, m3\n" in out  # m3 reached Bob only...
+    assert "      Alice  delivered m1, m2, m3, m4\n" in out  # ...the flush gave it to Alice
+    assert "deliver m3 (flush)" in out and "✕ out" in out
+    assert (
+        "Dave installs view 3 [Alice, Bob, Dave] with the state "
+        "(the messages delivered so far: m1, m2, m3, m4)" in out
+    )
+    verdict = out[out.index("verdict of the reference checkers") :]
+    assert "violation" not in verdict and verdict.count(" ok") == 8

@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from mailroom import __version__
 from mailroom.cli.check import add_check_parser, run_check
 from mailroom.cli.demo import RUNS, introduce, run_demo
+from mailroom.cli.demo_group import GROUP_RUNS, run_group_demo
 from mailroom.cli.demo_total import TOTAL_RUNS, run_total_demo
 from mailroom.cli.simulate import PROTOCOLS, add_simulate_parser, run_simulate
 from mailroom.cli.sweep import add_sweep_parser, run_sweep_cli
@@ -35,7 +36,7 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument(
         "--protocol",
         type=str.lower,
-        choices=[*RUNS, *TOTAL_RUNS, "all"],
+        choices=[*RUNS, *TOTAL_RUNS, *GROUP_RUNS, "all"],
         default="all",
         help="which protocol to show (default: all)",
     )
@@ -50,10 +51,11 @@ def _run(argv: Sequence[str] | None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     if args.command == "demo":
-        chosen = [*RUNS, *TOTAL_RUNS] if args.protocol == "all" else [args.protocol]
+        chosen = [*RUNS, *TOTAL_RUNS, *GROUP_RUNS] if args.protocol == "all" else [args.protocol]
         introduce(sys.stdout)
         run_demo(sys.stdout, [p for p in chosen if p in RUNS])
         run_total_demo(sys.stdout, [p for p in chosen if p in TOTAL_RUNS])
+        run_group_demo(sys.stdout, chosen)
         return 0
     if args.command == "simulate":
         return run_simulate(args, args.subparser)

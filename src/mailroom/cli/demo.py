@@ -37,7 +37,9 @@ steps show every event, each process's clocks and what waits in its mail room,
 then a space-time diagram and the verdict of the reference checkers. The
 total-order runs (sequencer, skeen, lamport) tell a second story: Alice and
 Carol propose 3pm and 4pm at the same time, and everyone must deliver the two
-in one order. The stories are told in full in docs/story.md.
+in one order. The last run (group) tells a third: Carol's machine dies, Alice
+and Bob go on in a new view, and Dave joins the running group (docs/membership.md).
+The stories are told in full in docs/story.md.
 """
 
 LEGEND = """\
