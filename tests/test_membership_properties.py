@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 
 from mailroom.testing.membership import (
     GroupNoQuorum,
+    GroupOp,
     GroupScenario,
     GroupSkipsFlushLog,
     assert_group_properties,
@@ -26,6 +27,9 @@ from mailroom.testing.membership import (
 
 BROADCAST = ("cbcast", "tagged", "sequencer", "skeen", "lamport")
 PROTOCOLS = (*BROADCAST, "rst")
+#: Marks the runs that fail because of a Group bug this harness found (strict: when the
+#: Group is fixed they pass, and the mark must go).
+CORE_BUG = "core (Group) liveness bug found by this harness; see the m14sim report"
 
 SEARCH = settings(
     max_examples=1000,
@@ -44,7 +48,15 @@ def test_crashes_and_false_suspicions(protocol: str, data: st.DataObject) -> Non
     assert_group_properties(scenario)
 
 
-@pytest.mark.parametrize("protocol", ("cbcast", "sequencer", "skeen", "rst"))
+@pytest.mark.parametrize(
+    "protocol",
+    (
+        pytest.param("cbcast", marks=pytest.mark.xfail(strict=True, reason=CORE_BUG)),
+        "sequencer",
+        "skeen",
+        "rst",
+    ),
+)
 @settings(max_examples=60)
 @given(data=st.data())
 def test_partitions_that_heal(protocol: str, data: st.DataObject) -> None:
@@ -93,3 +105,42 @@ def test_known_buggy_groups_are_caught(variant: type, protocol: str) -> None:
     props = {v.property for v in replay_group(found, factory).violations()}
     assert props & {"virtual_synchrony", "liveness", "same_view"}
     assert not replay_group(found).violations()  # the correct group passes the same run
+
+
+# -- runs the harness found: replayed exactly ---------------------------------------------------
+
+
+@pytest.mark.xfail(strict=True, reason=CORE_BUG)
+def test_a_cut_off_member_learns_after_healing_that_it_was_excluded() -> None:
+    """P1 is cut off; P0 and P2 install view 2 without it (the Commit to P1 is lost).
+    After healing, P1 (still in view 1, suspecting both) sends Prepares of view 1 to
+    P2, which drops them as stale: nobody ever tells P1 it was excluded, so it never
+    rejoins (liveness: the live processes never share a view again)."""
+    scenario = GroupScenario(
+        n=3,
+        protocol="cbcast",
+        ops=(GroupOp(0, None, "m0"),),
+        choices=(61, 0, 0, 0, 0, 0, 0, 0),
+        faults=1,
+        kinds=frozenset({"crash", "partition"}),
+    )
+    assert "partition" in replay_group(scenario).notes
+    assert_group_properties(scenario)
+
+
+@pytest.mark.xfail(strict=True, reason=CORE_BUG)
+def test_a_crashed_coordinators_higher_ballot_does_not_block_the_next_flush() -> None:
+    """P1 falsely suspects P0 and opens ballot (1, P1); P2..P4 promise it; P1 crashes.
+    P0 then coordinates with ballot (1, P0), lower than the promised (1, P1): P2..P4
+    ignore it, P0 repeats the same ballot forever, and P2..P4 only Query the dead P1.
+    The survivors never install a view (liveness, virtual synchrony of P0#1)."""
+    scenario = GroupScenario(
+        n=5,
+        protocol="cbcast",
+        ops=(GroupOp(0, None, "m0"),),
+        choices=(218, 9),
+        faults=2,
+        kinds=frozenset({"crash", "suspect"}),
+    )
+    assert {"crash", "false suspicion"} <= replay_group(scenario).notes
+    assert_group_properties(scenario)

@@ -148,7 +148,7 @@ def replay_group(
     scenario: GroupScenario,
     factory: GroupFactory = make_group,
     *,
-    max_steps: int = 5_000,
+    max_steps: int = 1_000,
 ) -> GroupRun:
     """Run ``scenario`` with Group endpoints made by ``factory``."""
     n = scenario.n
@@ -421,18 +421,21 @@ def _delivered_in(trace: Sequence[Event]) -> dict[tuple[int, int], list[MessageI
     return out
 
 
-def successors(trace: Sequence[Event], final: Mapping[int, int] = {}) -> dict[int, set[int]]:
-    """View id V -> the processes that installed V and then V + 1 (as their next view),
-    and those that end the run in V: ``final`` maps each process alive and settled at
-    the end of the run to the view it ends in."""
-    out: dict[int, set[int]] = defaultdict(set)
+def cohorts(
+    trace: Sequence[Event], final: Mapping[int, int] | None = None
+) -> dict[tuple[int, str], set[int]]:
+    """The processes that leave view V together: (V, "next") -> those that installed V
+    and then V + 1 as their next view; (V, "end") -> those that end the run in V, where
+    ``final`` maps each process alive and settled at the end to the view it ends in."""
+    final = final or {}
+    out: dict[tuple[int, str], set[int]] = defaultdict(set)
     for p, views in _views(trace).items():
         ids = [e.message.seq for e in views]
         for a, b in itertools.pairwise(ids):
             if b == a + 1:
-                out[a].add(p)
+                out[(a, "next")].add(p)
         if ids and final.get(p) == ids[-1]:
-            out[ids[-1]].add(p)
+            out[(ids[-1], "end")].add(p)
     return out
 
 
@@ -447,14 +450,15 @@ def final_views(sim: Simulation) -> dict[int, int]:
 
 
 def check_virtual_synchrony(
-    trace: Sequence[Event], run: str = "", final: Mapping[int, int] = {}
+    trace: Sequence[Event], run: str = "", final: Mapping[int, int] | None = None
 ) -> list[Violation]:
-    """Processes that install V and then V + 1 (or end the run alive in V) delivered the
-    same set of messages in V (of those addressed to both: unicasts are not compared)."""
+    """Processes that install V and then V + 1 (or that both end the run alive in V)
+    delivered the same set of messages in V (of those addressed to both: unicasts are
+    not compared)."""
     got = _delivered_in(trace)
     dest = {e.message: e.dest for e in trace if e.kind == "send"}
     found = []
-    for vid, procs in sorted(successors(trace, final).items()):
+    for (vid, _), procs in sorted(cohorts(trace, final).items()):
         ps = sorted(procs)
         for p in ps[1:]:
             both = (ps[0], p)
@@ -474,17 +478,18 @@ def check_virtual_synchrony(
 
 
 def check_group_liveness(
-    trace: Sequence[Event], run: str = "", final: Mapping[int, int] = {}
+    trace: Sequence[Event], run: str = "", final: Mapping[int, int] | None = None
 ) -> list[Violation]:
     """Every message sent in view V by a process that goes on into V + 1 (or ends the run
-    alive in V) is delivered by every such process."""
+    alive in V) is delivered by every process that leaves V the same way."""
     got = _delivered_in(trace)
     found = []
-    on = successors(trace, final)
+    groups = cohorts(trace, final)
     for e in trace:
-        if e.kind != "send" or e.view is None or e.process not in on.get(e.view, ()):
+        if e.kind != "send" or e.view is None:
             continue
-        for q in sorted(on[e.view]):
+        ours = [g for tag in ("next", "end") if e.process in (g := groups.get((e.view, tag), ()))]
+        for q in sorted(ours[0] if ours else ()):
             if e.message not in got[(q, e.view)]:
                 found.append(
                     Violation(
@@ -499,15 +504,11 @@ def check_group_liveness(
     return found
 
 
-def survivors_total(trace: Sequence[Event], final: Mapping[int, int] = {}) -> list[Event]:
+def survivors_total(trace: Sequence[Event], final: Mapping[int, int] | None = None) -> list[Event]:
     """The trace without the deliveries that membership's total order does not compare:
     those of a process in a view it did not leave into the next view (or end in alive)."""
-    on = successors(trace, final)
-    return [
-        e
-        for e in trace
-        if e.kind != "deliver" or (e.view is not None and e.process in on.get(e.view, ()))
-    ]
+    keep = {(v, p) for (v, _), procs in cohorts(trace, final).items() for p in procs}
+    return [e for e in trace if e.kind != "deliver" or (e.view, e.process) in keep]
 
 
 def expected_members(sim: Simulation) -> list[int]:
