@@ -102,7 +102,8 @@ def group_scenarios(
         to = draw(st.sampled_from([q for q in range(size) if q != pid])) if unicast else None
         ops.append(GroupOp(pid, to, f"m{i}"))
     faults = draw(st.integers(0, (size - 1) // 2)) if kinds else 0
-    choices = draw(st.lists(st.integers(0, 255), max_size=max_choices))
+    length = draw(st.integers(0, max_choices))  # lists alone would stay short
+    choices = draw(st.lists(st.integers(0, 255), min_size=length, max_size=length))
     return GroupScenario(
         size, name, tuple(ops), tuple(choices), faults, frozenset(kinds), duplicate
     )
