@@ -14,16 +14,23 @@ import pytest
 from hypothesis import HealthCheck, find, given, settings
 from hypothesis import strategies as st
 
+from mailroom.core.messages import MessageId
 from mailroom.testing.membership import (
     GroupNoQuorum,
     GroupOp,
     GroupScenario,
     GroupSkipsFlushLog,
     assert_group_properties,
+    check_group_liveness,
+    check_same_view,
+    check_self_inclusion,
+    check_view_agreement,
+    check_virtual_synchrony,
     group_scenarios,
     replay_group,
     variant_factory,
 )
+from mailroom.trace.events import Event
 
 BROADCAST = ("cbcast", "tagged", "sequencer", "skeen", "lamport")
 PROTOCOLS = (*BROADCAST, "rst")
@@ -136,3 +143,41 @@ def test_a_crashed_coordinators_higher_ballot_does_not_block_the_next_flush() ->
     )
     assert {"crash", "false suspicion"} <= replay_group(scenario).notes
     assert_group_properties(scenario)
+
+
+# -- the checks themselves can fail --------------------------------------------------------------
+def _view(p: int, seq: int, vid: int, members: tuple[int, ...]) -> Event:
+    return Event("r", p, seq, "view", MessageId(0, vid), p, members, view=vid)
+
+
+def _ev(p: int, seq: int, kind: str, m: MessageId, view: int | None) -> Event:
+    return Event("r", p, seq, kind, m, m.origin, (0, 1, 2), view=view)
+
+
+A, B = MessageId(0, 1), MessageId(1, 1)
+
+
+def test_view_agreement_and_self_inclusion_catch_bad_views() -> None:
+    trace = [_view(0, 1, 1, (0, 1)), _view(1, 1, 1, (0, 1, 2)), _view(2, 1, 1, (0, 1))]
+    assert len(check_view_agreement(trace)) == 1
+    assert [v.processes for v in check_self_inclusion(trace)] == [()]
+    assert check_self_inclusion(trace)[0].reason == "P2 installed view 1 without itself"
+    backwards = [_view(0, 1, 2, (0, 1)), _view(0, 2, 1, (0, 1))]
+    assert "after 2" in check_view_agreement(backwards)[0].reason
+
+
+def test_same_view_virtual_synchrony_and_liveness_catch_bad_deliveries() -> None:
+    views = [_view(p, 1, 1, (0, 1)) for p in (0, 1)] + [_view(p, 2, 2, (0, 1)) for p in (0, 1)]
+    sends = [_ev(0, 3, "send", A, 1), _ev(1, 3, "send", B, 2)]
+    good = views + sends + [_ev(p, 4, "deliver", A, 1) for p in (0, 1)]
+    good += [_ev(p, 5, "deliver", B, 2) for p in (0, 1)]
+    final = {0: 2, 1: 2}
+    assert not check_same_view(good) and not check_virtual_synchrony(good, final=final)
+    assert not check_group_liveness(good, final=final)
+    moved = (1, "deliver", A)
+    late = [
+        _ev(1, 4, "deliver", A, 2) if (e.process, e.kind, e.message) == moved else e for e in good
+    ]
+    assert [v.processes for v in check_same_view(late)] == [(1,)]
+    assert len(check_virtual_synchrony(late, final=final)) == 1
+    assert [v.processes for v in check_group_liveness(late, final=final)] == [(1,)]
