@@ -55,6 +55,18 @@ def test_crashes_and_false_suspicions(protocol: str, data: st.DataObject) -> Non
     assert_group_properties(scenario)
 
 
+@pytest.mark.parametrize("protocol", PROTOCOLS)
+@settings(max_examples=40)
+@given(data=st.data())
+def test_a_process_joins_the_running_group_and_gets_its_state(
+    protocol: str, data: st.DataObject
+) -> None:
+    scenario = data.draw(
+        group_scenarios(protocol, n=(4, 6), joiner=True, kinds=("crash", "suspect"))
+    )
+    assert_group_properties(scenario)
+
+
 @pytest.mark.parametrize("protocol", ("cbcast", "sequencer", "skeen", "rst"))
 @settings(max_examples=40)
 @given(data=st.data())

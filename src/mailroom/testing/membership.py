@@ -49,8 +49,11 @@ VIEW_PROPERTIES = ("view_agreement", "self_inclusion", "same_view", "virtual_syn
 
 
 def make_group(pid: int, n: int, protocol: str, members: tuple[int, ...]) -> Group:
-    """The default factory: a plain Group over ``protocol`` with every process a member."""
-    return Group(pid, n, protocol, members=members)
+    """The default factory: a plain Group over ``protocol``, a member of the initial view
+    ``members``, or, if ``pid`` is not among them, a joiner that asks them to let it in."""
+    if pid in members:
+        return Group(pid, n, protocol, members=members)
+    return Group(pid, n, protocol, contacts=members)
 
 
 @attrs.frozen
@@ -70,7 +73,9 @@ class GroupOp:
 @attrs.frozen
 class GroupScenario:
     """A membership run for Hypothesis to choose: ``faults`` is the fault budget and
-    ``kinds`` the faults it may be spent on ("crash", "suspect", "partition")."""
+    ``kinds`` the faults it may be spent on ("crash", "suspect", "partition"); with
+    ``joiner`` the last of the ``n`` processes joins the running group (its first
+    Join goes out when its timer first fires, which Hypothesis chooses)."""
 
     n: int
     protocol: str
@@ -79,6 +84,8 @@ class GroupScenario:
     faults: int = 1
     kinds: frozenset[str] = frozenset({"crash"})
     duplicate: bool = True
+    #: the last process starts outside the group and joins it (state transfer)
+    joiner: bool = False
 
 
 @st.composite
@@ -91,6 +98,7 @@ def group_scenarios(
     max_choices: int = 60,
     kinds: Sequence[str] = ("crash", "suspect"),
     duplicate: bool = True,
+    joiner: bool = False,
 ) -> GroupScenario:
     """Hypothesis strategy for membership scenarios over ``protocol`` (or one of several)."""
     name = protocol if isinstance(protocol, str) else draw(st.sampled_from(list(protocol)))
@@ -101,11 +109,12 @@ def group_scenarios(
         pid = draw(st.integers(0, size - 1))
         to = draw(st.sampled_from([q for q in range(size) if q != pid])) if unicast else None
         ops.append(GroupOp(pid, to, f"m{i}"))
-    faults = draw(st.integers(0, (size - 1) // 2)) if kinds else 0
+    initial = size - 1 if joiner else size
+    faults = draw(st.integers(0, (initial - 1) // 2)) if kinds else 0
     length = draw(st.integers(0, max_choices))  # lists alone would stay short
     choices = draw(st.lists(st.integers(0, 255), min_size=length, max_size=length))
     return GroupScenario(
-        size, name, tuple(ops), tuple(choices), faults, frozenset(kinds), duplicate
+        size, name, tuple(ops), tuple(choices), faults, frozenset(kinds), duplicate, joiner
     )
 
 
@@ -120,7 +129,8 @@ class GroupRun:
     #: processes that stopped (crash-stop)
     crashed: frozenset[int] = frozenset()
     #: what happened, for coverage: "crash", "crash mid-flush", "coordinator crash",
-    #: "coordinator crash mid-flush", "false suspicion", "rejoin", "partition", "view change"
+    #: "coordinator crash mid-flush", "false suspicion", "rejoin", "partition", "view change",
+    #: "join" (the joiner got in)
     notes: frozenset[str] = frozenset()
 
     @property
@@ -153,7 +163,7 @@ def replay_group(
 ) -> GroupRun:
     """Run ``scenario`` with Group endpoints made by ``factory``."""
     n = scenario.n
-    members = tuple(range(n))
+    members = tuple(range(n - 1 if scenario.joiner else n))
     cause: dict[int, set[int]] = defaultdict(set)  # P -> whom P's detector will suspect
     excluded_seen = 0
 
@@ -340,6 +350,8 @@ def replay_group(
         notes.add("rejoin")
     if any(len(v) > 1 for v in sim.views):
         notes.add("view change")
+    if scenario.joiner and sim.views[n - 1]:
+        notes.add("join")
     return GroupRun(scenario, sim, tuple(steps), tuple(errors), crashed, frozenset(notes))
 
 
