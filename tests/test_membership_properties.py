@@ -62,7 +62,7 @@ def test_a_process_joins_the_running_group_and_gets_its_state(
     protocol: str, data: st.DataObject
 ) -> None:
     scenario = data.draw(
-        group_scenarios(protocol, n=(4, 6), joiner=True, kinds=("crash", "suspect"))
+        group_scenarios(protocol, n=(4, 6), joiner=True, kinds=("crash", "suspect", "leave"))
     )
     assert_group_properties(scenario)
 

@@ -5,15 +5,15 @@ A ``GroupScenario`` is a group of ``n`` processes (all members of view 1) runnin
 it runs the simulator in adversarial mode; at each step the enabled events are
 "issue the next operation", "packet k arrives" (or "is duplicated"), "P's timer
 fires", and, while the fault budget lasts, "P crashes" (crash-stop: it never comes
-back), "P falsely suspects live member Q" and "P is cut off" (a partition isolating
-P until the choices run out, when it heals). The test plays the hosts' failure
+back), "P falsely suspects live member Q", "P leaves" and "P is cut off" (a partition
+isolating P until the choices run out, when it heals). The test plays the hosts' failure
 detector: "P suspects Q" is enabled for every Q that P's detector has cause to
 suspect (Q crashed, or a partition cut them apart) while Q is in P's view, and every
 such suspicion is applied once the choices run out. Choice c picks event c mod (the
 number of events). When the choices run out the network drains oldest-first, the
 remaining suspicions are applied and timers fire until nothing is left to do.
 
-The budget (crashes + false suspicions + partitions) is below half the group, so a
+The budget (crashes + false suspicions + leaves + partitions) is below half the group, so a
 majority always survives and the primary partition can go on (a minority blocks by
 design). ``view_problems`` checks the run: the view properties (view agreement,
 self-inclusion, same-view delivery, virtual synchrony), the protocol's order
@@ -73,7 +73,7 @@ class GroupOp:
 @attrs.frozen
 class GroupScenario:
     """A membership run for Hypothesis to choose: ``faults`` is the fault budget and
-    ``kinds`` the faults it may be spent on ("crash", "suspect", "partition"); with
+    ``kinds`` the faults it may be spent on ("crash", "suspect", "partition", "leave"); with
     ``joiner`` the last of the ``n`` processes joins the running group (its first
     Join goes out when its timer first fires, which Hypothesis chooses)."""
 
@@ -130,7 +130,7 @@ class GroupRun:
     crashed: frozenset[int] = frozenset()
     #: what happened, for coverage: "crash", "crash mid-flush", "coordinator crash",
     #: "coordinator crash mid-flush", "false suspicion", "rejoin", "partition", "view change",
-    #: "join" (the joiner got in)
+    #: "join" (the joiner got in), "leave"
     notes: frozenset[str] = frozenset()
 
     @property
@@ -277,6 +277,12 @@ def replay_group(
                 ]
             if "partition" in scenario.kinds and not cut:
                 events += [("partition", q) for q in live]
+            if "leave" in scenario.kinds:
+                events += [
+                    ("leave", q)
+                    for q in live
+                    if getattr(sim.endpoints[q], "sending_view", None) is not None
+                ]
         if not events:
             break
         kind, arg = events[scenario.choices[step] % len(events)]
@@ -308,6 +314,11 @@ def replay_group(
             budget -= 1
             notes.add("false suspicion")
             apply_suspicion(arg, why="FALSELY: it is alive")
+        elif kind == "leave":
+            budget -= 1
+            notes.add("leave")
+            sim.leave(arg)
+            steps.append(f"P{arg} leaves the group")
         else:
             budget -= 1
             others = [q for q in range(n) if q != arg]
