@@ -638,7 +638,9 @@ def variant_factory(cls: type[Group]) -> GroupFactory:
     """A factory for ``replay_group`` that makes ``cls`` endpoints."""
 
     def make(pid: int, n: int, protocol: str, members: tuple[int, ...]) -> Group:
-        return cls(pid, n, protocol, members=members)
+        if pid in members:
+            return cls(pid, n, protocol, members=members)
+        return cls(pid, n, protocol, contacts=members)
 
     return make
 
