@@ -14,6 +14,9 @@ coordinator P0, which is also the sequencer, or the last member). Measured per r
   view when the protocol or the flush holds it);
 - over: stall minus the detection timeout, in message delays (the issue asks for the
   timeout plus a few message delays);
+- latency: the baseline, measured in the same run: the mean delivery latency of the
+  same workload with no crash (plain Groups, no detector); the stall is also shown as
+  a multiple of it;
 - flush: packets sent from the first Prepare to the last Commit (everything on the
   wire: flush control, heartbeats and data) and, of those, the flush's own control
   packets (Suspect, Prepare, Promise, Accept, Accepted, Commit), with the Group's
@@ -105,20 +108,41 @@ def measure(protocol: str, n: int, victim: int, retry: float = 1.0) -> dict[str,
     }
 
 
+def baseline(protocol: str, n: int) -> float:
+    """The same workload without a crash: the mean delivery latency (the baseline)."""
+    eps = [Group(p, n, protocol, members=range(n)) for p in range(n)]
+    sim = Simulation(eps, NetworkModel(delay=(1.0, 1.0)))
+    t = 0.25
+    while t < STOP_SENDING:
+        sim.schedule(t, lambda s: [s.broadcast(p, f"t{s.now:g}") for p in range(n)])
+        t += 1.0
+    sim.run()
+    sent_at = {e.message: e.time for e in sim.trace if e.kind == "send"}
+    delays = [
+        float(e.time or 0.0) - float(sent_at[e.message] or 0.0)
+        for e in sim.trace
+        if e.kind == "deliver"
+    ]
+    return sum(delays) / len(delays)
+
+
 def table(sizes: tuple[int, ...]) -> str:
     head = (
-        "| n | protocol | crashed | detect | view | stall | over timeout | "
-        "flush packets | flush control | flush control, retry 10 |"
+        "| n | protocol | crashed | latency (no crash) | detect | view | stall | "
+        "stall / latency | over timeout | flush packets | flush control | "
+        "flush control, retry 10 |"
     )
-    lines = [head, "|" + "---|" * 10]
+    lines = [head, "|" + "---|" * 12]
     for n in sizes:
         for protocol in PROTOCOLS:
+            base = baseline(protocol, n)
             for victim, name in ((0, "P0 (coordinator)"), (n - 1, f"P{n - 1}")):
                 r: dict[str, Any] = measure(protocol, n, victim)
                 slow = measure(protocol, n, victim, retry=10.0)
                 lines.append(
-                    f"| {n} | {protocol} | {name} | {r['detect']:.1f} | {r['view']:.1f} | "
-                    f"{r['stall']:.1f} | {r['over']:.1f} | {r['packets']:.0f} | "
+                    f"| {n} | {protocol} | {name} | {base:.2f} | {r['detect']:.1f} | "
+                    f"{r['view']:.1f} | {r['stall']:.1f} | {r['stall'] / base:.1f}x | "
+                    f"{r['over']:.1f} | {r['packets']:.0f} | "
                     f"{r['control']:.0f} | {slow['control']:.0f} |"
                 )
     return "\n".join(lines)

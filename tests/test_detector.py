@@ -12,6 +12,7 @@ from mailroom.core.registry import restore_endpoint
 from mailroom.protocols.membership import Group, Prepare
 from mailroom.protocols.membership.detector import Heartbeat, HeartbeatDetector
 from mailroom.sim import NetworkModel, Simulation
+from mailroom.testing.membership import view_problems
 
 
 def detector(pid: int = 0, n: int = 3, **kw: float) -> HeartbeatDetector:
@@ -135,3 +136,19 @@ def test_a_joiner_does_not_beat_until_it_has_a_view() -> None:
     assert d.view is None
     assert all(not isinstance(a.packet, Heartbeat) for a in d.tick(0.0) if isinstance(a, Transmit))
     assert d.heartbeats_sent == 0
+
+
+@pytest.mark.xfail(strict=True, reason="core (Group) liveness bug; see the m14sim report")
+def test_a_member_cut_off_by_a_partition_rejoins_after_it_heals() -> None:
+    """P2 is cut off from 10 to 20: P0 and P1 suspect it and install view 2 at 17 and 18.
+    After healing, P2 must learn it was excluded, rejoin and catch up."""
+    eps = [detector(p) for p in range(3)]
+    sim = Simulation(eps, NetworkModel(delay=(1.0, 1.0)))
+    sim.schedule(10.0, lambda s: s.partition([[2], [0, 1]], until=20.0))
+    for k in range(30):
+        sim.schedule(k + 0.5, lambda s, k=k: s.broadcast(k % 2, f"m{k}"))
+    sim.run(until=100.0)
+    views = [(e.process, e.time, e.view) for e in sim.trace if e.kind == "view"]
+    assert views[3:5] == [(0, 17.0, 2), (1, 18.0, 2)]
+    assert {ep.view for ep in eps} == {View(3, (0, 1, 2))}
+    assert view_problems(sim, "cbcast") == []

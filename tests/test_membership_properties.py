@@ -14,18 +14,29 @@ import pytest
 from hypothesis import HealthCheck, find, given, settings
 from hypothesis import strategies as st
 
+from mailroom.core.messages import MessageId
 from mailroom.testing.membership import (
     GroupNoQuorum,
+    GroupOp,
     GroupScenario,
     GroupSkipsFlushLog,
     assert_group_properties,
+    check_group_liveness,
+    check_same_view,
+    check_self_inclusion,
+    check_view_agreement,
+    check_virtual_synchrony,
     group_scenarios,
     replay_group,
     variant_factory,
 )
+from mailroom.trace.events import Event
 
 BROADCAST = ("cbcast", "tagged", "sequencer", "skeen", "lamport")
 PROTOCOLS = (*BROADCAST, "rst")
+#: Marks the runs that fail because of a Group bug this harness found (strict: when the
+#: Group is fixed they pass, and the mark must go).
+CORE_BUG = "core (Group) liveness bug found by this harness; see the m14sim report"
 
 SEARCH = settings(
     max_examples=1000,
@@ -44,8 +55,20 @@ def test_crashes_and_false_suspicions(protocol: str, data: st.DataObject) -> Non
     assert_group_properties(scenario)
 
 
+@pytest.mark.parametrize("protocol", PROTOCOLS)
+@settings(max_examples=40)
+@given(data=st.data())
+def test_a_process_joins_the_running_group_and_gets_its_state(
+    protocol: str, data: st.DataObject
+) -> None:
+    scenario = data.draw(
+        group_scenarios(protocol, n=(4, 6), joiner=True, kinds=("crash", "suspect", "leave"))
+    )
+    assert_group_properties(scenario)
+
+
 @pytest.mark.parametrize("protocol", ("cbcast", "sequencer", "skeen", "rst"))
-@settings(max_examples=60)
+@settings(max_examples=40)
 @given(data=st.data())
 def test_partitions_that_heal(protocol: str, data: st.DataObject) -> None:
     scenario = data.draw(group_scenarios(protocol, kinds=("partition", "crash")))
@@ -93,3 +116,80 @@ def test_known_buggy_groups_are_caught(variant: type, protocol: str) -> None:
     props = {v.property for v in replay_group(found, factory).violations()}
     assert props & {"virtual_synchrony", "liveness", "same_view"}
     assert not replay_group(found).violations()  # the correct group passes the same run
+
+
+# -- runs the harness found: replayed exactly ---------------------------------------------------
+
+
+@pytest.mark.xfail(strict=True, reason=CORE_BUG)
+def test_a_cut_off_member_learns_after_healing_that_it_was_excluded() -> None:
+    """P1 is cut off; P0 and P2 install view 2 without it (the Commit to P1 is lost).
+    After healing, P1 (still in view 1, suspecting both) sends Prepares of view 1 to
+    P2, which drops them as stale: nobody ever tells P1 it was excluded, so it never
+    rejoins (liveness: the live processes never share a view again)."""
+    scenario = GroupScenario(
+        n=3,
+        protocol="cbcast",
+        ops=(GroupOp(0, None, "m0"),),
+        choices=(61, 0, 0, 0, 0, 0, 0, 0),
+        faults=1,
+        kinds=frozenset({"crash", "partition"}),
+    )
+    assert "partition" in replay_group(scenario).notes
+    assert_group_properties(scenario)
+
+
+@pytest.mark.xfail(strict=True, reason=CORE_BUG)
+def test_a_crashed_coordinators_higher_ballot_does_not_block_the_next_flush() -> None:
+    """P1 falsely suspects P0 and opens ballot (1, P1); P2..P4 promise it; P1 crashes.
+    P0 then coordinates with ballot (1, P0), lower than the promised (1, P1): P2..P4
+    ignore it, P0 repeats the same ballot forever, and P2..P4 only Query the dead P1.
+    The survivors never install a view (liveness, virtual synchrony of P0#1)."""
+    scenario = GroupScenario(
+        n=5,
+        protocol="cbcast",
+        ops=(GroupOp(0, None, "m0"),),
+        choices=(218, 9),
+        faults=2,
+        kinds=frozenset({"crash", "suspect"}),
+    )
+    assert {"crash", "false suspicion"} <= replay_group(scenario).notes
+    assert_group_properties(scenario)
+
+
+# -- the checks themselves can fail --------------------------------------------------------------
+def _view(p: int, seq: int, vid: int, members: tuple[int, ...]) -> Event:
+    return Event("r", p, seq, "view", MessageId(0, vid), p, members, view=vid)
+
+
+def _ev(p: int, seq: int, kind: str, m: MessageId, view: int | None) -> Event:
+    return Event("r", p, seq, kind, m, m.origin, (0, 1, 2), view=view)
+
+
+A, B = MessageId(0, 1), MessageId(1, 1)
+
+
+def test_view_agreement_and_self_inclusion_catch_bad_views() -> None:
+    trace = [_view(0, 1, 1, (0, 1)), _view(1, 1, 1, (0, 1, 2)), _view(2, 1, 1, (0, 1))]
+    assert len(check_view_agreement(trace)) == 1
+    assert [v.processes for v in check_self_inclusion(trace)] == [()]
+    assert check_self_inclusion(trace)[0].reason == "P2 installed view 1 without itself"
+    backwards = [_view(0, 1, 2, (0, 1)), _view(0, 2, 1, (0, 1))]
+    assert "after 2" in check_view_agreement(backwards)[0].reason
+
+
+def test_same_view_virtual_synchrony_and_liveness_catch_bad_deliveries() -> None:
+    views = [_view(p, 1, 1, (0, 1)) for p in (0, 1)] + [_view(p, 2, 2, (0, 1)) for p in (0, 1)]
+    sends = [_ev(0, 3, "send", A, 1), _ev(1, 3, "send", B, 2)]
+    good = views + sends + [_ev(p, 4, "deliver", A, 1) for p in (0, 1)]
+    good += [_ev(p, 5, "deliver", B, 2) for p in (0, 1)]
+    final = {0: 2, 1: 2}
+    assert not check_same_view(good) and not check_virtual_synchrony(good, final=final)
+    assert not check_group_liveness(good, final=final)
+    moved = (1, "deliver", A)
+    late = [
+        _ev(1, 4, "deliver", A, 2) if (e.process, e.kind, e.message) == moved else e for e in good
+    ]
+    assert [v.processes for v in check_same_view(late)] == [(1,)]
+    assert len(check_virtual_synchrony(late, final=final)) == 2  # views 1 and 2 differ
+    assert [v.processes for v in check_group_liveness(late, final=final)] == [(1,)]

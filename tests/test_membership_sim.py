@@ -6,12 +6,15 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from mailroom.core.actions import View, ViewChange
 from mailroom.core.errors import LocalError
 from mailroom.core.messages import MessageId
 from mailroom.protocols.membership import Group
-from mailroom.sim import Simulation
+from mailroom.protocols.membership.detector import HeartbeatDetector
+from mailroom.sim import NetworkModel, Simulation, view_of
 from mailroom.testing.membership import view_problems
 from mailroom.trace.events import Event
 
@@ -186,3 +189,40 @@ def test_the_coordinator_crashes_mid_flush_and_another_takes_over() -> None:
     got = [(e.process, e.view) for e in sim.trace if e.kind == "deliver" and e.message == m]
     assert sorted(got) == [(1, 1), (2, 1), (3, 1), (4, 1)]
     assert view_problems(sim, "cbcast") == []
+
+
+@settings(max_examples=30)
+@given(
+    protocol=st.sampled_from(["cbcast", "tagged", "sequencer", "skeen", "lamport"]),
+    n=st.integers(3, 5),
+    seed=st.integers(0, 2**16),
+    crash_at=st.floats(5.0, 30.0),
+    victim=st.integers(0, 4),
+)
+def test_heartbeat_detectors_let_the_survivors_go_on_in_a_timed_run(
+    protocol: str, n: int, seed: int, crash_at: float, victim: int
+) -> None:
+    """Random delays (0.5..2), heartbeats every 1 with timeout 6, steady broadcasts, one
+    crash-stop: the survivors install a view without it and every property holds."""
+    victim %= n
+    eps = [
+        HeartbeatDetector(Group(p, n, protocol, members=range(n)), interval=1.0, timeout=6.0)
+        for p in range(n)
+    ]
+    sim = Simulation(eps, NetworkModel(delay=(0.5, 2.0)), seed=seed)
+
+    def send(s: Simulation, k: int) -> None:
+        if k % n not in s.stopped:
+            s.broadcast(k % n, f"m{k}")
+
+    for k in range(40):
+        sim.schedule(k + 0.3, lambda s, k=k: send(s, k))
+    sim.schedule(crash_at, lambda s: s.crash(victim))
+    sim.run(until=120.0)
+    assert view_problems(sim, protocol) == []
+    survivors = tuple(q for q in range(n) if q != victim)
+    assert {view_of(sim.endpoints[q]) for q in survivors} == {View(2, survivors)}
+    assert sim.metrics.packets > 100 * n * (n - 1) // 2  # the heartbeats ran all along
+    sent = {e.message for e in sim.trace if e.kind == "send" and e.process in survivors}
+    for q in survivors:
+        assert sent <= {e.message for e in sim.trace if e.kind == "deliver" and e.process == q}

@@ -7,6 +7,11 @@
   from its last checkpoint, the ``snapshot()`` the simulator took after the last
   step of that process (before that step's packets left: write-ahead), so what it
   delivered or acknowledged before the crash survives it.
+- In a membership run (Group endpoints), ``crash(pid)`` without ``down_for`` is
+  crash-stop: the process never restarts, its timers stop, packets on their way to
+  it are lost while those it already sent still arrive; the survivors' failure
+  detectors (``sim.suspect``, or a ``HeartbeatDetector``) take it out of the view,
+  and ``sim.join`` may later put a new incarnation in its slot.
 """
 
 from __future__ import annotations

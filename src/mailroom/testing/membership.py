@@ -5,15 +5,15 @@ A ``GroupScenario`` is a group of ``n`` processes (all members of view 1) runnin
 it runs the simulator in adversarial mode; at each step the enabled events are
 "issue the next operation", "packet k arrives" (or "is duplicated"), "P's timer
 fires", and, while the fault budget lasts, "P crashes" (crash-stop: it never comes
-back), "P falsely suspects live member Q" and "P is cut off" (a partition isolating
-P until the choices run out, when it heals). The test plays the hosts' failure
+back), "P falsely suspects live member Q", "P leaves" and "P is cut off" (a partition
+isolating P until the choices run out, when it heals). The test plays the hosts' failure
 detector: "P suspects Q" is enabled for every Q that P's detector has cause to
 suspect (Q crashed, or a partition cut them apart) while Q is in P's view, and every
 such suspicion is applied once the choices run out. Choice c picks event c mod (the
 number of events). When the choices run out the network drains oldest-first, the
 remaining suspicions are applied and timers fire until nothing is left to do.
 
-The budget (crashes + false suspicions + partitions) is below half the group, so a
+The budget (crashes + false suspicions + leaves + partitions) is below half the group, so a
 majority always survives and the primary partition can go on (a minority blocks by
 design). ``view_problems`` checks the run: the view properties (view agreement,
 self-inclusion, same-view delivery, virtual synchrony), the protocol's order
@@ -49,8 +49,11 @@ VIEW_PROPERTIES = ("view_agreement", "self_inclusion", "same_view", "virtual_syn
 
 
 def make_group(pid: int, n: int, protocol: str, members: tuple[int, ...]) -> Group:
-    """The default factory: a plain Group over ``protocol`` with every process a member."""
-    return Group(pid, n, protocol, members=members)
+    """The default factory: a plain Group over ``protocol``, a member of the initial view
+    ``members``, or, if ``pid`` is not among them, a joiner that asks them to let it in."""
+    if pid in members:
+        return Group(pid, n, protocol, members=members)
+    return Group(pid, n, protocol, contacts=members)
 
 
 @attrs.frozen
@@ -70,7 +73,9 @@ class GroupOp:
 @attrs.frozen
 class GroupScenario:
     """A membership run for Hypothesis to choose: ``faults`` is the fault budget and
-    ``kinds`` the faults it may be spent on ("crash", "suspect", "partition")."""
+    ``kinds`` the faults it may be spent on ("crash", "suspect", "partition", "leave"); with
+    ``joiner`` the last of the ``n`` processes joins the running group (its first
+    Join goes out when its timer first fires, which Hypothesis chooses)."""
 
     n: int
     protocol: str
@@ -79,6 +84,8 @@ class GroupScenario:
     faults: int = 1
     kinds: frozenset[str] = frozenset({"crash"})
     duplicate: bool = True
+    #: the last process starts outside the group and joins it (state transfer)
+    joiner: bool = False
 
 
 @st.composite
@@ -91,6 +98,7 @@ def group_scenarios(
     max_choices: int = 60,
     kinds: Sequence[str] = ("crash", "suspect"),
     duplicate: bool = True,
+    joiner: bool = False,
 ) -> GroupScenario:
     """Hypothesis strategy for membership scenarios over ``protocol`` (or one of several)."""
     name = protocol if isinstance(protocol, str) else draw(st.sampled_from(list(protocol)))
@@ -101,10 +109,12 @@ def group_scenarios(
         pid = draw(st.integers(0, size - 1))
         to = draw(st.sampled_from([q for q in range(size) if q != pid])) if unicast else None
         ops.append(GroupOp(pid, to, f"m{i}"))
-    faults = draw(st.integers(0, (size - 1) // 2)) if kinds else 0
-    choices = draw(st.lists(st.integers(0, 255), max_size=max_choices))
+    initial = size - 1 if joiner else size
+    faults = draw(st.integers(0, (initial - 1) // 2)) if kinds else 0
+    length = draw(st.integers(0, max_choices))  # lists alone would stay short
+    choices = draw(st.lists(st.integers(0, 255), min_size=length, max_size=length))
     return GroupScenario(
-        size, name, tuple(ops), tuple(choices), faults, frozenset(kinds), duplicate
+        size, name, tuple(ops), tuple(choices), faults, frozenset(kinds), duplicate, joiner
     )
 
 
@@ -119,7 +129,8 @@ class GroupRun:
     #: processes that stopped (crash-stop)
     crashed: frozenset[int] = frozenset()
     #: what happened, for coverage: "crash", "crash mid-flush", "coordinator crash",
-    #: "coordinator crash mid-flush", "false suspicion", "rejoin", "partition", "view change"
+    #: "coordinator crash mid-flush", "false suspicion", "rejoin", "partition", "view change",
+    #: "join" (the joiner got in), "leave"
     notes: frozenset[str] = frozenset()
 
     @property
@@ -148,11 +159,11 @@ def replay_group(
     scenario: GroupScenario,
     factory: GroupFactory = make_group,
     *,
-    max_steps: int = 5_000,
+    max_steps: int = 1_000,
 ) -> GroupRun:
     """Run ``scenario`` with Group endpoints made by ``factory``."""
     n = scenario.n
-    members = tuple(range(n))
+    members = tuple(range(n - 1 if scenario.joiner else n))
     cause: dict[int, set[int]] = defaultdict(set)  # P -> whom P's detector will suspect
     excluded_seen = 0
 
@@ -266,6 +277,12 @@ def replay_group(
                 ]
             if "partition" in scenario.kinds and not cut:
                 events += [("partition", q) for q in live]
+            if "leave" in scenario.kinds:
+                events += [
+                    ("leave", q)
+                    for q in live
+                    if getattr(sim.endpoints[q], "sending_view", None) is not None
+                ]
         if not events:
             break
         kind, arg = events[scenario.choices[step] % len(events)]
@@ -297,6 +314,11 @@ def replay_group(
             budget -= 1
             notes.add("false suspicion")
             apply_suspicion(arg, why="FALSELY: it is alive")
+        elif kind == "leave":
+            budget -= 1
+            notes.add("leave")
+            sim.leave(arg)
+            steps.append(f"P{arg} leaves the group")
         else:
             budget -= 1
             others = [q for q in range(n) if q != arg]
@@ -339,6 +361,8 @@ def replay_group(
         notes.add("rejoin")
     if any(len(v) > 1 for v in sim.views):
         notes.add("view change")
+    if scenario.joiner and sim.views[n - 1]:
+        notes.add("join")
     return GroupRun(scenario, sim, tuple(steps), tuple(errors), crashed, frozenset(notes))
 
 
@@ -421,18 +445,21 @@ def _delivered_in(trace: Sequence[Event]) -> dict[tuple[int, int], list[MessageI
     return out
 
 
-def successors(trace: Sequence[Event], final: Mapping[int, int] = {}) -> dict[int, set[int]]:
-    """View id V -> the processes that installed V and then V + 1 (as their next view),
-    and those that end the run in V: ``final`` maps each process alive and settled at
-    the end of the run to the view it ends in."""
-    out: dict[int, set[int]] = defaultdict(set)
+def cohorts(
+    trace: Sequence[Event], final: Mapping[int, int] | None = None
+) -> dict[tuple[int, str], set[int]]:
+    """The processes that leave view V together: (V, "next") -> those that installed V
+    and then V + 1 as their next view; (V, "end") -> those that end the run in V, where
+    ``final`` maps each process alive and settled at the end to the view it ends in."""
+    final = final or {}
+    out: dict[tuple[int, str], set[int]] = defaultdict(set)
     for p, views in _views(trace).items():
         ids = [e.message.seq for e in views]
         for a, b in itertools.pairwise(ids):
             if b == a + 1:
-                out[a].add(p)
+                out[(a, "next")].add(p)
         if ids and final.get(p) == ids[-1]:
-            out[ids[-1]].add(p)
+            out[(ids[-1], "end")].add(p)
     return out
 
 
@@ -447,14 +474,15 @@ def final_views(sim: Simulation) -> dict[int, int]:
 
 
 def check_virtual_synchrony(
-    trace: Sequence[Event], run: str = "", final: Mapping[int, int] = {}
+    trace: Sequence[Event], run: str = "", final: Mapping[int, int] | None = None
 ) -> list[Violation]:
-    """Processes that install V and then V + 1 (or end the run alive in V) delivered the
-    same set of messages in V (of those addressed to both: unicasts are not compared)."""
+    """Processes that install V and then V + 1 (or that both end the run alive in V)
+    delivered the same set of messages in V (of those addressed to both: unicasts are
+    not compared)."""
     got = _delivered_in(trace)
     dest = {e.message: e.dest for e in trace if e.kind == "send"}
     found = []
-    for vid, procs in sorted(successors(trace, final).items()):
+    for (vid, _), procs in sorted(cohorts(trace, final).items()):
         ps = sorted(procs)
         for p in ps[1:]:
             both = (ps[0], p)
@@ -474,17 +502,18 @@ def check_virtual_synchrony(
 
 
 def check_group_liveness(
-    trace: Sequence[Event], run: str = "", final: Mapping[int, int] = {}
+    trace: Sequence[Event], run: str = "", final: Mapping[int, int] | None = None
 ) -> list[Violation]:
     """Every message sent in view V by a process that goes on into V + 1 (or ends the run
-    alive in V) is delivered by every such process."""
+    alive in V) is delivered by every process that leaves V the same way."""
     got = _delivered_in(trace)
     found = []
-    on = successors(trace, final)
+    groups = cohorts(trace, final)
     for e in trace:
-        if e.kind != "send" or e.view is None or e.process not in on.get(e.view, ()):
+        if e.kind != "send" or e.view is None:
             continue
-        for q in sorted(on[e.view]):
+        ours = [g for tag in ("next", "end") if e.process in (g := groups.get((e.view, tag), ()))]
+        for q in sorted(ours[0] if ours else ()):
             if e.message not in got[(q, e.view)]:
                 found.append(
                     Violation(
@@ -499,15 +528,11 @@ def check_group_liveness(
     return found
 
 
-def survivors_total(trace: Sequence[Event], final: Mapping[int, int] = {}) -> list[Event]:
+def survivors_total(trace: Sequence[Event], final: Mapping[int, int] | None = None) -> list[Event]:
     """The trace without the deliveries that membership's total order does not compare:
     those of a process in a view it did not leave into the next view (or end in alive)."""
-    on = successors(trace, final)
-    return [
-        e
-        for e in trace
-        if e.kind != "deliver" or (e.view is not None and e.process in on.get(e.view, ()))
-    ]
+    keep = {(v, p) for (v, _), procs in cohorts(trace, final).items() for p in procs}
+    return [e for e in trace if e.kind != "deliver" or (e.view, e.process) in keep]
 
 
 def expected_members(sim: Simulation) -> list[int]:
@@ -523,9 +548,10 @@ def expected_members(sim: Simulation) -> list[int]:
     return out
 
 
-def settled_problems(sim: Simulation, run: str = "") -> list[Violation]:
+def settled_problems(sim: Simulation, run: str = "", total: bool = False) -> list[Violation]:
     """After the run drained: the live processes share one view without the stopped ones,
-    no view change is under way and their application states agree."""
+    no view change is under way and their application states (the default ``on_state``
+    log) agree: as sets, or as sequences under ``total`` order."""
     alive = expected_members(sim)
     found = []
     views = {q: view_of(sim.endpoints[q]) for q in alive}
@@ -541,7 +567,10 @@ def settled_problems(sim: Simulation, run: str = "") -> list[Violation]:
         ep: Any = sim.endpoints[q]
         if ep.flushing or not ep.joined:
             found.append(_v("liveness", run, f"P{q} is still flushing or joining", (q,)))
-    states = {q: sorted(map(tuple, sim.app_state[q])) for q in alive}
+    ordered = total  # under total order the replicas' logs agree as sequences
+    states = {q: [tuple(m) for m in sim.app_state[q]] for q in alive}
+    if not ordered:
+        states = {q: sorted(s) for q, s in states.items()}
     first = alive[0]
     broadcast = all("broadcast" in capabilities(sim.endpoints[q]) for q in alive)
     for q in alive[1:] if broadcast else ():
@@ -568,7 +597,7 @@ def view_problems(sim: Simulation, protocol: str) -> list[Violation]:
         found += check(survivors_total(trace, alive), ["total"]).violations["total"]
     if entry(protocol).mode == "broadcast":
         found += check_group_liveness(trace, run, alive)
-    found += settled_problems(sim, run)
+    found += settled_problems(sim, run, "total" in promises)
     return found
 
 
@@ -609,7 +638,9 @@ def variant_factory(cls: type[Group]) -> GroupFactory:
     """A factory for ``replay_group`` that makes ``cls`` endpoints."""
 
     def make(pid: int, n: int, protocol: str, members: tuple[int, ...]) -> Group:
-        return cls(pid, n, protocol, members=members)
+        if pid in members:
+            return cls(pid, n, protocol, members=members)
+        return cls(pid, n, protocol, contacts=members)
 
     return make
 

@@ -93,7 +93,6 @@ class HeartbeatDetector(EndpointBase):
         self.group: Any = group
         self.pid = group.pid
         self.n = group.n
-        self.own_duplicates = 0
         #: What the application may call: the group's capabilities.
         self.capabilities: frozenset[str] = capabilities(group)
         self.now = 0.0
@@ -124,11 +123,11 @@ class HeartbeatDetector(EndpointBase):
 
     @property
     def duplicates(self) -> int:
-        return int(self.group.duplicates) + self.own_duplicates
+        return int(self.group.duplicates)
 
     @duplicates.setter
     def duplicates(self, value: int) -> None:
-        raise LocalError("a HeartbeatDetector's duplicates are counted by its layers")
+        raise LocalError("a HeartbeatDetector's duplicates are its group's")
 
     # -- the group's surface, passed through ----------------------------------------------
     @property
@@ -203,8 +202,6 @@ class HeartbeatDetector(EndpointBase):
         validate.pid(beat.sender, self.n, "Heartbeat sender")
         if beat.sender == self.pid:
             raise RemoteError(f"Heartbeat from P{self.pid} to itself")
-        if beat.sender in self.fresh:
-            self.own_duplicates += 1
         self.fresh.add(beat.sender)
         return []
 
@@ -294,7 +291,6 @@ class HeartbeatDetector(EndpointBase):
         data["fresh"] = sorted(self.fresh)
         data["suspected"] = sorted(self.suspected)
         data["heartbeats_sent"] = self.heartbeats_sent
-        data["own_duplicates"] = self.own_duplicates
         data["group"] = self.group.snapshot()
         return data
 
@@ -342,7 +338,6 @@ class HeartbeatDetector(EndpointBase):
         ):
             raise LocalError("snapshot keeps heartbeat times without a watched view")
         self.heartbeats_sent = snap_counter(data["heartbeats_sent"], "heartbeats_sent")
-        self.own_duplicates = snap_counter(data["own_duplicates"], "own_duplicates")
         self._rebase = True
 
 
