@@ -138,7 +138,6 @@ def test_a_joiner_does_not_beat_until_it_has_a_view() -> None:
     assert d.heartbeats_sent == 0
 
 
-@pytest.mark.xfail(strict=True, reason="core (Group) liveness bug; see the m14sim report")
 def test_a_member_cut_off_by_a_partition_rejoins_after_it_heals() -> None:
     """P2 is cut off from 10 to 20: P0 and P1 suspect it and install view 2 at 17 and 18.
     After healing, P2 must learn it was excluded, rejoin and catch up."""

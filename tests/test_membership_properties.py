@@ -36,7 +36,6 @@ BROADCAST = ("cbcast", "tagged", "sequencer", "skeen", "lamport")
 PROTOCOLS = (*BROADCAST, "rst")
 #: Marks the runs that fail because of a Group bug this harness found (strict: when the
 #: Group is fixed they pass, and the mark must go).
-CORE_BUG = "core (Group) liveness bug found by this harness; see the m14sim report"
 
 SEARCH = settings(
     max_examples=1000,
@@ -121,7 +120,6 @@ def test_known_buggy_groups_are_caught(variant: type, protocol: str) -> None:
 # -- runs the harness found: replayed exactly ---------------------------------------------------
 
 
-@pytest.mark.xfail(strict=True, reason=CORE_BUG)
 def test_a_cut_off_member_learns_after_healing_that_it_was_excluded() -> None:
     """P1 is cut off; P0 and P2 install view 2 without it (the Commit to P1 is lost).
     After healing, P1 (still in view 1, suspecting both) sends Prepares of view 1 to
@@ -139,7 +137,6 @@ def test_a_cut_off_member_learns_after_healing_that_it_was_excluded() -> None:
     assert_group_properties(scenario)
 
 
-@pytest.mark.xfail(strict=True, reason=CORE_BUG)
 def test_a_crashed_coordinators_higher_ballot_does_not_block_the_next_flush() -> None:
     """P1 falsely suspects P0 and opens ballot (1, P1); P2..P4 promise it; P1 crashes.
     P0 then coordinates with ballot (1, P0), lower than the promised (1, P1): P2..P4

@@ -1,5 +1,6 @@
 """Group membership: views, flush and view-synchronous delivery around any ordering protocol."""
 
+from mailroom.protocols.membership.detector import Heartbeat, HeartbeatDetector
 from mailroom.protocols.membership.group import Group
 from mailroom.protocols.membership.packets import (
     Accept,
@@ -8,6 +9,7 @@ from mailroom.protocols.membership.packets import (
     GroupData,
     Join,
     Leave,
+    Nack,
     Prepare,
     Promise,
     Query,
@@ -22,8 +24,11 @@ __all__ = [
     "Commit",
     "Group",
     "GroupData",
+    "Heartbeat",
+    "HeartbeatDetector",
     "Join",
     "Leave",
+    "Nack",
     "Prepare",
     "Promise",
     "Query",

@@ -203,6 +203,9 @@ class HeartbeatDetector(EndpointBase):
         if beat.sender == self.pid:
             raise RemoteError(f"Heartbeat from P{self.pid} to itself")
         self.fresh.add(beat.sender)
+        view = self.group.view
+        if view is None or beat.view != view.id:  # one of the two missed a view change
+            return list(self.group.notice(beat.sender, beat.view))
         return []
 
     # -- time -------------------------------------------------------------------------------

@@ -59,6 +59,7 @@ from mailroom.protocols.membership.packets import (
     GroupData,
     Join,
     Leave,
+    Nack,
     Prepare,
     Promise,
     Query,
@@ -179,6 +180,8 @@ class Group(EndpointBase):
         self._promises: dict[int, Promise] = {}
         self._accepts: set[int] = set()
         self._value: _Value | None = None
+        #: the highest ballot a member said it promised instead of this coordinator's
+        self._outbid: Ballot = (0, -1)
         self._change: tuple[tuple[int, ...], tuple[int, ...]] = ((), ())
         # -- time ---------------------------------------------------------------------
         self._now: float | None = None
@@ -496,14 +499,26 @@ class Group(EndpointBase):
         """A packet of another view: stale ones are dropped, later ones kept and asked about."""
         if self.view is not None and view < self.view.id:
             self.duplicates += 1
-            last = self._last_commit
-            if sender in self.view.members or last is None or sender in self._told:
-                return []
-            self._told.add(sender)  # once per view: it was excluded and does not know
-            return [self._control(sender, last)]
+            return self.notice(sender, view)  # it may have been excluded and not know
         if self.view is not None and view == self.view.id:
             raise RemoteError(f"P{sender} is not a member of view {view}")
         return self._hold(p, ask=sender)
+
+    def notice(self, sender: int, view: int) -> list[Action]:
+        """A layer around the group (the heartbeat detector) saw a packet of ``view`` from
+        ``sender``: tell an excluded process so, or ask a process that is ahead."""
+        _int(view, "view")
+        self._check_sender(sender)
+        if self.view is not None and view < self.view.id:
+            last = self._last_commit
+            if sender in self.view.members or last is None or sender in self._told:
+                return []
+            self._told.add(sender)
+            return [self._control(sender, last)]
+        if (self.view is None or view > self.view.id) and sender not in self._asked:
+            self._asked.add(sender)
+            return [self._control(sender, Query(self.view.id if self.view else 0, self.pid))]
+        return []
 
     def _hold(self, p: object, ask: int | None = None) -> list[Action]:
         if len(self._future) < MAX_FUTURE:
@@ -577,7 +592,7 @@ class Group(EndpointBase):
             raise RemoteError("a Prepare comes from its coordinator")
         _members(p.members, self.n)
         if ballot < self._promised:
-            return []
+            return [self._control(p.sender, Nack(p.view, self.pid, *self._promised))]
         self._promised = ballot
         self.flushing = True
         self._arm()
@@ -609,7 +624,7 @@ class Group(EndpointBase):
             raise RemoteError("an Accept comes from its coordinator")
         value = _value(p.members, p.bases, p.incarnations, p.needs, p.log, self.n)
         if ballot < self._promised:
-            return []
+            return [self._control(p.sender, Nack(p.view, self.pid, *self._promised))]
         self._promised = ballot
         self._accepted = (ballot, value)
         self.flushing = True
@@ -672,13 +687,14 @@ class Group(EndpointBase):
             return []
         if self._phase:
             needed = self._required()
-            if not (needed & self._suspects):
+            outbid = self._outbid[1] in self._suspects
+            if not (needed & self._suspects) and not outbid:
                 return []  # the running flush can still finish; the rest waits for it
         survivors = [m for m in view.members if m not in gone]
         proposal = tuple(sorted(set(survivors) | joiners))
         if 2 * len(survivors) <= len(view.members):
             return []  # primary partition: a minority does not install views
-        self._attempt = max(self._attempt, self._promised[0]) + 1
+        self._attempt = max(self._attempt, self._promised[0], self._outbid[0]) + 1
         self._proposal = proposal
         self._phase = "prepare"
         self._promises = {}
@@ -794,6 +810,18 @@ class Group(EndpointBase):
         assert isinstance(accepted, Accepted)
         return self._on_accepted(accepted)
 
+    def _on_nack(self, p: Nack) -> list[Action]:
+        """A member promised a higher ballot: outbid it if its coordinator is suspected
+        (else wait: that coordinator's flush excludes or includes this one)."""
+        if not self._current(p.view, p.sender):
+            return []
+        ballot = (_int(p.attempt, "attempt"), p.coord)
+        self._check_sender(p.coord)
+        if not self._phase or ballot <= (self._attempt, self.pid) or ballot <= self._outbid:
+            return []
+        self._outbid = ballot
+        return self._coordinate()
+
     def _on_accepted(self, p: Accepted) -> list[Action]:
         if not self._current(p.view, p.sender):
             return []
@@ -884,6 +912,7 @@ class Group(EndpointBase):
         self._accepts = set()
         self._value = None
         self._attempt = 0
+        self._outbid = (0, -1)
         self._state_to = ()
         self._kept = None
         members = set(view.members)
@@ -1046,6 +1075,7 @@ class Group(EndpointBase):
         )
         data["last_commit"] = None if self._last_commit is None else _packet_data(self._last_commit)
         data["attempt"] = self._attempt
+        data["outbid"] = [self._outbid[0], None if self._outbid[1] < 0 else self._outbid[1]]
         data["proposal"] = list(self._proposal)
         data["phase"] = self._phase
         data["promises"] = [_packet_data(p) for _, p in sorted(self._promises.items())]
@@ -1159,6 +1189,10 @@ class Group(EndpointBase):
         if self._last_commit is not None and not isinstance(self._last_commit, Commit):
             raise LocalError("snapshot field last_commit is not a Commit")
         self._attempt = snap_counter(data["attempt"], "attempt")
+        att, coord = snap_list(data["outbid"], "outbid", 2)
+        if coord is not None and (type(coord) is not int or not 0 <= coord < n):
+            raise LocalError(f"snapshot field outbid names coordinator {coord!r}")
+        self._outbid = (snap_counter(att, "outbid"), -1 if coord is None else coord)
         self._proposal = tuple(_snap_members(data["proposal"], n, "proposal"))
         if data["phase"] not in ("", "prepare", "accept"):
             raise LocalError(f"snapshot field phase holds {data['phase']!r}")
@@ -1263,6 +1297,7 @@ _PACKETS: dict[str, type] = {
         Promise,
         Accept,
         Accepted,
+        Nack,
         Commit,
         Query,
         StateTransfer,
@@ -1292,6 +1327,7 @@ _HANDLERS: dict[type, Callable[[Group, Any], list[Action]]] = {
     Promise: Group._on_promise,
     Accept: Group._on_accept,
     Accepted: Group._on_accepted,
+    Nack: Group._on_nack,
     Commit: Group._on_commit,
     Query: Group._on_query,
     StateTransfer: Group._on_state,

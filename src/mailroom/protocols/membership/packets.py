@@ -152,6 +152,19 @@ class Commit:
 
 @packet
 @attrs.frozen
+class Nack:
+    """``sender`` has promised ballot (attempt, coord) of view ``view``, higher than the
+    ballot it was asked for: that coordinator must outbid it (if it takes the other
+    coordinator for dead) or wait for it."""
+
+    view: int
+    sender: int
+    attempt: int
+    coord: int
+
+
+@packet
+@attrs.frozen
 class Query:
     """``sender`` is in view ``view`` and has seen a later one: send it what you know."""
 
@@ -179,4 +192,4 @@ class Stability:
     low: tuple[int, ...] = attrs.field(converter=as_row)
 
 
-CONTROL = (Join, Leave, Suspect, Prepare, Promise, Accept, Accepted, Commit, Query)
+CONTROL = (Join, Leave, Suspect, Prepare, Promise, Accept, Accepted, Nack, Commit, Query)
