@@ -38,7 +38,13 @@ from mailroom.core.messages import MessageId
 from mailroom.core.registry import entry
 from mailroom.protocols.membership.group import Group
 from mailroom.sim.simulation import Simulation, view_of
-from mailroom.trace.checkers import Violation, check
+from mailroom.trace.checkers import (
+    Violation,
+    check,
+    check_same_view,
+    check_self_inclusion,
+    check_view_agreement,
+)
 from mailroom.trace.events import Event
 
 #: Makes the Group of process ``pid`` of ``n`` (initial view ``members``) over ``protocol``.
@@ -377,63 +383,6 @@ def _views(trace: Sequence[Event]) -> dict[int, list[Event]]:
         if e.kind == "view":
             out[e.process].append(e)
     return out
-
-
-def check_view_agreement(trace: Sequence[Event], run: str = "") -> list[Violation]:
-    """Two processes that install view k install the same members; each process's
-    installed view ids increase."""
-    found = []
-    members: dict[int, tuple[int, tuple[int, ...]]] = {}
-    for p, views in sorted(_views(trace).items()):
-        last = 0
-        for e in views:
-            vid = e.message.seq
-            if vid <= last:
-                found.append(_v("view_agreement", run, f"P{p} installed view {vid} after {last}"))
-            last = vid
-            other = members.setdefault(vid, (p, e.dest))
-            if other[1] != e.dest:
-                found.append(
-                    _v(
-                        "view_agreement",
-                        run,
-                        f"P{p} installed view {vid} as {list(e.dest)}, P{other[0]} as "
-                        f"{list(other[1])}",
-                        (other[0], p),
-                    )
-                )
-    return found
-
-
-def check_self_inclusion(trace: Sequence[Event], run: str = "") -> list[Violation]:
-    """A process is a member of every view it installs."""
-    return [
-        _v("self_inclusion", run, f"P{e.process} installed view {e.message.seq} without itself")
-        for e in trace
-        if e.kind == "view" and e.process not in e.dest
-    ]
-
-
-def check_same_view(trace: Sequence[Event], run: str = "") -> list[Violation]:
-    """A delivery happens in the view its message was sent in (and in some view)."""
-    sent = {e.message: e.view for e in trace if e.kind == "send"}
-    found = []
-    for e in trace:
-        if e.kind != "deliver":
-            continue
-        want = sent.get(e.message)
-        if e.view is None or want is None or e.view != want:
-            found.append(
-                Violation(
-                    "same_view",
-                    run,
-                    (e.process,),
-                    (e.message,),
-                    (e.seq,),
-                    f"P{e.process} delivered {e.message} in view {e.view}; it was sent in {want}",
-                )
-            )
-    return found
 
 
 def _delivered_in(trace: Sequence[Event]) -> dict[tuple[int, int], list[MessageId]]:
