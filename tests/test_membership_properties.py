@@ -159,6 +159,25 @@ def test_a_crashed_coordinators_higher_ballot_does_not_block_the_next_flush() ->
     assert_group_properties(scenario)
 
 
+def test_a_healed_minority_that_only_suspects_learns_it_was_excluded() -> None:
+    """P2 is cut off while P0 and P1 install view 2 (the Commit to P2 is lost). After
+    healing, P2 suspects both and, alone, cannot install a view: its Suspect reaches P1,
+    who answers with the Commit that excluded it, and P2 rejoins (found by the thorough
+    profile)."""
+    scenario = GroupScenario(
+        n=3,
+        protocol="cbcast",
+        ops=(GroupOp(pid=0, to=None, payload="m0"),),
+        choices=(6, 1, 0, 0, 0, 0, 0),
+        faults=1,
+        kinds=frozenset({"crash", "partition"}),
+        duplicate=True,
+        joiner=False,
+    )
+    assert "partition" in " ".join(replay_group(scenario).notes)
+    assert_group_properties(scenario)
+
+
 # -- the checks themselves can fail --------------------------------------------------------------
 def _view(p: int, seq: int, vid: int, members: tuple[int, ...]) -> Event:
     return Event("r", p, seq, "view", MessageId(0, vid), p, members, view=vid)

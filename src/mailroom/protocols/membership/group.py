@@ -554,13 +554,13 @@ class Group(EndpointBase):
 
     def _on_leave(self, p: Leave) -> list[Action]:
         if not self._current(p.view, p.sender):
-            return []
+            return self.notice(p.sender, p.view)  # stale: it may not know it is out
         self._leaving.add(p.sender)
         return self._forward_or_coordinate(p)
 
     def _on_suspect(self, p: Suspect) -> list[Action]:
         if not self._current(p.view, p.sender):
-            return []
+            return self.notice(p.sender, p.view)  # stale: it may not know it is out
         assert self.view is not None
         self._check_sender(p.suspect)
         if p.suspect not in self.view.members or p.suspect == self.pid:
@@ -664,7 +664,7 @@ class Group(EndpointBase):
 
     def _on_stability(self, p: Stability) -> list[Action]:
         if not self._current(p.view, p.sender):
-            return []
+            return self.notice(p.sender, p.view)  # stale: it may not know it is out
         assert self.view is not None
         low = tuple(p.low)
         if len(low) != len(self.view.members) or any(type(v) is not int or v < 0 for v in low):
@@ -723,7 +723,7 @@ class Group(EndpointBase):
 
     def _on_promise(self, p: Promise) -> list[Action]:
         if not self._current(p.view, p.sender):
-            return []
+            return self.notice(p.sender, p.view)  # stale: it may not know it is out
         _int(p.sent, "sent")
         if type(p.has_state) is not bool:
             raise RemoteError("has_state must be a bool")
@@ -814,7 +814,7 @@ class Group(EndpointBase):
         """A member promised a higher ballot: outbid it if its coordinator is suspected
         (else wait: that coordinator's flush excludes or includes this one)."""
         if not self._current(p.view, p.sender):
-            return []
+            return self.notice(p.sender, p.view)  # stale: it may not know it is out
         ballot = (_int(p.attempt, "attempt"), p.coord)
         self._check_sender(p.coord)
         if not self._phase or ballot <= (self._attempt, self.pid) or ballot <= self._outbid:
@@ -824,7 +824,7 @@ class Group(EndpointBase):
 
     def _on_accepted(self, p: Accepted) -> list[Action]:
         if not self._current(p.view, p.sender):
-            return []
+            return self.notice(p.sender, p.view)  # stale: it may not know it is out
         if self._phase != "accept" or (p.attempt, p.coord) != (self._attempt, self.pid):
             return []
         self._accepts.add(p.sender)
@@ -1026,7 +1026,11 @@ class Group(EndpointBase):
             return [self._control(self._provider, Query(view.id, self.pid))]
         coord = self.coordinator
         if coord == self.pid:
-            return self._coordinate()
+            started = self._coordinate()
+            if started or self._phase:
+                return started
+            # a minority cannot install a view: ask the suspected whether they went on
+            return [self._control(p, Query(view.id, self.pid)) for p in sorted(self._suspects)]
         if coord is None:
             return []
         out: list[Action] = [
