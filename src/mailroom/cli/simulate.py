@@ -12,15 +12,11 @@ import math
 import sys
 from typing import Any
 
-import attrs
-
-from mailroom import __version__
-from mailroom.cli.simulate_group import group_problem, run_group
+from mailroom.cli.simulate_group import group_problem, run_group, write_trace
 from mailroom.sim.registry import PROTOCOLS, make_endpoints
 from mailroom.sim.simulation import NetworkModel, Simulation
 from mailroom.sim.workload import random_workload
 from mailroom.trace.checkers import PROPERTIES, check
-from mailroom.trace.jsonl import write_jsonl
 
 __all__ = ["PROTOCOLS", "UNITS", "add_simulate_parser", "run_simulate"]
 
@@ -188,16 +184,8 @@ def run_simulate(args: argparse.Namespace, parser: argparse.ArgumentParser) -> i
     )
     print(f"\nchecked {len(sim.trace)} events; {args.protocol} promises {', '.join(promised)}")
     print(report.summary())
-    if out is not None:
-        header = sim.trace_header(args.protocol, promised, f"mailroom simulate {__version__}")
-        settings = {**header.settings, "messages": args.messages, "reliable": rto is not None}
-        header = attrs.evolve(header, settings=settings)
-        out.close()
-        try:
-            write_jsonl(sim.trace, args.trace, header=header)
-        except OSError as exc:
-            print(f"mailroom simulate: cannot write {args.trace}: {exc}", file=sys.stderr)
-            return 2
-        print(f"\ntrace of {len(sim.trace)} events written to {args.trace}")
+    settings = {"messages": args.messages, "reliable": rto is not None}
+    if out is not None and not write_trace(sim, args, out, promised, settings):
+        return 2
     broken = [p for p in promised if report.count(p)]
     return 1 if broken else 0

@@ -27,7 +27,7 @@ from mailroom.sim.simulation import NetworkModel, Simulation
 from mailroom.trace.checkers import PROPERTIES, VIEW_PROPERTIES, check
 from mailroom.trace.jsonl import write_jsonl
 
-__all__ = ["group_problem", "run_group"]
+__all__ = ["group_problem", "run_group", "write_trace"]
 
 
 def group_problem(args: argparse.Namespace, mode: str) -> str | None:
@@ -142,25 +142,38 @@ def run_group(args: argparse.Namespace, out: TextIO | None) -> int:
     )
     print(f"\nchecked {len(sim.trace)} events; promised: {', '.join(promises)}")
     print(report.summary())
-    if out is not None:
-        header = sim.trace_header(args.protocol, promises, f"mailroom simulate {__version__}")
-        settings = {
-            **header.settings,
-            "messages": args.messages,
-            "group": True,
-            "crash": [list(c) for c in args.crash],
-            "join": [list(j) for j in args.join],
-            "heartbeat": args.heartbeat,
-            "suspect_after": timeout,
-        }
-        out.close()
-        try:
-            write_jsonl(sim.trace, args.trace, header=attrs.evolve(header, settings=settings))
-        except OSError as exc:
-            print(f"mailroom simulate: cannot write {args.trace}: {exc}", file=sys.stderr)
-            return 2
-        print(f"\ntrace of {len(sim.trace)} events written to {args.trace}")
+    settings = {
+        "messages": args.messages,
+        "group": True,
+        "crash": [list(c) for c in args.crash],
+        "join": [list(j) for j in args.join],
+        "heartbeat": args.heartbeat,
+        "suspect_after": timeout,
+    }
+    if out is not None and not write_trace(sim, args, out, promises, settings):
+        return 2
     return 1 if any(report.count(x) for x in promises) else 0
+
+
+def write_trace(
+    sim: Simulation,
+    args: argparse.Namespace,
+    out: TextIO,
+    promises: tuple[str, ...],
+    settings: dict[str, Any],
+) -> bool:
+    """Write the run's trace to ``args.trace`` (opened early as ``out``) with a header
+    naming its promises and ``settings``; False, with a one-line message, if it fails."""
+    header = sim.trace_header(args.protocol, promises, f"mailroom simulate {__version__}")
+    header = attrs.evolve(header, settings={**header.settings, **settings})
+    out.close()
+    try:
+        write_jsonl(sim.trace, args.trace, header=header)
+    except OSError as exc:
+        print(f"mailroom simulate: cannot write {args.trace}: {exc}", file=sys.stderr)
+        return False
+    print(f"\ntrace of {len(sim.trace)} events written to {args.trace}")
+    return True
 
 
 def _stall(sim: Simulation, victim: int, at: float) -> str:

@@ -23,6 +23,8 @@ import math
 from collections.abc import Callable, Collection, Iterable
 from typing import Any, Self
 
+import attrs
+
 from mailroom.core.actions import (
     Action,
     Backpressure,
@@ -52,6 +54,7 @@ from mailroom.core.registry import entry, restore_endpoint
 from mailroom.core.stack import Stack
 from mailroom.core.wire import carried_message_id, is_packet, packet_from_data, packet_to_data
 from mailroom.protocols.membership.packets import (
+    PACKETS,
     Accept,
     Accepted,
     Commit,
@@ -74,24 +77,15 @@ MAX_FUTURE = 4096
 Ballot = tuple[int, int]
 
 
+@attrs.frozen
 class _Value:
     """A proposed next view: members, message bases, incarnations, who needs state, log."""
 
-    __slots__ = ("bases", "incarnations", "log", "members", "needs")
-
-    def __init__(
-        self,
-        members: tuple[int, ...],
-        bases: tuple[int, ...],
-        incarnations: tuple[int, ...],
-        needs: tuple[int, ...],
-        log: list[Entry],
-    ) -> None:
-        self.members = members
-        self.bases = bases
-        self.incarnations = incarnations
-        self.needs = needs
-        self.log = log
+    members: tuple[int, ...]
+    bases: tuple[int, ...]
+    incarnations: tuple[int, ...]
+    needs: tuple[int, ...]
+    log: list[Entry]
 
     def data(self) -> list[Any]:
         return [
@@ -140,6 +134,7 @@ class Group(EndpointBase):
         self.capabilities: frozenset[str] = frozenset({self.mode})
         # -- the installed view ----------------------------------------------------
         self.view: View | None = None
+        self._me = -1  # this process's rank in the view
         self._bases: tuple[int, ...] = ()
         self._incarnations: tuple[int, ...] = ()
         self.inner: Any = None
@@ -371,8 +366,8 @@ class Group(EndpointBase):
     # -- translation between the view's ranks and identities -------------------------------
     @property
     def _rank(self) -> int:
-        assert self.view is not None
-        return self.view.rank(self.pid)
+        """This process's rank in its view (kept, as the per-packet path needs it)."""
+        return self._me
 
     def _outer(self, mid: MessageId) -> MessageId:
         assert self.view is not None
@@ -895,6 +890,7 @@ class Group(EndpointBase):
             inner = Stack(Reliable(rank, size), *layers)
         self.inner = inner
         self.view = view
+        self._me = rank
         self._bases = tuple(bases)
         self._incarnations = tuple(incs)
         self._low = [0] * size
@@ -1125,6 +1121,7 @@ class Group(EndpointBase):
             vid, members = snap_list(view, "view", 2)
             members = _snap_members(members, n, "view")
             self.view = View(snap_counter(vid, "view id"), members)
+            self._me = self.view.rank(self.pid) if self.pid in members else -1
             size = len(members)
             self._bases = tuple(
                 snap_counter(b, "bases") for b in snap_list(data["bases"], "bases", size)
@@ -1290,24 +1287,7 @@ def _snap_value(value: list[Any], n: int) -> _Value:
         raise LocalError(f"snapshot holds a bad view value: {exc}") from None
 
 
-_PACKETS: dict[str, type] = {
-    c.__name__: c
-    for c in (
-        GroupData,
-        Join,
-        Leave,
-        Suspect,
-        Prepare,
-        Promise,
-        Accept,
-        Accepted,
-        Nack,
-        Commit,
-        Query,
-        StateTransfer,
-        Stability,
-    )
-}
+_PACKETS: dict[str, type] = {c.__name__: c for c in PACKETS}
 
 
 def _packet_data(p: object) -> list[Any]:

@@ -192,4 +192,8 @@ class Stability:
     low: tuple[int, ...] = attrs.field(converter=as_row)
 
 
-CONTROL = (Join, Leave, Suspect, Prepare, Promise, Accept, Accepted, Nack, Commit, Query)
+#: Every packet of group membership, by which snapshots name held packets.
+PACKETS = (
+    GroupData, Join, Leave, Suspect, Prepare, Promise, Accept, Accepted, Nack, Commit, Query,
+    StateTransfer, Stability,
+)  # fmt: skip
