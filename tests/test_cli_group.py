@@ -10,7 +10,9 @@ import pytest
 from mailroom.cli import main
 
 
-@pytest.mark.parametrize("protocol", ["cbcast", "sequencer", "skeen", "lamport", "tagged", "rst"])
+@pytest.mark.parametrize(
+    "protocol", ["cbcast", "sequencer", "skeen", "lamport", "tagged", "rst", "ks"]
+)
 def test_a_crash_and_a_join_hold_every_promise(
     protocol: str, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -166,3 +166,61 @@ def test_replicas_that_delivered_the_same_messages_agree(drawn: tuple[str, Scena
             assert d.log == {}
         else:
             assert d.tagged == 0
+
+
+# -- a replica joins a running group (group membership) ----------------------------------------
+def test_an_awset_replica_joins_a_running_group_and_converges() -> None:
+    """AWSet replicas on tagged broadcast inside a Group: at each view boundary every
+    operation of the old view is delivered everywhere and precedes all later ones, so
+    the log moves to ``stable``; a joiner starts from the transferred elements. Carol
+    crashes with an add that reached only Bob, Dave joins, and all replicas agree."""
+    from mailroom import Group, ViewChange
+
+    sets = {p: AWSet() for p in range(4)}
+
+    def on_view(sim: Simulation, pid: int, change: ViewChange) -> None:
+        s = sets[pid]
+        if change.state is not None:  # a joiner: the group's elements at the boundary
+            s.stable, s.log = set(change.state), {}
+            return
+        s.stable |= {element for _, element in s.log.values()}
+        s.log.clear()
+
+    def flush_deliver(sim: Simulation, pid: int, message: Message) -> None:
+        if isinstance(message, TaggedMessage):
+            sets[pid].effect(message)
+        else:  # recovered by the flush (no tag): in the causal past of everything later
+            op, element = message.payload["op"], message.payload["elem"]
+            (sets[pid].stable.add if op == "add" else sets[pid].stable.discard)(element)
+
+    sim = Simulation(
+        [Group(p, 4, "tagged", members=(0, 1, 2)) for p in range(3)] + [Group(3, 4, "tagged")],
+        adversarial=True,
+        on_deliver=flush_deliver,
+        on_stable=lambda sim, pid, ids: sets[pid].on_stable(ids),
+        on_view=on_view,
+        on_state=lambda sim, pid, view: sorted(sets[pid].value),
+    )
+
+    def settle() -> None:
+        while sim.in_flight:
+            sim.arrive(min(sim.in_flight))
+
+    sim.broadcast(0, AWSet.add("x"))
+    sim.broadcast(1, AWSet.add("y"))
+    settle()
+    carol = sim.broadcast(2, AWSet.add("z"))
+    sim.drop(sim.packets(carol, to=0)[0].id)
+    sim.crash(2)
+    sim.arrive_message(carol, 1)
+    sim.suspect(0, 2)
+    sim.suspect(1, 2)
+    settle()
+    assert sets[0].value == sets[1].value == {"x", "y", "z"}  # the flush gave z to Alice
+    sim.join(3, Group(3, 4, "tagged", contacts=(0, 1)))
+    settle()
+    assert sets[3].value == {"x", "y", "z"}
+    sim.broadcast(3, AWSet.rmv("x"))
+    sim.broadcast(0, AWSet.add("w"))
+    settle()
+    assert sets[0].value == sets[1].value == sets[3].value == {"w", "y", "z"}
