@@ -33,7 +33,7 @@ from mailroom.testing.membership import (
 from mailroom.trace.events import Event
 
 BROADCAST = ("cbcast", "tagged", "sequencer", "skeen", "lamport")
-PROTOCOLS = (*BROADCAST, "rst")
+PROTOCOLS = (*BROADCAST, "rst", "ks")
 
 
 def examples(k: int) -> int:
