@@ -178,6 +178,23 @@ def test_a_healed_minority_that_only_suspects_learns_it_was_excluded() -> None:
     assert_group_properties(scenario)
 
 
+def test_a_coordinator_outbid_between_its_promises_and_its_accept_waits() -> None:
+    """The coordinator's own Accept meets a higher ballot it promised meanwhile: it
+    answers itself with a Nack and waits, rather than taking that for an Accepted
+    (found by the thorough profile)."""
+    scenario = GroupScenario(
+        n=6,
+        protocol="ks",
+        ops=(GroupOp(pid=0, to=1, payload="m0"),),
+        choices=(1, 1, 1, 133, 37),
+        faults=2,
+        kinds=frozenset({"crash", "leave", "suspect"}),
+        duplicate=True,
+        joiner=True,
+    )
+    assert_group_properties(scenario)
+
+
 # -- the checks themselves can fail --------------------------------------------------------------
 def _view(p: int, seq: int, vid: int, members: tuple[int, ...]) -> Event:
     return Event("r", p, seq, "view", MessageId(0, vid), p, members, view=vid)

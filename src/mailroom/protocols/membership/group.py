@@ -799,10 +799,9 @@ class Group(EndpointBase):
 
     def _on_accept_local(self, accept: Accept) -> list[Action]:
         reply = self._on_accept(accept)
-        if len(reply) != 1 or not isinstance(reply[0], Transmit):
-            return []  # a higher ballot was promised meanwhile
-        accepted = reply[0].packet
-        assert isinstance(accepted, Accepted)
+        accepted = reply[0].packet if len(reply) == 1 and isinstance(reply[0], Transmit) else None
+        if not isinstance(accepted, Accepted):
+            return []  # a higher ballot was promised meanwhile (the reply is a Nack)
         return self._on_accepted(accepted)
 
     def _on_nack(self, p: Nack) -> list[Action]:
