@@ -212,6 +212,9 @@ def replay_group(
             if not up(p) or view is None:
                 cause[p].clear()
                 continue
+            # a member that crashed, even one admitted after it crashed (a joiner that
+            # died before its view), falls silent in this view: the detector has cause
+            cause[p] |= {q for q in view.members if q in sim.stopped}
             for q in sorted(cause[p]):
                 if q not in view.members:
                     cause[p].discard(q)
