@@ -78,6 +78,9 @@ class Writer:
             **{k: pa.array(v, self.schema.field(k).type) for k, v in self.cols.items()},
             "payload": pa.nulls(n, pa.string()),
         }
+        for name in self.schema.names:  # columns this generator never fills (view): null
+            if name not in arrays:
+                arrays[name] = pa.nulls(n, self.schema.field(name).type)
         self.out.write_table(pa.table(arrays, schema=self.schema))
         self._reset()
 

@@ -14,6 +14,7 @@ from mailroom.core.actions import (
 from mailroom.core.endpoint import (
     CAPABILITIES,
     ENDPOINT_TYPES,
+    BatchBroadcasting,
     BroadcastEndpoint,
     ConsumingEndpoint,
     Endpoint,
@@ -22,6 +23,7 @@ from mailroom.core.endpoint import (
     MulticastEndpoint,
     Snapshot,
     UnicastEndpoint,
+    broadcast_batch,
     capabilities,
 )
 from mailroom.core.errors import LocalError, MailroomError, RemoteError
@@ -36,6 +38,7 @@ __all__ = [
     "PROTOCOLS",
     "Action",
     "Backpressure",
+    "BatchBroadcasting",
     "BroadcastEndpoint",
     "ConsumingEndpoint",
     "Deliver",
@@ -61,6 +64,7 @@ __all__ = [
     "View",
     "ViewChange",
     "Wait",
+    "broadcast_batch",
     "capabilities",
     "check_payload",
     "register_protocol",

@@ -8,7 +8,7 @@ list of actions. See docs/story.md, "The design".
 from __future__ import annotations
 
 import math
-from collections.abc import Collection, Iterable
+from collections.abc import Collection, Iterable, Sequence
 from typing import Any, ClassVar, Protocol, Self, runtime_checkable
 
 from mailroom.core.actions import Action
@@ -105,6 +105,32 @@ def receive_batch(
         except RemoteError as exc:
             errors.append(exc)
     return actions, errors
+
+
+@runtime_checkable
+class BatchBroadcasting(Endpoint, Protocol):
+    """Broadcasts several payloads as one step (and may carry them in one packet)."""
+
+    def broadcast_many(self, payloads: Sequence[Payload]) -> list[Action]: ...
+
+
+def broadcast_batch(endpoint: Endpoint, payloads: Sequence[Payload]) -> list[Action]:
+    """Broadcast ``payloads`` in order as one step; their ids are ``sent_count + 1``, ``+ 2``...
+
+    The same deliveries as one ``broadcast`` per payload, in the same order; an endpoint
+    with ``broadcast_many`` may carry the batch in fewer packets. Every payload is checked
+    first, so a bad one is a LocalError and nothing is sent.
+    """
+    require(endpoint, "broadcast")
+    batch = list(payloads)
+    for payload in batch:
+        check_payload(payload)
+    if isinstance(endpoint, BatchBroadcasting):
+        return endpoint.broadcast_many(batch)
+    actions: list[Action] = []
+    for payload in batch:
+        actions += endpoint.broadcast(payload)  # type: ignore[attr-defined]
+    return actions
 
 
 def consumer(endpoint: object) -> ConsumingEndpoint | None:

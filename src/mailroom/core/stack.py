@@ -10,7 +10,7 @@ application messages, not the ids that lower layers give to the packets they car
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable
+from collections.abc import Collection, Iterable, Sequence
 from typing import Any, Self
 
 from mailroom.core.actions import Action, Deliver, Transmit
@@ -18,6 +18,7 @@ from mailroom.core.endpoint import (
     ENDPOINT_TYPES,
     Endpoint,
     Snapshot,
+    broadcast_batch,
     capabilities,
     first_difference,
     receive_batch,
@@ -101,6 +102,11 @@ class Stack:
     def broadcast(self, payload: Payload) -> list[Action]:
         self._offers("broadcast")
         return self._from(len(self.layers) - 1, self.top.broadcast(payload))
+
+    def broadcast_many(self, payloads: Sequence[Payload]) -> list[Action]:
+        """Broadcast ``payloads`` as one step (``broadcast_batch`` on the top layer)."""
+        self._offers("broadcast")
+        return self._from(len(self.layers) - 1, broadcast_batch(self.top, payloads))
 
     def multicast(self, payload: Payload, to: Collection[int]) -> list[Action]:
         self._offers("multicast")
