@@ -110,6 +110,24 @@ def carried_message_id(packet: object) -> MessageId | None:
     return mid
 
 
+def carried_message_ids(packet: object) -> tuple[MessageId, ...]:
+    """Every application message ``packet`` carries, in order: none for a control packet,
+    one for most, several for a batch (a class with ``carries_all()``, whose first id is
+    its ``carries()``). RemoteError if the fields are too malformed to name them."""
+    inner = getattr(packet, "payload", None)
+    if is_packet(inner) and not getattr(type(packet), "names_its_message", False):
+        return carried_message_ids(inner)
+    method = getattr(type(packet), "carries_all", None)
+    if method is None:
+        mid = carried_message_id(packet)
+        return () if mid is None else (mid,)
+    try:
+        return tuple(method(packet))
+    except (TypeError, IndexError, ValueError) as exc:
+        name = type(packet).__name__
+        raise RemoteError(f"{name} names no well-formed message ids: {exc}") from None
+
+
 def plain(value: Any) -> Any:
     """Tuples (vectors, matrices) become lists; everything else is already JSON data."""
     if isinstance(value, tuple):
@@ -170,6 +188,7 @@ __all__ = [
     "as_matrix",
     "as_row",
     "carried_message_id",
+    "carried_message_ids",
     "carried_problem",
     "is_packet",
     "is_plain",
