@@ -134,3 +134,22 @@ def test_summary_text_names_properties_and_witnesses(summary: tuple[Any, set[Key
     for prop in PROPERTIES:
         assert text.count(prop) >= 1
     assert "never delivered" in text and "the other way round" in text
+
+
+@pytest.mark.parametrize("clock", ["none", "same", "backwards"])
+def test_total_order_pairs_only_what_may_violate_whatever_the_times(
+    spark: Any, runs: list[list[Event]], reference: set[Key], clock: str
+) -> None:
+    # Spark pairs up only deliveries out of a reference order built from delivery
+    # times; times that say nothing (none, all equal) or the opposite of the truth
+    # cost speed, never a violation
+    def when(e: Event) -> float | None:
+        if clock == "none" or e.time is None:
+            return None
+        return 0.0 if clock == "same" else -e.time
+
+    events = [attrs.evolve(e, time=when(e)) for r in runs for e in r]
+    report = check_trace(spark, events_frame(spark, events), ("total",), mode="full")
+    got = _keys(report.violations.collect())
+    assert got == {k for k in reference if k[0] == "total"}
+    assert got  # the corpus has total-order violations to find
