@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -221,3 +223,18 @@ def test_an_unknown_propagation_is_refused(capsys: pytest.CaptureFixture[str]) -
         main(["check", "t.parquet", "--propagation", "guess"])
     assert exc.value.code == 2
     assert "--propagation" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_a_fresh_jvm_says_nothing_on_stderr(tmp_path: Path) -> None:
+    # PySpark's shell lines and the JVM's incubator warning are start-up noise, not
+    # something the user asked for (a new process: the shared session's JVM is warm)
+    write_jsonl(CLEAN, tmp_path / "t.jsonl")
+    argv = ["check", str(tmp_path / "t.jsonl"), "--engine", "spark", "--master", "local[1]"]
+    argv += ["--out", str(tmp_path / "report")]
+    done = subprocess.run(
+        [sys.executable, "-m", "mailroom", *argv], capture_output=True, text=True, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    assert "checked 3 events" in done.stdout
+    assert done.stderr == ""

@@ -11,10 +11,12 @@ start of the JVM (``log4j2.properties`` beside this module).
 from __future__ import annotations
 
 import os
+import subprocess
 import sys
 import tempfile
+import threading
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 #: Shuffle partitions per core of the master (enough to balance skew, few enough to be cheap).
 PARTITIONS_PER_CORE = 2
@@ -50,22 +52,25 @@ def get_session(
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     quiet = f"-Dlog4j2.configurationFile={LOG4J2}"
-    builder = (
-        SparkSession.builder.master(master)
-        .appName(app)
-        .config("spark.ui.enabled", "false")
-        .config("spark.ui.showConsoleProgress", "false")
-        .config("spark.sql.session.timeZone", "UTC")
+    settings = {
+        "spark.master": master,
+        "spark.app.name": app,
+        "spark.ui.enabled": "false",
+        "spark.ui.showConsoleProgress": "false",
+        "spark.sql.session.timeZone": "UTC",
         # a JSON object with a repeated key keeps the last value, as Python's json does
-        .config("spark.sql.mapKeyDedupPolicy", "LAST_WIN")
-        .config("spark.driver.extraJavaOptions", quiet)
-        .config("spark.executor.extraJavaOptions", quiet)
-    )
+        "spark.sql.mapKeyDedupPolicy": "LAST_WIN",
+        "spark.driver.extraJavaOptions": quiet,
+        "spark.executor.extraJavaOptions": quiet,
+    }
     if driver_memory is None and master.startswith("local"):
         driver_memory = local_driver_memory()
     if driver_memory is not None:
-        builder = builder.config("spark.driver.memory", driver_memory)
-    for key, value in (conf or {}).items():
+        settings["spark.driver.memory"] = driver_memory
+    settings.update(conf or {})
+    _start_context(settings)
+    builder = SparkSession.builder
+    for key, value in settings.items():
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
@@ -74,6 +79,34 @@ def get_session(
     spark.conf.set("spark.sql.shuffle.partitions", str(shuffle_partitions))
     spark.sparkContext.setCheckpointDir(checkpoint_dir or tempfile.mkdtemp(prefix="mailroom-ckpt-"))
     return spark
+
+
+#: What the JVM prints on stderr at start-up whatever its logging says (Spark 4
+#: loads an incubating module); the gateway's stderr is forwarded without it.
+_JVM_NOISE = ("WARNING: Using incubator modules",)
+
+
+def _start_context(settings: dict[str, str]) -> None:
+    """Start the SparkContext, unless one runs, with the JVM's stderr filtered."""
+    from pyspark import SparkConf, SparkContext
+    from pyspark.java_gateway import launch_gateway
+
+    if SparkContext._active_spark_context is not None:
+        return
+    conf = SparkConf(loadDefaults=False).setAll(list(settings.items()))
+    gateway = launch_gateway(conf, popen_kwargs={"stderr": subprocess.PIPE})  # type: ignore[no-untyped-call]
+    stderr = gateway.proc.stderr
+    threading.Thread(target=_forward, args=(stderr,), daemon=True).start()
+    SparkContext(conf=conf, gateway=gateway)
+
+
+def _forward(stream: IO[bytes]) -> None:
+    """Copy the JVM's stderr to ours, line by line, but for its start-up noise."""
+    for raw in iter(stream.readline, b""):
+        line = raw.decode(errors="replace")
+        if not line.startswith(_JVM_NOISE):
+            sys.stderr.write(line)
+            sys.stderr.flush()
 
 
 def describe_error(exc: BaseException) -> str:
