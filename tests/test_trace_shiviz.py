@@ -48,6 +48,8 @@ EXPECTED = {
     "voldemort.log": (864, 1, 20),
     "voldemort-simple-threadnames.log": (863, 1, 19),
     "ewd998.log": (990, 3, 7),
+    "tsviz_fslock_24t_4sp.log": (2001, 1, 30),
+    "tsviz_shared_var_4_threads.log": (5000, 1, 4),
 }
 
 
