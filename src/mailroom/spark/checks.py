@@ -477,11 +477,14 @@ def check_trace(
             rows = clocked.unionByName(rows.where("kind = 'view'"))
 
     # shuffle 1, by message: the message's send (the last one, as the reference keeps
-    # it), the processes that delivered it, and each event's rank among the same
-    # process's events of that kind for that message (deliveries first to last,
-    # sends last to first)
+    # it), the processes that delivered it, and whether each event is the first of
+    # its process's events of that kind for that message (deliveries first to last,
+    # sends last to first: _rn 1, else 2)
+    # (one sort: by kind, process and seq within the message, so that a row's
+    # neighbours tell whether it is its process's first delivery or last send of it)
     is_send = F.col("kind") == "send"
-    w_msg = Window.partitionBy("run", "mo", "ms")
+    w_ord = Window.partitionBy("run", "mo", "ms").orderBy("kind", "process", "seq")
+    w_msg = w_ord.rowsBetween(Window.unboundedPreceding, Window.unboundedFollowing)
     send_info = F.struct(
         F.col("dest").alias("sdest"),
         F.col("seq").alias("sseq"),
@@ -491,6 +494,10 @@ def check_trace(
         F.col("view").alias("sview"),
     )
     is_deliver = F.col("kind") == "deliver"
+    who = F.struct("kind", "process")
+    repeated = F.when(is_send, F.lead(who).over(w_ord) == who).otherwise(
+        F.lag(who).over(w_ord) == who
+    )
     by_msg = rows.select(
         *EVENT_DDL_COLUMNS,
         F.max_by(F.when(is_send, send_info), F.when(is_send, F.col("seq"))).over(w_msg).alias("_s"),
@@ -501,13 +508,8 @@ def check_trace(
             F.col("mo"),
             F.col("ms"),
         ).alias("_ok"),
-    ).withColumn(
-        "_rn",
-        F.row_number().over(
-            Window.partitionBy("run", "mo", "ms", "kind", "process").orderBy(
-                F.expr("CASE WHEN kind = 'send' THEN -seq ELSE seq END")
-            )
-        ),
+        # 1 for the first, 2 for any other
+        F.when(F.coalesce(repeated, F.lit(False)), 2).otherwise(1).alias("_rn"),
     )
     # shuffle 2, by process in seq order: the previous clock. The clock check is
     # done here, so that of the three clocks of a row (its own, the previous one and
