@@ -249,21 +249,17 @@ def read_parquet_frame(spark: Any, paths: Sequence[str]) -> Loaded:
         " OR x.value < 0)"
     )
     tagged = raw.withColumn("_reason", reason).withColumn("_badvc", bad_vc)
-    invalid_rows = tagged.where("_reason IS NOT NULL").select(
+    # one filter, so that Spark reads the files once for every invalid row
+    invalid = tagged.where("_reason IS NOT NULL OR _badvc").select(
         F.col("_source").alias("source"),
         F.col("_line").alias("line"),
         "run",
         "process",
         "seq",
-        F.col("_reason").alias("reason"),
-    )
-    invalid_vc = tagged.where("_reason IS NULL AND _badvc").select(
-        F.col("_source").alias("source"),
-        F.col("_line").alias("line"),
-        "run",
-        "process",
-        "seq",
-        F.lit("malformed clock: field 'vc' must map pids to non-negative counters").alias("reason"),
+        F.coalesce(
+            "_reason",
+            F.lit("malformed clock: field 'vc' must map pids to non-negative counters"),
+        ).alias("reason"),
     )
     events = tagged.where("_reason IS NULL").select(
         "run",
@@ -278,7 +274,7 @@ def read_parquet_frame(spark: Any, paths: Sequence[str]) -> Loaded:
         "time",
         "view",
     )
-    return Loaded(events, invalid_rows.unionByName(invalid_vc))
+    return Loaded(events, invalid)
 
 
 def has_views(loaded: Loaded) -> bool:
