@@ -94,8 +94,8 @@ def _start_context(settings: dict[str, str]) -> None:
     from pyspark import SparkConf, SparkContext
     from pyspark.java_gateway import launch_gateway
 
-    if SparkContext._active_spark_context is not None:
-        return
+    if SparkContext._active_spark_context is not None or SparkContext._gateway is not None:
+        return  # a context runs, or a stopped one left its JVM, which the next one reuses
     conf = SparkConf(loadDefaults=False).setAll(list(settings.items()))
     gateway = launch_gateway(conf, popen_kwargs={"stderr": subprocess.PIPE})  # type: ignore[no-untyped-call]
     stderr = gateway.proc.stderr
