@@ -47,6 +47,7 @@ from mailroom.testing.variants import (
     RSTSelfDoubleCount,
 )
 from mailroom.testing.variants_total import (
+    SequencerBatchReversed,
     SequencerNoHold,
     SkeenEagerDelivery,
     SkeenNoClockRaise,
@@ -71,6 +72,7 @@ __all__ = [
     "ReliableNoRetransmit",
     "Run",
     "Scenario",
+    "SequencerBatchReversed",
     "SequencerNoHold",
     "ShiftedClock",
     "SkeenEagerDelivery",
