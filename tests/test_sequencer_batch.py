@@ -23,7 +23,8 @@ from mailroom.protocols.total import (
 )
 from mailroom.protocols.total.sequencer import BATCH_LIMIT
 from mailroom.sim import Simulation
-from tests.strategies import json_values
+from mailroom.testing import Scenario, scenarios
+from tests.strategies import assert_restore_midway_changes_nothing, json_values
 
 
 def delivered(actions: list) -> list[object]:
@@ -213,3 +214,10 @@ def test_batches_deliver_what_single_broadcasts_deliver(ops: list[tuple[int, int
         runs.append([[m.payload for m in sim.delivered[p]] for p in range(3)])
     assert runs[0] == runs[1]
     assert all(len(d) == sum(size for _, size in ops) for d in runs[0])
+
+
+@given(scenarios(mode=("broadcast", "batch")), st.data())
+def test_restoring_midway_with_batches_in_flight_and_held_changes_nothing(
+    s: Scenario, data: st.DataObject
+) -> None:
+    assert_restore_midway_changes_nothing(Sequencer, s, data)
