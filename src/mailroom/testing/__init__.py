@@ -36,6 +36,7 @@ from mailroom.testing.tagged import (
     unstable_violations,
 )
 from mailroom.testing.variants import (
+    CBCASTBatchEager,
     CBCASTNoOneGreater,
     CBCASTSenderOnly,
     KSDestOnly,
@@ -54,6 +55,7 @@ from mailroom.testing.variants_total import (
 )
 
 __all__ = [
+    "CBCASTBatchEager",
     "CBCASTNoOneGreater",
     "CBCASTSenderOnly",
     "Factory",

@@ -42,12 +42,12 @@ from mailroom.core import validate
 from mailroom.core.actions import Action, Deliver, Transmit
 from mailroom.core.endpoint import EndpointBase, Snapshot, snap_list
 from mailroom.core.errors import LocalError, RemoteError
-from mailroom.core.messages import Message, MessageId, Payload, check_payload
+from mailroom.core.messages import Message, MessageId, Payload
 from mailroom.core.pending import Pending, Wait
 from mailroom.core.wire import as_row, is_packet, packet, packet_from_data, packet_to_data
 
 #: The most messages one batch packet carries (a longer batch travels as several).
-BATCH_LIMIT = 4096
+BATCH_LIMIT = validate.BATCH_LIMIT
 
 
 @packet
@@ -211,8 +211,8 @@ class Sequencer(EndpointBase):
         if not self.is_sequencer:
             raise RemoteError(f"P{self.pid} got a request but the sequencer is P{self.sequencer}")
         sender = validate.pid(p.sender, self.n)
-        payloads = _batch_payloads(p.payloads)
-        first_seq = _first_of_range(p.first_seq, len(payloads), "seq")
+        payloads = validate.batch_payloads(p.payloads)
+        first_seq = validate.first_of_range(p.first_seq, len(payloads), "seq")
         if sender == self.pid:
             raise RemoteError("the sequencer's own messages never travel as requests")
         fresh = [i for i in range(len(payloads)) if not self._numbered_seq(sender, first_seq + i)]
@@ -291,11 +291,11 @@ class Sequencer(EndpointBase):
     def _on_order_batch(self, p: SequencerOrderBatch) -> list[Action]:
         if self.is_sequencer:
             raise RemoteError(f"P{self.pid} is the sequencer; nobody else may number messages")
-        payloads = _batch_payloads(p.payloads)
+        payloads = validate.batch_payloads(p.payloads)
         size = len(payloads)
-        first = _first_of_range(p.first_number, size, "sequence number")
+        first = validate.first_of_range(p.first_number, size, "sequence number")
         origin = validate.pid(p.origin, self.n, "origin")
-        first_seq = _first_of_range(p.first_seq, size, "seq")
+        first_seq = validate.first_of_range(p.first_seq, size, "seq")
         last_seq = first_seq + size - 1
         if origin == self.pid and last_seq > self.sent_count:
             raise RemoteError(
@@ -386,30 +386,6 @@ class Sequencer(EndpointBase):
             if self.is_sequencer or number <= self.delivered + 1 or number in self._held:
                 raise LocalError(f"snapshot holds number {number}, deliverable or held twice")
             self._held[number] = p
-
-
-def _batch_payloads(value: object) -> tuple[Any, ...]:
-    """A batch's payloads: 1..BATCH_LIMIT of JSON data (packets travel one by one)."""
-    if type(value) is not tuple:
-        raise RemoteError(f"batch payloads must be a sequence, got {type(value).__name__}")
-    if not 1 <= len(value) <= BATCH_LIMIT:
-        raise RemoteError(f"a batch carries 1..{BATCH_LIMIT} messages, this one {len(value)}")
-    for k, payload in enumerate(value):
-        if is_packet(payload):
-            raise RemoteError(f"batch payload {k} is a {type(payload).__name__} packet")
-        try:
-            check_payload(payload)
-        except LocalError as exc:
-            raise RemoteError(f"batch payload {k}: {exc}") from None
-    return value
-
-
-def _first_of_range(value: object, size: int, what: str) -> int:
-    """The first of ``size`` consecutive counters, all of them in range."""
-    first = validate.positive(value, what)
-    if first + size - 1 > validate.MAX_COUNTER:
-        raise RemoteError(f"{what} range {first}..{first + size - 1} overflows")
-    return first
 
 
 def _count(value: object, what: str) -> int:
