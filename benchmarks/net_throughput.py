@@ -36,10 +36,15 @@ and ``--baseline-src /tmp/old/src``).
     python benchmarks/net_throughput.py [--n 3,5,8] [--count 3000] [--repeat 2]
         [--systems plain,CBCAST,Skeen,Sequencer,Lamport,redis] [--loads 0.2,0.8]
         [--seconds 3] [--pipeline 64] [--profile DIR] [--baseline-src DIR] [--json FILE]
-        [--encrypt]
+        [--encrypt] [--batch 64]
 
 ``--encrypt`` adds, for each mailroom system, peak rows run with encrypted data
 frames (ChaCha20-Poly1305 instead of HMAC-SHA256; ``pip install -e '.[crypto]'``).
+
+``--batch K`` (default 64, the Redis rows' pipeline depth) adds, for each mailroom
+system, peak rows ``batch K`` where every process sends K messages at a time with
+``Node.broadcast_many`` (one packet for the lot where the protocol batches, as
+Sequencer does); ``--batch 1`` leaves them out. The unbatched rows stay as they were.
 """
 
 from __future__ import annotations
@@ -92,6 +97,8 @@ def name_of(system: str) -> str:
         return name_of(system.removesuffix("@before")) + " [before]"
     if system.endswith("@encrypt"):
         return name_of(system.removesuffix("@encrypt")) + " encrypted"
+    if system.endswith("@batch"):
+        return name_of(system.removesuffix("@batch")) + " batched"
     if system == "plain":
         return "plain asyncio TCP echo"
     if system == "redis":
@@ -172,7 +179,9 @@ async def mailroom_node(args: argparse.Namespace) -> dict[str, Any]:
         await asyncio.sleep(0.01)
     start = await _start_signal(args)
     clock.cpu0 = time.process_time()
-    for k in range(args.count):
+    if args.batch > 1 and not clock.rate:
+        await send_batches(node, args.count, args.batch)
+    for k in range(args.count if args.batch <= 1 or clock.rate else 0):
         await pace(clock, k, start)
         if not node.can_send():
             await node.wait_can_send()
@@ -183,6 +192,15 @@ async def mailroom_node(args: argparse.Namespace) -> dict[str, Any]:
     await _until_terminated()
     await node.close()
     return result
+
+
+async def send_batches(node: Node, count: int, batch: int) -> None:
+    """Send messages 0..count-1 as fast as flow control lets, ``batch`` per call."""
+    for k in range(0, count, batch):
+        if not node.can_send():
+            await node.wait_can_send()
+        node.broadcast_many([payload(j) for j in range(k, min(count, k + batch))])
+        await asyncio.sleep(0)
 
 
 async def redis_node(args: argparse.Namespace) -> dict[str, Any]:
@@ -407,7 +425,8 @@ def one_run(system: str, n: int, count: int, rate: float, opts: argparse.Namespa
             cmd = [sys.executable, __file__, "--role", system, "--pid", str(pid), "--n", str(n),
                    "--ports", ports, "--fd", str(s.fileno()), "--count", str(count),
                    "--rate", repr(rate), "--redis-port", str(redis_port), "--run", str(_runs),
-                   "--pipeline", str(opts.pipeline)]  # fmt: skip
+                   "--pipeline", str(opts.pipeline),
+                   "--batch", str(opts.batch if tag == "batch" else 1)]  # fmt: skip
             if opts.profile:
                 cmd += ["--profile", opts.profile, "--tag", tag or "now"]
             pipes = {"stdin": subprocess.PIPE, "stdout": subprocess.PIPE}
@@ -552,6 +571,13 @@ def main() -> None:
     p.add_argument("--json", default="", help="also write every figure to this file")
     p.add_argument("--encrypt", action="store_true", help="also run each mailroom system encrypted")
     p.add_argument(
+        "--batch",
+        type=int,
+        default=64,
+        help="also run each mailroom system (peak only) sending this many messages per "
+        "broadcast_many call (1: no batched rows)",
+    )
+    p.add_argument(
         "--baseline-src",
         default="",
         help="also run each mailroom system (peak "
@@ -602,6 +628,8 @@ def run_size(n: int, systems: list[str], loads: list[float], args: argparse.Name
         systems = [*systems, *(f"{s}@before" for s in systems if s in MAILROOM)]
     if args.encrypt:
         systems = [*systems, *(f"{s}@encrypt" for s in systems if s in MAILROOM)]
+    if args.batch > 1:
+        systems = [*systems, *(f"{s}@batch" for s in systems if s in MAILROOM)]
     count = max(10, round(args.count * 3 / n))  # the same number of messages at every n
     for _ in range(args.repeat):
         for system in systems:  # interleaved, so load on the machine affects all alike

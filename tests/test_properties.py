@@ -6,8 +6,10 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from mailroom import CBCAST, RST, Fifo, Unordered
+from mailroom import CBCAST, RST, Fifo, Reliable, Stack, Unordered
+from mailroom.core.endpoint import Endpoint
 from mailroom.testing import (
+    CBCASTBatchEager,
     CBCASTNoOneGreater,
     CBCASTSenderOnly,
     Op,
@@ -32,6 +34,21 @@ def test_rst_is_causal_and_live(s: Scenario) -> None:
 @given(scenarios(mode="broadcast"))
 def test_cbcast_is_causal_and_live(s: Scenario) -> None:
     assert_properties(CBCAST, s, CAUSAL)
+
+
+@given(scenarios(mode=("broadcast", "batch")))
+def test_cbcast_with_batches_is_causal_and_live(s: Scenario) -> None:
+    """Batches of 0..5 broadcasts (one CBCASTBatch each) mixed into the schedule."""
+    assert_properties(CBCAST, s, CAUSAL)
+
+
+def _cbcast_over_reliable(pid: int, n: int) -> Endpoint:
+    return Stack(Reliable(pid, n, rto=2.0, max_rto=8.0), CBCAST(pid, n))  # type: ignore[return-value]
+
+
+@given(scenarios(mode=("broadcast", "batch"), drop=True))
+def test_cbcast_with_batches_over_reliable_survives_loss_and_duplication(s: Scenario) -> None:
+    assert_properties(_cbcast_over_reliable, s, CAUSAL)
 
 
 @given(scenarios(mode=("unicast", "broadcast")))
@@ -92,6 +109,15 @@ def test_rst_double_counting_self_sends_is_caught() -> None:
 def test_cbcast_without_one_greater_is_caught() -> None:
     run = find_counterexample(CBCASTNoOneGreater, CAUSAL, mode="broadcast", n=2)
     assert run is not None
+    assert replay(CBCAST, run.scenario).violations(CAUSAL) == []
+
+
+def test_cbcast_delivering_batches_eagerly_is_caught() -> None:
+    """A batch sent after delivering m reaches a process before m, which delivers it."""
+    run = find_counterexample(CBCASTBatchEager, CAUSAL, mode=("broadcast", "batch"), n=3)
+    assert run is not None, "CBCASTBatchEager was not caught"
+    assert "causal" in {v.property for v in run.violations(CAUSAL)}
+    assert any("broadcasts the batch" in step for step in run.steps)
     assert replay(CBCAST, run.scenario).violations(CAUSAL) == []
 
 

@@ -14,14 +14,18 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from mailroom import Fifo, LamportTotalOrder, Sequencer, Skeen, Stack
+from mailroom import Fifo, LamportTotalOrder, Reliable, Sequencer, Skeen, Stack
 from mailroom.core.endpoint import Endpoint
 from mailroom.testing import (
+    Op,
+    Scenario,
+    SequencerBatchReversed,
     SequencerNoHold,
     SkeenEagerDelivery,
     SkeenNoClockRaise,
     assert_properties,
     find_counterexample,
+    replay,
     scenarios,
 )
 
@@ -57,6 +61,56 @@ def test_sequencer_elsewhere_is_total(s):
 def test_sequencer_over_fifo_is_fifo_and_causal(s):
     """Over FIFO channels the coordinator's order is causal."""
     assert_properties(over_fifo(Sequencer), s, ALL)
+
+
+# -- batches: broadcast_many in the schedule (Hypothesis picks sizes 0..5) -------------------
+
+
+def over_reliable(make: Callable[[int, int], Endpoint]) -> Callable[[int, int], Endpoint]:
+    def factory(pid: int, n: int) -> Endpoint:
+        return Stack(Reliable(pid, n, rto=2.0, max_rto=8.0), make(pid, n))  # type: ignore[return-value]
+
+    return factory
+
+
+@given(scenarios(mode=("broadcast", "batch")))
+def test_sequencer_with_batches_is_total(s):
+    assert_properties(Sequencer, s, SAFE)
+
+
+@given(scenarios(mode=("broadcast", "batch")))
+def test_sequencer_elsewhere_with_batches_is_total(s):
+    assert_properties(sequencer_at_last, s, SAFE)
+
+
+@given(scenarios(mode=("broadcast", "batch")))
+def test_sequencer_with_batches_over_fifo_is_fifo_and_causal(s):
+    assert_properties(over_fifo(Sequencer), s, ALL)
+
+
+@given(scenarios(mode=("broadcast", "batch"), drop=True))
+def test_sequencer_with_batches_over_reliable_survives_loss_and_duplication(s):
+    """Reliable retransmits whole batch packets; receivers deliver each message once."""
+    assert_properties(over_reliable(Sequencer), s, SAFE)
+
+
+def test_a_batch_op_broadcasts_its_payloads_in_one_step():
+    ops = (Op(1, None, "m0", ("m0.0", "m0.1", "m0.2")), Op(2, None, "m1", ()))
+    run = replay(Sequencer, Scenario(3, ops, ()))
+    assert run.steps[0] == "P1 broadcasts the batch ['m0.0', 'm0.1', 'm0.2'] (P1#1, P1#2, P1#3)"
+    assert run.steps[1] == "P2 broadcasts the batch [] (nothing)"
+    assert len(run.sim.packets()) == 0 and not run.violations(SAFE)
+    assert [m.payload for m in run.sim.delivered[2]] == ["m0.0", "m0.1", "m0.2"]
+
+
+def test_reversed_batch_delivery_breaks_total_order():
+    """The sequencer delivers a batch in number order, receivers in reverse."""
+    run = find_counterexample(
+        SequencerBatchReversed, ["total"], max_examples=1000, mode=("broadcast", "batch")
+    )
+    assert run is not None, "SequencerBatchReversed was not caught"
+    assert run.violations(("total",))
+    assert any("broadcasts the batch" in step for step in run.steps)
 
 
 @given(scenarios(mode=("broadcast", "multicast")))

@@ -3,11 +3,16 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
-from mailroom.core.errors import RemoteError
+from mailroom.core.errors import LocalError, RemoteError
+from mailroom.core.messages import check_payload
+from mailroom.core.wire import is_packet
 
 #: Counters above this are absurd for any real run and are refused as corrupt.
 MAX_COUNTER = 2**53
+#: The most messages one batch packet carries (a longer batch travels as several).
+BATCH_LIMIT = 4096
 _INT = {int}
 
 
@@ -68,3 +73,27 @@ def dest(value: object, me: int, n: int) -> int:
     if value != me:
         raise RemoteError(f"packet for P{value} arrived at P{me}")
     return me
+
+
+def batch_payloads(value: object) -> tuple[Any, ...]:
+    """A batch packet's payloads: 1..BATCH_LIMIT of JSON data (packets travel one by one)."""
+    if type(value) is not tuple:
+        raise RemoteError(f"batch payloads must be a sequence, got {type(value).__name__}")
+    if not 1 <= len(value) <= BATCH_LIMIT:
+        raise RemoteError(f"a batch carries 1..{BATCH_LIMIT} messages, this one {len(value)}")
+    for k, payload in enumerate(value):
+        if is_packet(payload):
+            raise RemoteError(f"batch payload {k} is a {type(payload).__name__} packet")
+        try:
+            check_payload(payload)
+        except LocalError as exc:
+            raise RemoteError(f"batch payload {k}: {exc}") from None
+    return value
+
+
+def first_of_range(value: object, size: int, what: str) -> int:
+    """The first of ``size`` consecutive counters (a batch's numbers), all in range."""
+    first = positive(value, what)
+    if first + size - 1 > MAX_COUNTER:
+        raise RemoteError(f"{what} range {first}..{first + size - 1} overflows")
+    return first

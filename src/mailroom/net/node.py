@@ -76,7 +76,7 @@ import math
 import os
 import socket
 import time
-from collections.abc import AsyncIterator, Callable, Collection, Mapping
+from collections.abc import AsyncIterator, Callable, Collection, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -93,13 +93,20 @@ from mailroom.core.actions import (
     View,
     ViewChange,
 )
-from mailroom.core.codec import decode, encode
-from mailroom.core.endpoint import Endpoint, capabilities, consumer, receive_batch, require
+from mailroom.core.codec import decode, encode, value_size
+from mailroom.core.endpoint import (
+    Endpoint,
+    broadcast_batch,
+    capabilities,
+    consumer,
+    receive_batch,
+    require,
+)
 from mailroom.core.errors import LocalError, RemoteError
-from mailroom.core.messages import Message, MessageId, Payload
+from mailroom.core.messages import Message, MessageId, Payload, check_payload
 from mailroom.core.registry import restore_endpoint
 from mailroom.core.stack import Stack
-from mailroom.core.wire import carried_message_id, plain, unplain
+from mailroom.core.wire import carried_message_id, carried_message_ids, plain, unplain
 from mailroom.net import frames as fr
 from mailroom.net.config import PeerTable
 from mailroom.net.membership import group_of, is_member, rejoined
@@ -507,6 +514,43 @@ class _Effect:
     stable: list[tuple[MessageId, ...]] = attrs.Factory(list)
 
 
+#: Payload bytes (an upper estimate) that one part of a batch may carry: half a frame,
+#: the rest is room for the layers' headers.
+FRAME_PART = fr.MAX_FRAME // 2
+
+
+def _size_estimate(payload: Payload) -> int:
+    """An upper bound on ``payload``'s encoded bytes, cheap for strings and ints."""
+    if type(payload) is str:
+        return (len(payload) if payload.isascii() else 4 * len(payload)) + 10
+    if type(payload) is int:
+        return 11
+    return value_size(payload)
+
+
+def frame_parts(payloads: list[Payload], limit: int = FRAME_PART) -> list[list[Payload]]:
+    """``payloads`` cut into consecutive parts of at most ``limit`` estimated bytes each
+    (a payload larger than that alone is a part of its own)."""
+    parts: list[list[Payload]] = [[]]
+    size = 0
+    for payload in payloads:
+        cost = _size_estimate(payload)
+        if parts[-1] and size + cost > limit:
+            parts.append([])
+            size = 0
+        parts[-1].append(payload)
+        size += cost
+    return parts
+
+
+def _received_ids(packet: object, first: MessageId) -> tuple[MessageId, ...]:
+    """The messages a received packet carries (a batch: several), for the trace."""
+    try:
+        return carried_message_ids(packet) or (first,)
+    except RemoteError:
+        return (first,)
+
+
 def stack_names(endpoint: Any) -> list[str]:
     """The protocol stack of ``endpoint``, bottom first: ``["Reliable", "CBCAST"]``."""
     if isinstance(endpoint, Stack):
@@ -516,7 +560,8 @@ def stack_names(endpoint: Any) -> list[str]:
 
 def _apply(endpoint: Any, op: Any) -> list[Action]:
     """Run one logged input on ``endpoint`` (a checkpoint log's replay). Inputs: ``["r",
-    base64 packet]`` received, ``["b", payload]`` broadcast, ``["s", payload, to]``
+    base64 packet]`` received, ``["b", payload]`` broadcast, ``["m", [payloads]]``
+    broadcast as a batch, ``["s", payload, to]``
     sent, ``["t", now]`` tick, ``["c", [origin, seq] or None]`` consumed; for group
     endpoints ``["p", view, state]`` state provided, ``["j"]`` join, ``["x", pid]``
     suspect, ``["l"]`` leave."""
@@ -528,6 +573,8 @@ def _apply(endpoint: Any, op: Any) -> list[Action]:
             return []  # refused then too: nothing changed
     if kind == "b":
         return list(endpoint.broadcast(unplain(op[1])))
+    if kind == "m":  # one broadcast_many call (a batch is logged per frame-sized part)
+        return broadcast_batch(endpoint, [unplain(p) for p in op[1]])
     if kind == "s":
         return list(endpoint.send(unplain(op[1]), to=op[2]))
     if kind == "t":
@@ -834,13 +881,48 @@ class Node:
         """Broadcast ``payload`` to the group; returns its message id."""
         return self._issue(payload, tuple(range(self.peers.n)), fr.BROADCAST, None)
 
+    def broadcast_many(self, payloads: Sequence[Payload]) -> list[MessageId]:
+        """Broadcast ``payloads`` in order as one step; returns their message ids.
+
+        The deliveries are those of one ``broadcast`` per payload; an endpoint with
+        ``broadcast_many`` (``Sequencer``) carries them in few packets. A batch whose
+        payloads would not fit one frame is handed to the endpoint in parts that do.
+        Every payload is checked first: a bad one is a LocalError and nothing is sent.
+        """
+        self._check_can_issue()
+        ep = self.endpoint
+        require(ep, "broadcast")
+        batch = list(payloads)
+        for payload in batch:
+            check_payload(payload)
+        if not batch:
+            return []
+        dest = tuple(range(self.peers.n))
+        first = ep.sent_count + 1
+        view = ep.sending_view if self.member else None
+        parts = frame_parts(batch)
+        actions: list[Action] = []
+        for part in parts:
+            actions += broadcast_batch(ep, part)
+        mids = [MessageId(self.pid, first + k) for k in range(len(batch))]
+        self.stats.sent += len(batch)
+        lines: list[bytes] = []
+        if self.trace is not None:
+            for mid, payload in zip(mids, batch, strict=True):
+                lines.append(self._line("send", mid, self.pid, dest, payload, view))
+                self._remember(self._carries, mid, fr.BROADCAST)
+                self._remember(self._dest, mid, dest)
+            self._last_carries = fr.BROADCAST
+        ops = [["m", [plain(p) for p in part]] for part in parts] if self._ckpt is not None else []
+        self._step(actions, ops, lines)
+        return mids
+
     def send(self, payload: Payload, to: int) -> MessageId:
         """Send ``payload`` to process ``to``; returns its message id."""
         return self._issue(payload, (to,), fr.UNICAST, to)
 
-    def _issue(
-        self, payload: Payload, dest: tuple[int, ...], carries: int, to: int | None
-    ) -> MessageId:
+    def _check_can_issue(self) -> None:
+        """LocalError if closed; Busy while stalled or while too much is unacknowledged."""
         if self._closed:
             raise LocalError("the node is closed")
         if self._stalled is not None:
@@ -850,6 +932,11 @@ class Node:
                 f"{self._retained()} packets wait for acknowledgement "
                 f"(max_retained={self.max_retained})"
             )
+
+    def _issue(
+        self, payload: Payload, dest: tuple[int, ...], carries: int, to: int | None
+    ) -> MessageId:
+        self._check_can_issue()
         ep = self.endpoint
         require(ep, "broadcast" if to is None else "unicast")
         mid = MessageId(self.pid, ep.sent_count + 1)
@@ -933,16 +1020,13 @@ class Node:
             return
         lines: list[bytes] = []
         ops: list[Any] = []
-        for _, item in batch:
+        for packet, item in batch:
             if item.message_id is not None and self.trace is not None:
                 dest = tuple(range(self.peers.n)) if item.carries == fr.BROADCAST else (self.pid,)
-                if item.message_id not in self._dest:
-                    self._remember(self._dest, item.message_id, dest)
-                lines.append(
-                    self._line(
-                        "receive", item.message_id, item.message_id.origin, dest, None, self._view
-                    )
-                )
+                for mid in _received_ids(packet, item.message_id):
+                    if mid not in self._dest:
+                        self._remember(self._dest, mid, dest)
+                    lines.append(self._line("receive", mid, mid.origin, dest, None, self._view))
             if self._ckpt is not None:  # a refused packet is refused again on replay
                 ops.append(["r", base64.b64encode(item.packet).decode()])
         # One step for the batch: the reliable layer answers it with one ack per peer.

@@ -51,7 +51,13 @@ from mailroom.core.actions import (
     View,
     ViewChange,
 )
-from mailroom.core.endpoint import ConsumingEndpoint, Endpoint, consumer, require
+from mailroom.core.endpoint import (
+    ConsumingEndpoint,
+    Endpoint,
+    broadcast_batch,
+    consumer,
+    require,
+)
 from mailroom.core.errors import LocalError
 from mailroom.core.messages import Message, MessageId, Payload
 from mailroom.sim.faults import Partition, restore_endpoint
@@ -225,6 +231,15 @@ class Simulation:
         dest = tuple(range(self.n))
         return self._issue(pid, payload, dest, "broadcast", lambda ep: ep.broadcast(payload))
 
+    def broadcast_many(self, pid: int, payloads: Sequence[Payload]) -> list[MessageId]:
+        """Process ``pid`` broadcasts ``payloads`` now as one step (``broadcast_batch``:
+        one packet for the lot where the endpoint can); returns their message ids."""
+        batch = list(payloads)
+        dest = tuple(range(self.n))
+        return self._issue_many(
+            pid, batch, dest, "broadcast", lambda ep: broadcast_batch(ep, batch)
+        )
+
     def multicast(self, pid: int, payload: Payload, to: Sequence[int]) -> MessageId:
         """Process ``pid`` multicasts ``payload`` to the set ``to`` now."""
         dest = tuple(sorted(set(to)))
@@ -244,6 +259,18 @@ class Simulation:
         capability: str,
         call: Callable[[Any], list[Action]],
     ) -> MessageId:
+        return self._issue_many(pid, [payload], dest, capability, call)[0]
+
+    def _issue_many(
+        self,
+        pid: int,
+        payloads: list[Payload],
+        dest: tuple[int, ...],
+        capability: str,
+        call: Callable[[Any], list[Action]],
+    ) -> list[MessageId]:
+        """Run ``call`` (one step sending ``payloads``) at ``pid``: record a send event
+        per message, then apply the step's actions."""
         if type(pid) is not int or not 0 <= pid < self.n:
             raise LocalError(f"P{pid!r} is not a process of this simulation")
         if pid in self.stopped:
@@ -255,20 +282,22 @@ class Simulation:
         before = ep.sent_count
         view = getattr(ep, "sending_view", None)
         actions = call(ep)
-        mid = MessageId(pid, before + 1)
-        self._last_sent[pid] = mid.seq
-        self.metrics.app_messages += 1
+        mids = [MessageId(pid, before + 1 + k) for k in range(len(payloads))]
+        if mids:
+            self._last_sent[pid] = mids[-1].seq
+        self.metrics.app_messages += len(mids)
         if not self.record:
             self._apply(pid, actions)
-            return mid
-        self._sent_at[mid] = self.now
-        self._dest[mid] = dest
+            return mids
         vc = self._vc[pid]
-        vc[pid] = vc.get(pid, 0) + 1
-        self._send_vc[mid] = dict(vc)
-        self._record(pid, "send", mid, pid, dest, payload, dict(vc), view)
+        for mid, payload in zip(mids, payloads, strict=True):
+            self._sent_at[mid] = self.now
+            self._dest[mid] = dest
+            vc[pid] = vc.get(pid, 0) + 1
+            self._send_vc[mid] = dict(vc)
+            self._record(pid, "send", mid, pid, dest, payload, dict(vc), view)
         self._apply(pid, actions)
-        return mid
+        return mids
 
     # -- the network's side ----------------------------------------------------------
     def arrive(self, packet_id: int) -> list[Action]:

@@ -36,6 +36,7 @@ from mailroom.testing.tagged import (
     unstable_violations,
 )
 from mailroom.testing.variants import (
+    CBCASTBatchEager,
     CBCASTNoOneGreater,
     CBCASTSenderOnly,
     KSDestOnly,
@@ -47,12 +48,14 @@ from mailroom.testing.variants import (
     RSTSelfDoubleCount,
 )
 from mailroom.testing.variants_total import (
+    SequencerBatchReversed,
     SequencerNoHold,
     SkeenEagerDelivery,
     SkeenNoClockRaise,
 )
 
 __all__ = [
+    "CBCASTBatchEager",
     "CBCASTNoOneGreater",
     "CBCASTSenderOnly",
     "Factory",
@@ -71,6 +74,7 @@ __all__ = [
     "ReliableNoRetransmit",
     "Run",
     "Scenario",
+    "SequencerBatchReversed",
     "SequencerNoHold",
     "ShiftedClock",
     "SkeenEagerDelivery",

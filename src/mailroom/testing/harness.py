@@ -33,19 +33,25 @@ from mailroom.trace.checkers import PROPERTIES, Violation, check
 from mailroom.trace.events import Event
 
 Factory = Callable[[int, int], Endpoint]
-MODES = ("unicast", "broadcast", "multicast")
+MODES = ("unicast", "broadcast", "multicast", "batch")
+#: The most messages a "batch" operation broadcasts at once (Hypothesis picks 0..this).
+MAX_BATCH_OP = 5
 
 
 @attrs.frozen
 class Op:
     """Process ``pid`` sends ``payload``: to ``to`` (unicast), to everyone (None),
-    or to a set (multicast, a tuple of pids)."""
+    or to a set (multicast, a tuple of pids); or broadcasts ``batch`` (its payloads,
+    maybe none) as one step with ``broadcast_many``."""
 
     pid: int
     to: int | tuple[int, ...] | None
     payload: str
+    batch: tuple[str, ...] | None = None
 
     def describe(self) -> str:
+        if self.batch is not None:
+            return f"P{self.pid} broadcasts the batch {list(self.batch)!r}"
         if self.to is None:
             return f"P{self.pid} broadcasts {self.payload!r}"
         if isinstance(self.to, tuple):
@@ -124,6 +130,10 @@ def scenarios(
         pid = draw(st.integers(0, size - 1))
         kind = draw(st.sampled_from(modes))
         to: int | tuple[int, ...] | None
+        if kind == "batch":
+            count = draw(st.integers(0, MAX_BATCH_OP))
+            ops.append(Op(pid, None, f"m{i}", tuple(f"m{i}.{k}" for k in range(count))))
+            continue
         if kind == "broadcast":
             to = None
         elif kind == "multicast":
@@ -198,6 +208,10 @@ def replay(
         if kind == "op":
             op = ops[arg]
             next_op += 1
+            if op.batch is not None:
+                mids = sim.broadcast_many(op.pid, op.batch)
+                steps.append(f"{op.describe()} ({', '.join(map(str, mids)) or 'nothing'})")
+                continue
             if op.to is None:
                 mid = sim.broadcast(op.pid, op.payload)
             elif isinstance(op.to, tuple):

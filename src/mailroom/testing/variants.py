@@ -10,7 +10,8 @@ from collections.abc import Iterator
 
 from mailroom.clocks import FrozenMatrix, Row
 from mailroom.core.actions import Action, Deliver
-from mailroom.protocols.causal.broadcast import CBCAST, CBCASTPacket, _message
+from mailroom.core.messages import Message, MessageId
+from mailroom.protocols.causal.broadcast import CBCAST, CBCASTBatch, CBCASTPacket, _message
 from mailroom.protocols.causal.ks import KS, Entry
 from mailroom.protocols.causal.tagged import TaggedCausalBroadcast
 from mailroom.protocols.causal.unicast import RST
@@ -168,3 +169,28 @@ class NaiveTagged(TaggedCausalBroadcast):
 
     def _stamp(self) -> Row:
         return tuple(self._delivered)
+
+
+class CBCASTBatchEager(CBCAST):
+    """Delivers every new message of a batch as it arrives, skipping the check that
+    the batch's causal past (the other entries of its stamp) is delivered: a batch
+    sent after delivering m can be delivered before m (causal)."""
+
+    protocol = "CBCASTBatchEager"
+
+    def _receive_batch(self, p: CBCASTBatch) -> list[Action]:
+        sender, vc, payloads = self._validate_batch(p)
+        actions: list[Action] = []
+        for i, payload in enumerate(payloads):
+            index = vc[sender] + i - 1
+            if index < self._clock[sender] or self._buffer.holds(sender, index):
+                continue
+            if index == self._clock[sender]:  # next from its sender: no other check
+                self._clock[sender] += 1
+                self._buffer.delivered_one(sender)
+                actions.append(Deliver(Message(MessageId(sender, index + 1), sender, payload)))
+            else:
+                stamp = (*vc[:sender], index + 1, *vc[sender + 1 :])
+                self._buffer.add(sender, index, stamp, CBCASTPacket(sender, stamp, payload))
+            actions += self._drain()
+        return actions

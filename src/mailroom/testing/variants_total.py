@@ -5,6 +5,8 @@ Each docstring says which property breaks and why.
 
 from __future__ import annotations
 
+from typing import Any
+
 from mailroom.core.actions import Action, Deliver
 from mailroom.protocols.total.sequencer import Sequencer, SequencerOrder
 from mailroom.protocols.total.sequencer import _message as _ordered_message
@@ -50,3 +52,17 @@ class SequencerNoHold(Sequencer):
             return []
         self._seen.add(p.number)
         return [Deliver(_ordered_message(p))]
+
+
+class SequencerBatchReversed(Sequencer):
+    """Receivers deliver a batch's messages last first: the sequencer delivers them in
+    number order, everyone else in reverse, so two processes disagree (total)."""
+
+    protocol = "SequencerBatchReversed"
+
+    def _deliver_run(
+        self, origin: int, first: int, first_seq: int, payloads: tuple[Any, ...], start: int
+    ) -> list[Action]:
+        actions = super()._deliver_run(origin, first, first_seq, payloads, start)
+        run = len(payloads) - start  # the batch's own deliveries come first
+        return actions[:run][::-1] + actions[run:]

@@ -1,6 +1,6 @@
 """Causal order: RST and KS unicast, CBCAST broadcast, tagged causal stable broadcast."""
 
-from mailroom.protocols.causal.broadcast import CBCAST, CBCASTPacket
+from mailroom.protocols.causal.broadcast import CBCAST, CBCASTBatch, CBCASTPacket
 from mailroom.protocols.causal.ks import KS, KSPacket
 from mailroom.protocols.causal.tagged import (
     StabilityAck,
@@ -13,6 +13,7 @@ __all__ = [
     "CBCAST",
     "KS",
     "RST",
+    "CBCASTBatch",
     "CBCASTPacket",
     "KSPacket",
     "RSTPacket",

@@ -10,10 +10,18 @@ After delivery: clock[j] += 1 (the entrywise max with V, since every other
 entry of V is already covered).
 A stamp with V[j] <= clock[j] is a duplicate (or the echo of our own broadcast)
 and is dropped quietly.
+
+Batches (``broadcast_many``): one ``CBCASTBatch`` carries k consecutive broadcasts
+of one sender with the first one's stamp V; message i's stamp is V with entry
+``sender`` raised by i (the others are the same: nothing is delivered between
+them). A receiver takes the batch as the k packets arriving one after another, so
+it delivers exactly what k single packets would and holds what they would (as
+single packets: the state and snapshot are the same).
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import attrs
@@ -25,7 +33,7 @@ from mailroom.core.endpoint import EndpointBase, Snapshot, load_counts, snap_lis
 from mailroom.core.errors import LocalError, RemoteError
 from mailroom.core.messages import Message, MessageId, Payload
 from mailroom.core.pending import Pending
-from mailroom.core.wire import as_row, packet, packet_from_data, packet_to_data
+from mailroom.core.wire import as_row, is_packet, packet, packet_from_data, packet_to_data
 from mailroom.protocols._buffer import DependencyBuffer
 
 
@@ -41,6 +49,28 @@ class CBCASTPacket:
     def carries(self) -> MessageId | None:
         """The application message this packet carries."""
         return MessageId(self.sender, self.vc[self.sender])
+
+
+@packet
+@attrs.frozen
+class CBCASTBatch:
+    """k consecutive broadcasts of ``sender``; ``vc`` is the first one's stamp, message
+    i's is ``vc`` with ``vc[sender] + i``."""
+
+    sender: int
+    vc: Row = attrs.field(converter=as_row)
+    payloads: tuple[Any, ...] = attrs.field(converter=as_row)
+
+    def carries(self) -> MessageId | None:
+        """The first application message this packet carries (the frame header's id)."""
+        return MessageId(self.sender, self.vc[self.sender])
+
+    def carries_all(self) -> tuple[MessageId, ...]:
+        """Every application message this packet carries, in order."""
+        first = self.vc[self.sender]
+        if type(first) is not int or not isinstance(self.payloads, tuple | list):
+            raise TypeError("a batch's first seq and payloads must be an int and a sequence")
+        return tuple(MessageId(self.sender, first + i) for i in range(len(self.payloads)))
 
 
 class CBCAST(EndpointBase):
@@ -69,6 +99,72 @@ class CBCAST(EndpointBase):
         actions.append(Deliver(Message(mid, self.pid, payload)))
         return actions
 
+    def broadcast_many(self, payloads: Sequence[Payload]) -> list[Action]:
+        """Broadcast ``payloads`` in order, one ``CBCASTBatch`` per ``BATCH_LIMIT`` of them:
+        the deliveries of one ``broadcast`` each."""
+        batch = list(payloads)
+        for payload in batch:
+            self._check_payload(payload)
+        if any(is_packet(p) for p in batch):  # a batch's payloads travel as plain data
+            return [a for p in batch for a in self.broadcast(p)]
+        actions: list[Action] = []
+        for start in range(0, len(batch), validate.BATCH_LIMIT):
+            chunk = tuple(batch[start : start + validate.BATCH_LIMIT])
+            if len(chunk) == 1:
+                actions += self.broadcast(chunk[0])
+            else:
+                actions += self._send_batch(chunk)
+        return actions
+
+    def _send_batch(self, payloads: tuple[Any, ...]) -> list[Action]:
+        first = self._next_id()
+        self.sent_count += len(payloads) - 1
+        self._clock[self.pid] += 1
+        packet = CBCASTBatch(self.pid, tuple(self._clock), payloads)
+        self._clock[self.pid] += len(payloads) - 1
+        actions: list[Action] = [
+            Transmit(to, packet, first) for to in range(self.n) if to != self.pid
+        ]
+        actions += [
+            Deliver(Message(MessageId(self.pid, first.seq + i), self.pid, payload))
+            for i, payload in enumerate(payloads)
+        ]
+        return actions
+
+    def _validate_batch(self, p: CBCASTBatch) -> tuple[int, Sequence[int], tuple[Any, ...]]:
+        """The batch's sender, first stamp and payloads; RemoteError if it is malformed."""
+        sender = validate.pid(p.sender, self.n)
+        vc = validate.vector(p.vc, self.n, "vector clock")
+        payloads = validate.batch_payloads(p.payloads)
+        first = validate.first_of_range(vc[sender], len(payloads), f"vector clock[{sender}]")
+        mine = first + len(payloads) - 1 if sender == self.pid else vc[self.pid]
+        if mine > self._clock[self.pid]:
+            raise RemoteError(
+                f"vector clock[{self.pid}] = {mine} claims P{self.pid} broadcast "
+                f"more than it has ({self._clock[self.pid]})"
+            )
+        return sender, vc, payloads
+
+    def _receive_batch(self, p: CBCASTBatch) -> list[Action]:
+        """The batch as its k packets arriving one after another."""
+        sender, vc, payloads = self._validate_batch(p)
+        first = vc[sender]
+        before = tuple(vc[:sender])
+        after = tuple(vc[sender + 1 :])
+        actions: list[Action] = []
+        fresh = False
+        for i, payload in enumerate(payloads):
+            index = first + i - 1
+            if index < self._clock[sender] or self._buffer.holds(sender, index):
+                continue
+            fresh = True
+            stamp = (*before, first + i, *after)
+            self._buffer.add(sender, index, stamp, CBCASTPacket(sender, stamp, payload))
+            actions += self._drain()
+        if not fresh:
+            self.duplicates += 1  # a duplicate, or the echo of our own batch
+        return actions
+
     def _validate(self, packet: object) -> CBCASTPacket:
         if type(packet) is CBCASTPacket:  # the common case inline (the same rules as below)
             who, stamp, mine = packet.sender, packet.vc, self._clock[self.pid]
@@ -95,6 +191,8 @@ class CBCAST(EndpointBase):
         return packet
 
     def receive(self, packet: object) -> list[Action]:
+        if type(packet) is CBCASTBatch:
+            return self._receive_batch(packet)
         p = self._validate(packet)
         index = p.vc[p.sender] - 1
         if index < self._clock[p.sender] or self._buffer.holds(p.sender, index):

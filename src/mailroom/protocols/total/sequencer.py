@@ -15,6 +15,15 @@ Rules:
   sequencer, or two different messages with the same number are impossible:
   RemoteError.
 
+Batches (``broadcast_many``): a process asks for several consecutive messages in one
+``SequencerRequestBatch``; the sequencer numbers them as one range and forwards one
+``SequencerOrderBatch`` per destination (numbers ``first_number``.. go to seqs
+``first_seq``..). Receivers treat a batch as the orders it stands for: numbers at or
+below ``delivered`` are skipped, a held number must name the same message, and a
+batch that cannot be delivered yet is held as its single orders (so the state, and
+the snapshot, are those of k single orders). The deliveries are those of k single
+broadcasts under the same schedule.
+
 Guarantees: total order always. The order is the order of arrival at the
 sequencer, so over a network that reorders packets it is not FIFO (a sender's
 second request may overtake its first) and hence not causal. Over FIFO
@@ -24,6 +33,7 @@ message sent after delivering m is requested after m was numbered.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import attrs
@@ -34,7 +44,10 @@ from mailroom.core.endpoint import EndpointBase, Snapshot, snap_list
 from mailroom.core.errors import LocalError, RemoteError
 from mailroom.core.messages import Message, MessageId, Payload
 from mailroom.core.pending import Pending, Wait
-from mailroom.core.wire import packet, packet_from_data, packet_to_data
+from mailroom.core.wire import as_row, is_packet, packet, packet_from_data, packet_to_data
+
+#: The most messages one batch packet carries (a longer batch travels as several).
+BATCH_LIMIT = validate.BATCH_LIMIT
 
 
 @packet
@@ -64,6 +77,52 @@ class SequencerOrder:
     def carries(self) -> MessageId | None:
         """The application message this packet carries."""
         return MessageId(self.origin, self.seq)
+
+
+@packet
+@attrs.frozen
+class SequencerRequestBatch:
+    """``sender`` asks the sequencer to number its messages ``first_seq``, ``first_seq + 1``..."""
+
+    sender: int
+    first_seq: int
+    payloads: tuple[Any, ...] = attrs.field(converter=as_row)
+
+    def carries(self) -> MessageId | None:
+        """The first application message this packet carries (the frame header's id)."""
+        return MessageId(self.sender, self.first_seq)
+
+    def carries_all(self) -> tuple[MessageId, ...]:
+        """Every application message this packet carries, in order."""
+        return _ids(self.sender, self.first_seq, self.payloads)
+
+
+@packet
+@attrs.frozen
+class SequencerOrderBatch:
+    """The sequencer gave messages (origin, first_seq + i) the numbers first_number + i."""
+
+    first_number: int
+    origin: int
+    first_seq: int
+    payloads: tuple[Any, ...] = attrs.field(converter=as_row)
+
+    def carries(self) -> MessageId | None:
+        """The first application message this packet carries (the frame header's id)."""
+        return MessageId(self.origin, self.first_seq)
+
+    def carries_all(self) -> tuple[MessageId, ...]:
+        """Every application message this packet carries, in order."""
+        return _ids(self.origin, self.first_seq, self.payloads)
+
+
+def _ids(origin: int, first_seq: int, payloads: object) -> tuple[MessageId, ...]:
+    """The ids of a batch's messages: bounded by the packet's own length."""
+    if not isinstance(payloads, tuple | list):
+        raise TypeError(f"payloads is a {type(payloads).__name__}, not a sequence")
+    if type(first_seq) is not int:
+        raise TypeError(f"first_seq is a {type(first_seq).__name__}, not an int")
+    return tuple(MessageId(origin, first_seq + i) for i in range(len(payloads)))
 
 
 class Sequencer(EndpointBase):
@@ -97,12 +156,40 @@ class Sequencer(EndpointBase):
             return self._number(mid.origin, mid.seq, payload)
         return [Transmit(self.sequencer, SequencerRequest(self.pid, mid.seq, payload), mid)]
 
+    def broadcast_many(self, payloads: Sequence[Payload]) -> list[Action]:
+        """Broadcast ``payloads`` in order, one request (or order) packet per
+        ``BATCH_LIMIT`` of them: the deliveries of one ``broadcast`` each."""
+        batch = list(payloads)
+        for payload in batch:
+            self._check_payload(payload)
+        if any(is_packet(p) for p in batch):  # a batch's payloads travel as plain data
+            return [a for p in batch for a in self.broadcast(p)]
+        actions: list[Action] = []
+        for start in range(0, len(batch), BATCH_LIMIT):
+            chunk = tuple(batch[start : start + BATCH_LIMIT])
+            if len(chunk) == 1:
+                actions += self.broadcast(chunk[0])
+                continue
+            first_seq = self.sent_count + 1
+            self.sent_count += len(chunk)
+            if self.is_sequencer:
+                actions += self._number_run(self.pid, first_seq, chunk)
+            else:
+                request = SequencerRequestBatch(self.pid, first_seq, chunk)
+                mid = MessageId(self.pid, first_seq)
+                actions.append(Transmit(self.sequencer, request, mid))
+        return actions
+
     # -- the network's side ----------------------------------------------------------
     def receive(self, packet: object) -> list[Action]:
         if type(packet) is SequencerRequest:
             return self._on_request(packet)
         if type(packet) is SequencerOrder:
             return self._on_order(packet)
+        if type(packet) is SequencerOrderBatch:
+            return self._on_order_batch(packet)
+        if type(packet) is SequencerRequestBatch:
+            return self._on_request_batch(packet)
         raise RemoteError(f"Sequencer expected a request or an order, got {type(packet).__name__}")
 
     def _on_request(self, p: SequencerRequest) -> list[Action]:
@@ -116,6 +203,51 @@ class Sequencer(EndpointBase):
             self.duplicates += 1
             return []
         return self._number(sender, seq, p.payload)
+
+    def _numbered_seq(self, origin: int, seq: int) -> bool:
+        return seq <= self._low[origin] or seq in self._high[origin]
+
+    def _on_request_batch(self, p: SequencerRequestBatch) -> list[Action]:
+        if not self.is_sequencer:
+            raise RemoteError(f"P{self.pid} got a request but the sequencer is P{self.sequencer}")
+        sender = validate.pid(p.sender, self.n)
+        payloads = validate.batch_payloads(p.payloads)
+        first_seq = validate.first_of_range(p.first_seq, len(payloads), "seq")
+        if sender == self.pid:
+            raise RemoteError("the sequencer's own messages never travel as requests")
+        fresh = [i for i in range(len(payloads)) if not self._numbered_seq(sender, first_seq + i)]
+        if not fresh:
+            self.duplicates += 1
+            return []
+        actions: list[Action] = []
+        start = fresh[0]
+        for k, i in enumerate(fresh):  # number each run of consecutive new seqs as a range
+            if k + 1 == len(fresh) or fresh[k + 1] != i + 1:
+                actions += self._number_run(sender, first_seq + start, payloads[start : i + 1])
+                if k + 1 < len(fresh):
+                    start = fresh[k + 1]
+        return actions
+
+    def _number_run(self, origin: int, first_seq: int, payloads: tuple[Any, ...]) -> list[Action]:
+        """At the sequencer: number (origin, first_seq..) as one range, forward, deliver."""
+        if len(payloads) == 1:
+            return self._number(origin, first_seq, payloads[0])
+        high = self._high[origin]
+        high.update(range(first_seq, first_seq + len(payloads)))
+        while self._low[origin] + 1 in high:
+            self._low[origin] += 1
+            high.discard(self._low[origin])
+        first = self.numbered + 1
+        self.numbered += len(payloads)
+        self.delivered += len(payloads)
+        order = SequencerOrderBatch(first, origin, first_seq, payloads)
+        mid = MessageId(origin, first_seq)
+        actions: list[Action] = [Transmit(to, order, mid) for to in range(self.n) if to != self.pid]
+        actions += [
+            Deliver(Message(MessageId(origin, first_seq + i), origin, payload))
+            for i, payload in enumerate(payloads)
+        ]
+        return actions
 
     def _number(self, origin: int, seq: int, payload: Payload) -> list[Action]:
         """At the sequencer: give (origin, seq) the next number, forward and deliver it."""
@@ -151,6 +283,56 @@ class Sequencer(EndpointBase):
             return []
         self._held[number] = p
         actions: list[Action] = []
+        while (nxt := self._held.pop(self.delivered + 1, None)) is not None:
+            self.delivered += 1
+            actions.append(Deliver(_message(nxt)))
+        return actions
+
+    def _on_order_batch(self, p: SequencerOrderBatch) -> list[Action]:
+        if self.is_sequencer:
+            raise RemoteError(f"P{self.pid} is the sequencer; nobody else may number messages")
+        payloads = validate.batch_payloads(p.payloads)
+        size = len(payloads)
+        first = validate.first_of_range(p.first_number, size, "sequence number")
+        origin = validate.pid(p.origin, self.n, "origin")
+        first_seq = validate.first_of_range(p.first_seq, size, "seq")
+        last_seq = first_seq + size - 1
+        if origin == self.pid and last_seq > self.sent_count:
+            raise RemoteError(
+                f"P{self.pid} never sent message {last_seq} (it sent {self.sent_count})"
+            )
+        start = max(0, self.delivered + 1 - first)  # the batch's first index not yet delivered
+        new = []
+        for i in range(start, size):
+            held = self._held.get(first + i)
+            if held is None:
+                new.append(i)
+            elif (held.origin, held.seq) != (origin, first_seq + i):
+                raise RemoteError(
+                    f"number {first + i} names {MessageId(origin, first_seq + i)} but already "
+                    f"{MessageId(held.origin, held.seq)}"
+                )
+        if not new:
+            self.duplicates += 1
+            return []
+        if first + start > self.delivered + 1:  # a gap before it: hold its orders
+            for i in new:
+                self._held[first + i] = SequencerOrder(
+                    first + i, origin, first_seq + i, payloads[i]
+                )
+            return []
+        return self._deliver_run(origin, first, first_seq, payloads, start)
+
+    def _deliver_run(
+        self, origin: int, first: int, first_seq: int, payloads: tuple[Any, ...], start: int
+    ) -> list[Action]:
+        """Deliver a batch from index ``start`` (number ``delivered + 1``), then what it frees."""
+        actions: list[Action] = []
+        for i in range(start, len(payloads)):
+            self._held.pop(first + i, None)
+            mid = MessageId(origin, first_seq + i)
+            actions.append(Deliver(Message(mid, origin, payloads[i])))
+        self.delivered = first + len(payloads) - 1
         while (nxt := self._held.pop(self.delivered + 1, None)) is not None:
             self.delivered += 1
             actions.append(Deliver(_message(nxt)))
@@ -216,4 +398,11 @@ def _message(p: SequencerOrder) -> Message:
     return Message(MessageId(p.origin, p.seq), p.origin, p.payload)
 
 
-__all__ = ["Sequencer", "SequencerOrder", "SequencerRequest"]
+__all__ = [
+    "BATCH_LIMIT",
+    "Sequencer",
+    "SequencerOrder",
+    "SequencerOrderBatch",
+    "SequencerRequest",
+    "SequencerRequestBatch",
+]
