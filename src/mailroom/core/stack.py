@@ -68,6 +68,9 @@ class Stack:
             offered |= {"can_send"}
         #: What the application may call: the top layer's capabilities.
         self.capabilities: frozenset[str] = frozenset(offered)
+        # the flow-controlled layers, found once: asking a capability protocol costs
+        # tens of microseconds, and hosts ask can_send before every send
+        self._flow = [x for x in flat if "can_send" in capabilities(x)]
         #: Payloads that a lower layer accepted and the layer above refused as malformed.
         self.rejected = 0
         self.last_rejection = ""
@@ -180,10 +183,6 @@ class Stack:
         """Flow control: False while a flow-controlled layer says its channel is full."""
         self._offers("can_send")
         return all(x.can_send(to) for x in self._flow)
-
-    @property
-    def _flow(self) -> list[Any]:
-        return [x for x in self.layers if "can_send" in capabilities(x)]
 
     # -- introspection -------------------------------------------------------------------
     def buffered(self) -> int:
