@@ -188,7 +188,7 @@ async def mailroom_node(args: argparse.Namespace) -> dict[str, Any]:
         node.broadcast(payload(k))
     await done.wait()
     result = clock.result(loop.time(), counts["remote"], node.stats.delivered)
-    print(json.dumps(result), flush=True)
+    await _emit(result)
     await _until_terminated()
     await node.close()
     return result
@@ -252,7 +252,7 @@ async def redis_node(args: argparse.Namespace) -> dict[str, Any]:
         k = last
     await reading
     result = clock.result(loop.time(), counts["remote"], counts["all"])
-    print(json.dumps(result), flush=True)
+    await _emit(result)
     await _until_terminated()
     await writer.aclose()
     await reader.aclose()
@@ -314,7 +314,7 @@ async def plain_node(args: argparse.Namespace) -> dict[str, Any]:
             await asyncio.sleep(0)
     await done.wait()
     result = clock.result(loop.time(), counts["received"], counts["received"])
-    print(json.dumps(result), flush=True)
+    await _emit(result)
     await _until_terminated()
     server.close()
     return result
@@ -328,6 +328,18 @@ async def _start_signal(args: argparse.Namespace) -> float:
     loop = asyncio.get_running_loop()
     await asyncio.sleep(max(0.0, start - loop.time()))
     return start
+
+
+async def _emit(result: dict[str, Any]) -> None:
+    """Print the result in a thread: with latency samples it is larger than a pipe's
+    buffer, and the driver reads the processes one by one, so a blocking print would
+    stop this process's event loop before its last frames are written, and the
+    processes still waiting for them would never finish."""
+
+    def write() -> None:
+        print(json.dumps(result), flush=True)
+
+    await asyncio.to_thread(write)
 
 
 async def _until_terminated() -> None:
