@@ -33,7 +33,7 @@ from mailroom.core.endpoint import EndpointBase, Snapshot, load_counts, snap_lis
 from mailroom.core.errors import LocalError, RemoteError
 from mailroom.core.messages import Message, MessageId, Payload
 from mailroom.core.pending import Pending
-from mailroom.core.wire import as_row, is_packet, packet, packet_from_data, packet_to_data
+from mailroom.core.wire import as_row, packet, packet_from_data, packet_to_data
 from mailroom.protocols._buffer import DependencyBuffer
 
 
@@ -102,19 +102,7 @@ class CBCAST(EndpointBase):
     def broadcast_many(self, payloads: Sequence[Payload]) -> list[Action]:
         """Broadcast ``payloads`` in order, one ``CBCASTBatch`` per ``BATCH_LIMIT`` of them:
         the deliveries of one ``broadcast`` each."""
-        batch = list(payloads)
-        for payload in batch:
-            self._check_payload(payload)
-        if any(is_packet(p) for p in batch):  # a batch's payloads travel as plain data
-            return [a for p in batch for a in self.broadcast(p)]
-        actions: list[Action] = []
-        for start in range(0, len(batch), validate.BATCH_LIMIT):
-            chunk = tuple(batch[start : start + validate.BATCH_LIMIT])
-            if len(chunk) == 1:
-                actions += self.broadcast(chunk[0])
-            else:
-                actions += self._send_batch(chunk)
-        return actions
+        return self._broadcast_chunks(payloads, self._send_batch)
 
     def _send_batch(self, payloads: tuple[Any, ...]) -> list[Action]:
         first = self._next_id()

@@ -44,7 +44,7 @@ from mailroom.core.endpoint import EndpointBase, Snapshot, snap_list
 from mailroom.core.errors import LocalError, RemoteError
 from mailroom.core.messages import Message, MessageId, Payload
 from mailroom.core.pending import Pending, Wait
-from mailroom.core.wire import as_row, is_packet, packet, packet_from_data, packet_to_data
+from mailroom.core.wire import as_row, packet, packet_from_data, packet_to_data
 
 #: The most messages one batch packet carries (a longer batch travels as several).
 BATCH_LIMIT = validate.BATCH_LIMIT
@@ -159,26 +159,16 @@ class Sequencer(EndpointBase):
     def broadcast_many(self, payloads: Sequence[Payload]) -> list[Action]:
         """Broadcast ``payloads`` in order, one request (or order) packet per
         ``BATCH_LIMIT`` of them: the deliveries of one ``broadcast`` each."""
-        batch = list(payloads)
-        for payload in batch:
-            self._check_payload(payload)
-        if any(is_packet(p) for p in batch):  # a batch's payloads travel as plain data
-            return [a for p in batch for a in self.broadcast(p)]
-        actions: list[Action] = []
-        for start in range(0, len(batch), BATCH_LIMIT):
-            chunk = tuple(batch[start : start + BATCH_LIMIT])
-            if len(chunk) == 1:
-                actions += self.broadcast(chunk[0])
-                continue
-            first_seq = self.sent_count + 1
-            self.sent_count += len(chunk)
-            if self.is_sequencer:
-                actions += self._number_run(self.pid, first_seq, chunk)
-            else:
-                request = SequencerRequestBatch(self.pid, first_seq, chunk)
-                mid = MessageId(self.pid, first_seq)
-                actions.append(Transmit(self.sequencer, request, mid))
-        return actions
+        return self._broadcast_chunks(payloads, self._send_batch)
+
+    def _send_batch(self, chunk: tuple[Payload, ...]) -> list[Action]:
+        """Ask for (or, at the sequencer, give) the chunk's numbers as one range."""
+        first_seq = self.sent_count + 1
+        self.sent_count += len(chunk)
+        if self.is_sequencer:
+            return self._number_run(self.pid, first_seq, chunk)
+        request = SequencerRequestBatch(self.pid, first_seq, chunk)
+        return [Transmit(self.sequencer, request, MessageId(self.pid, first_seq))]
 
     # -- the network's side ----------------------------------------------------------
     def receive(self, packet: object) -> list[Action]:
