@@ -137,6 +137,32 @@ def test_parquet_bad_rows_and_a_wrong_clock(spark: Any, tmp_path: Path) -> None:
     assert report.counts["integrity"] == 0
 
 
+@pytest.mark.parametrize("bad", [0, 2])
+def test_parquet_bad_rows_counted_as_the_check_reads_them(
+    spark: Any, tmp_path: Path, bad: int
+) -> None:
+    """With every clock given, the check counts the rejected rows as it reads the trace
+    and reads them only if there are some: the same rows, reasons and counts."""
+    pytest.importorskip("pyarrow")
+    from mailroom.trace.parquet import event_row
+
+    rows = [event_row(e) for e in GOOD]
+    rows += [{**event_row(GOOD[0]), "seq": 7, "kind": None}] * (bad > 0)
+    rows += [{**event_row(GOOD[0]), "seq": 8, "kind": "bounce"}] * (bad > 1)
+    path = tmp_path / "bad.parquet"
+    write_parquet(rows, path)
+    loaded = load_trace(spark, [str(path)], "parquet")
+    assert loaded.split is not None  # the path under test
+    report = check_trace(spark, loaded, ("integrity", "fifo"), mode="full")
+    reasons = sorted(r.reason for r in report.invalid.collect())
+    assert reasons == ["missing field 'kind'", "unknown kind 'bounce'"][:bad]
+    assert report.invalid_count == bad
+    assert report.found is not None
+    assert len(report.found.invalid_first) == bad
+    assert (report.found.events, report.found.runs) == (len(GOOD), 1)
+    assert report.counts["fifo"] == 1
+
+
 def test_jsonl_line_numbers_across_blocks_and_the_header_line(spark: Any, tmp_path: Path) -> None:
     """Spark splits the file into many blocks; bad lines keep their true line numbers,
     and the trace header line is neither an event nor invalid."""

@@ -14,8 +14,8 @@ from typing import Any
 
 import pytest
 
-from mailroom.spark import check_trace, events_frame
 from mailroom.core.messages import MessageId
+from mailroom.spark import check_trace, events_frame
 from mailroom.trace import Event
 
 N = 4
@@ -118,9 +118,26 @@ def test_the_clock_check_finds_exactly_the_wrong_clocks(
     want = wrong_clocks(events)
     right = sum(1 for e in events if e.vc is not None) - len(want)
     assert len(want) > 100 and right > 300  # both kinds, many of each
-    report = check_trace(
-        spark, events_frame(spark, events), ("clock",), mode="full", hb="given"
-    )
+    report = check_trace(spark, events_frame(spark, events), ("clock",), mode="full", hb="given")
     got = {(v.run, v.processes[0], v.positions[0]) for v in report.violations.collect()}
     assert got == want
     assert report.counts["clock"] == len(want)
+
+
+@pytest.mark.parametrize("hb", ["auto", "given", "compute"])
+@pytest.mark.parametrize("properties", [("clock",), ("fifo",), ("integrity", "causal")])
+def test_the_report_counts_every_event_and_run_however_clocks_come(
+    spark: Any, events: list[Event], hb: str, properties: tuple[str, ...]
+) -> None:
+    """The events and runs are counted as the check reads them, or by the digest when
+    clocks are computed (the trace is then read twice): the same numbers either way,
+    events the checks leave out (receives, a run of nothing else) included."""
+    receives = [
+        Event(e.run, e.process, 1000 + e.seq, "receive", e.message, e.sender, e.dest)
+        for e in events[::5]
+    ]
+    lonely = [Event("lonely", 0, 0, "receive", MessageId(1, 1), 1, (0,))]
+    trace = events + receives + lonely
+    report = check_trace(spark, events_frame(spark, trace), properties, hb=hb)
+    assert report.found is not None
+    assert (report.found.events, report.found.runs) == (len(trace), len({e.run for e in trace}))

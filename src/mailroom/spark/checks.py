@@ -60,7 +60,7 @@ from typing import Any
 
 import attrs
 
-from mailroom.spark.load import EVENT_DDL, INVALID_DDL, Loaded
+from mailroom.spark.load import EVENT_DDL, INVALID_DDL, Loaded, Split
 from mailroom.trace.checkers import ALL_PROPERTIES, PROPERTIES, propagate_clocks
 
 #: The reference properties (ordering and group membership) plus clock validation.
@@ -484,12 +484,22 @@ def check_trace(
         raise ValueError(f"propagation must be one of {list(PROPAGATIONS)}, got {propagation!r}")
     # send and deliver events (with their clocks) and view events, which only mark
     # the segments (see mailroom.trace.checkers) and feed the view properties
-    rows = loaded.events.where("kind IN ('send', 'deliver', 'view')")
+    kinds = "kind IN ('send', 'deliver', 'view')"
+    rows = loaded.events.where(kinds)
+    computed = False
     if {"causal", "clock"} & set(properties):
         app = rows.where("kind != 'view'")
         clocked = with_clocks(spark, app, hb, propagation)
         if clocked is not app:
             rows = clocked.unionByName(rows.where("kind = 'view'"))
+            computed = True
+    # the events and runs are counted as the first shuffle reads them (see _observe);
+    # where clocks are computed, which reads them twice, the digest counts them
+    observation = None
+    if not computed:
+        split = loaded.split or Split(loaded.events, "true", "false", lambda rows: rows)
+        observed, observation = _observe(split)
+        rows = split.events(observed).where(kinds)
 
     # shuffle 1, by message: the message's send (the last one, as the reference keeps
     # it), the processes that delivered it, and whether each event is the first of
@@ -557,9 +567,7 @@ def check_trace(
         windows += _out_of_order(w_proc, back)
     # (a delivery's send's clock: only deliveries read it, and the persisted table is
     # cheaper without a second clock on every send)
-    with_pred = by_msg.select("*", *windows).withColumn(
-        "sc", F.when(is_deliver, F.col("_s.sc"))
-    )
+    with_pred = by_msg.select("*", *windows).withColumn("sc", F.when(is_deliver, F.col("_s.sc")))
     if "total" in properties:
         with_pred = with_pred.withColumn(
             "_x",
@@ -1031,17 +1039,68 @@ def check_trace(
             "reason"
         ),
     )
-    invalid = loaded.invalid.unionByName(never_sent)
+    # the rows the loader rejected, unless they are counted as the check reads the
+    # trace (then read only if there is one)
+    counted = observation is not None and loaded.split is not None
+    invalid = never_sent if counted else loaded.invalid.unionByName(never_sent)
     violations = violations.persist(StorageLevel.MEMORY_AND_DISK)
     invalid = invalid.persist(StorageLevel.MEMORY_AND_DISK)
     # the one action: computes (and caches) every property's rows, the invalid rows and
     # the event and run counts, and brings back only the counts and first witnesses
-    found = digest(violations, invalid, loaded.events)
+    found = digest(violations, invalid, loaded.events if observation is None else None)
+    if observation is not None:
+        events, runs, rejected = _observed(observation, loaded)
+        found = attrs.evolve(found, events=events, runs=runs)
+        if counted and rejected:
+            invalid.unpersist()
+            invalid = loaded.invalid.unionByName(never_sent).persist(StorageLevel.MEMORY_AND_DISK)
+            again = digest(spark.createDataFrame([], VIOLATION_DDL), invalid)
+            found = attrs.evolve(
+                found, invalid_count=again.invalid_count, invalid_first=again.invalid_first
+            )
     counts = {p: found.counts.get(p, 0) for p in properties}
     table.unpersist()
     return SparkReport(
         tuple(properties), violations, invalid, counts, found.invalid_count, mode, found
     )
+
+
+def _observe(split: Split) -> tuple[Any, Any]:
+    """``split.rows``, counted by whatever action reads them: the events and runs
+    ``split.events`` keeps, and the rows ``invalid`` reports.
+
+    A count of its own would read the whole trace again, and so would the invalid
+    rows (each about a tenth of a 1M-event check); Spark's observed metrics count
+    the rows as the check's first shuffle reads them.
+    """
+    from pyspark.sql import Observation
+    from pyspark.sql import functions as F
+
+    observation = Observation()
+    good = F.expr(split.good)
+    observed = split.rows.observe(
+        observation,
+        F.count_if(good).alias("events"),
+        F.size(F.collect_set(F.when(good, F.col("run")))).alias("runs"),
+        F.count_if(F.expr(split.bad)).alias("invalid"),
+    )
+    return observed, observation
+
+
+def _observed(observation: Any, loaded: Loaded) -> tuple[int, int, int]:
+    """The events, runs and invalid rows ``_observe`` counted, or counted now if the
+    action did not read them (Spark may leave out a scan whose rows nothing needs)."""
+    from pyspark.sql import functions as F
+
+    done = observation._jo is not None and observation._jo.future().isCompleted()
+    if done:
+        try:
+            got = observation.get
+            return int(got["events"]), int(got["runs"]), int(got["invalid"])
+        except Exception:  # the action that read them failed: count them again
+            pass
+    row = loaded.events.agg(F.count(F.lit(1)).alias("n"), F.countDistinct("run").alias("r")).first()
+    return int(row["n"]), int(row["r"]), 1  # (1: read the invalid rows to know)
 
 
 def _partitions(spark: Any) -> int:

@@ -25,7 +25,7 @@ Rules, in words:
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -43,11 +43,26 @@ FORMATS = ("jsonl", "parquet")
 
 
 @attrs.frozen
+class Split:
+    """How ``events`` and ``invalid`` come from one table of read rows: ``rows``, where
+    ``good`` (SQL) marks the rows ``events(rows)`` keeps and ``bad`` those ``invalid``
+    reports. A check that reads ``events`` once can count both kinds as it reads,
+    and read ``invalid`` only if there is one (see ``mailroom.spark.checks``)."""
+
+    rows: Any
+    good: str
+    bad: str
+    events: Callable[[Any], Any]
+
+
+@attrs.frozen
 class Loaded:
-    """A trace as Spark tables: ``events`` (checkable rows) and ``invalid`` (rejected rows)."""
+    """A trace as Spark tables: ``events`` (checkable rows) and ``invalid`` (rejected
+    rows), and how both come from one table of read rows when they do (``split``)."""
 
     events: Any
     invalid: Any
+    split: Split | None = None
 
 
 def event_tuple(e: Event) -> tuple[Any, ...]:
@@ -261,20 +276,24 @@ def read_parquet_frame(spark: Any, paths: Sequence[str]) -> Loaded:
             F.lit("malformed clock: field 'vc' must map pids to non-negative counters"),
         ).alias("reason"),
     )
-    events = tagged.where("_reason IS NULL").select(
-        "run",
-        "process",
-        "seq",
-        "kind",
-        F.col("message.origin").alias("mo"),
-        F.col("message.seq").alias("ms"),
-        "sender",
-        "dest",
-        F.expr("CASE WHEN _badvc THEN NULL ELSE vc END").alias("vc"),
-        "time",
-        "view",
-    )
-    return Loaded(events, invalid)
+
+    def events_of(rows: Any) -> Any:
+        return rows.where("_reason IS NULL").select(
+            "run",
+            "process",
+            "seq",
+            "kind",
+            F.col("message.origin").alias("mo"),
+            F.col("message.seq").alias("ms"),
+            "sender",
+            "dest",
+            F.expr("CASE WHEN _badvc THEN NULL ELSE vc END").alias("vc"),
+            "time",
+            "view",
+        )
+
+    split = Split(tagged, "_reason IS NULL", "_reason IS NOT NULL OR _badvc", events_of)
+    return Loaded(events_of(tagged), invalid, split)
 
 
 def has_views(loaded: Loaded) -> bool:
