@@ -163,6 +163,25 @@ def test_parquet_bad_rows_counted_as_the_check_reads_them(
     assert report.counts["fifo"] == 1
 
 
+def test_parquet_a_clockless_bad_row_leaves_the_given_clocks_alone(
+    spark: Any, tmp_path: Path
+) -> None:
+    """The probe for clockless events reads two columns, so a rejected row without a
+    clock answers yes; the runs to compute are then looked for among the events,
+    and there are none: the given clocks are checked (one is wrong)."""
+    pytest.importorskip("pyarrow")
+    from mailroom.trace.parquet import event_row
+
+    rows = [event_row(e) for e in GOOD]
+    rows[3]["vc"] = [(0, 2), (1, 5)]  # P1's own entry jumps from 1 to 5
+    rows.append({**event_row(GOOD[0]), "seq": 8, "kind": "bounce", "vc": None})
+    path = tmp_path / "bad.parquet"
+    write_parquet(rows, path)
+    report = check_trace(spark, load_trace(spark, [str(path)], "parquet"), ("fifo", "clock"))
+    assert report.counts == {"fifo": 1, "clock": 1}
+    assert [r.reason for r in report.invalid.collect()] == ["unknown kind 'bounce'"]
+
+
 def test_jsonl_line_numbers_across_blocks_and_the_header_line(spark: Any, tmp_path: Path) -> None:
     """Spark splits the file into many blocks; bad lines keep their true line numbers,
     and the trace header line is neither an event nor invalid."""

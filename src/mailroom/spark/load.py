@@ -47,12 +47,15 @@ class Split:
     """How ``events`` and ``invalid`` come from one table of read rows: ``rows``, where
     ``good`` (SQL) marks the rows ``events(rows)`` keeps and ``bad`` those ``invalid``
     reports. A check that reads ``events`` once can count both kinds as it reads,
-    and read ``invalid`` only if there is one (see ``mailroom.spark.checks``)."""
+    and read ``invalid`` only if there is one (see ``mailroom.spark.checks``); it
+    can look for clockless events on the few columns ``clockless`` reads."""
 
     rows: Any
     good: str
     bad: str
     events: Callable[[Any], Any]
+    #: true on every row that becomes an event without a clock (and maybe others)
+    clockless: str = "vc IS NULL"
 
 
 @attrs.frozen
@@ -292,7 +295,13 @@ def read_parquet_frame(spark: Any, paths: Sequence[str]) -> Loaded:
             "view",
         )
 
-    split = Split(tagged, "_reason IS NULL", "_reason IS NOT NULL OR _badvc", events_of)
+    split = Split(
+        tagged,
+        "_reason IS NULL",
+        "_reason IS NOT NULL OR _badvc",
+        events_of,
+        "vc IS NULL OR _badvc",
+    )
     return Loaded(events_of(tagged), invalid, split)
 
 
