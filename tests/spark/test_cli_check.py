@@ -238,3 +238,10 @@ def test_a_fresh_jvm_says_nothing_on_stderr(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr
     assert "checked 3 events" in done.stdout
     assert done.stderr == ""
+
+
+def test_a_local_jvm_runs_the_throughput_collector(spark: Any) -> None:
+    # a local master's JVM is a batch job: the parallel collector, not the default G1
+    beans = spark.sparkContext._jvm.java.lang.management.ManagementFactory
+    names = {str(b.getName()) for b in beans.getGarbageCollectorMXBeans()}
+    assert names == {"PS Scavenge", "PS MarkSweep"}

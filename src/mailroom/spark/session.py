@@ -5,7 +5,8 @@ cost a task each per shuffle, and on a trace of a million events their fixed
 cost (scheduling, task deserialization) outweighs the work. The session uses
 ``PARTITIONS_PER_CORE`` partitions per core the master offers (at least 2),
 unless told otherwise. Spark's own logging is quiet: fatal errors only, from the
-start of the JVM (``log4j2.properties`` beside this module).
+start of the JVM (``log4j2.properties`` beside this module). A local master's JVM
+runs the parallel (throughput) garbage collector: nobody waits on its pauses.
 """
 
 from __future__ import annotations
@@ -21,6 +22,8 @@ from typing import IO, Any
 #: Shuffle partitions per core of the master (enough to balance skew, few enough to be cheap).
 PARTITIONS_PER_CORE = 2
 LOG4J2 = Path(__file__).with_name("log4j2.properties")
+#: The garbage collector of a local master's JVM (see ``get_session``).
+LOCAL_GC = "-XX:+UseParallelGC"
 
 
 def local_driver_memory() -> str:
@@ -52,6 +55,10 @@ def get_session(
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     quiet = f"-Dlog4j2.configurationFile={LOG4J2}"
+    # a local master's one JVM is driver and executors: a batch job, where the
+    # throughput collector beats the default low-pause one (measured: 10% of a
+    # 1M-event check); executors on a cluster keep their JVM's default
+    driver_jvm = f"{quiet} {LOCAL_GC}" if master.startswith("local") else quiet
     settings = {
         "spark.master": master,
         "spark.app.name": app,
@@ -63,7 +70,7 @@ def get_session(
         "spark.sql.inMemoryColumnarStorage.compressed": "false",
         # a JSON object with a repeated key keeps the last value, as Python's json does
         "spark.sql.mapKeyDedupPolicy": "LAST_WIN",
-        "spark.driver.extraJavaOptions": quiet,
+        "spark.driver.extraJavaOptions": driver_jvm,
         "spark.executor.extraJavaOptions": quiet,
     }
     if driver_memory is None and master.startswith("local"):
