@@ -755,6 +755,33 @@ def _fast_read_packet(data: bytes, pos: int, depth: int) -> tuple[object, int]:
                     v, pos = _fast_read_varint(data, pos, MAX_INT)
                 entries.append(v)
             append(tuple(entries))
+        elif kind in (TUPLE, LIST) and at != payload_at and depth < MAX_DEPTH:
+            # a batch's payloads: short strings, small ints and None, inline
+            size = data[pos]
+            if size < 0x80:
+                pos += 1
+            else:
+                size, pos = _fast_read_varint(data, pos, MAX_INT)
+            if size > len(data) - pos:
+                raise _GiveUp
+            items: list[Any] = []
+            for _ in range(size):
+                item = data[pos]
+                if item == STR and data[pos + 1] < 0x80:
+                    stop = pos + 2 + data[pos + 1]
+                    if stop > len(data):
+                        raise _GiveUp
+                    items.append(data[pos + 2 : stop].decode("utf-8"))
+                    pos = stop
+                elif item >= FIXINT:
+                    items.append(item - FIXINT)
+                    pos += 1
+                elif item == NONE:
+                    items.append(None)
+                    pos += 1
+                else:
+                    raise _GiveUp
+            append(tuple(items) if kind == TUPLE else items)
         elif kind == PACKET and at == payload_at and depth < MAX_DEPTH:
             nested, pos = _fast_read_packet(data, pos, depth + 1)
             append(nested)

@@ -14,6 +14,8 @@ MAX_COUNTER = 2**53
 #: The most messages one batch packet carries (a longer batch travels as several).
 BATCH_LIMIT = 4096
 _INT = {int}
+#: Payload types that are plain data whatever their value (not float: it may be infinite).
+_SCALARS = frozenset((int, str, bool, type(None)))
 
 
 def expect_type(packet: object, cls: type, protocol: str) -> None:
@@ -81,6 +83,8 @@ def batch_payloads(value: object) -> tuple[Any, ...]:
         raise RemoteError(f"batch payloads must be a sequence, got {type(value).__name__}")
     if not 1 <= len(value) <= BATCH_LIMIT:
         raise RemoteError(f"a batch carries 1..{BATCH_LIMIT} messages, this one {len(value)}")
+    if _SCALARS.issuperset(map(type, value)):
+        return value  # text, numbers, None: plain data whatever their value
     for k, payload in enumerate(value):
         if is_packet(payload):
             raise RemoteError(f"batch payload {k} is a {type(payload).__name__} packet")

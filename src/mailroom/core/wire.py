@@ -53,7 +53,8 @@ def is_plain(value: object, depth: int = 0) -> bool:
     return False
 
 
-_INT_ONLY = frozenset((int,))
+#: Scalar types that are plain data whatever their value (a float may be infinite).
+_PLAIN_SCALARS = frozenset((int, str, bool, type(None)))
 #: class -> (getter of the fields other than ``payload``, as a tuple; their names)
 _carried: dict[type, tuple[Any, tuple[str, ...]]] = {}
 
@@ -76,8 +77,8 @@ def carried_problem(packet: object) -> str | None:
         kind = type(value)
         if kind is int or kind is str or value is None:
             continue
-        if kind is tuple and _INT_ONLY.issuperset(map(type, value)):
-            continue
+        if kind is tuple and _PLAIN_SCALARS.issuperset(map(type, value)):
+            continue  # a vector, or a batch's payloads of text and numbers
         if not is_plain(value):
             name = names[[getattr(packet, f) is value for f in names].index(True)]
             return f"carried {cls.__name__} field {name} holds a {kind.__name__}, not plain data"

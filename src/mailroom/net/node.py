@@ -1253,7 +1253,12 @@ class Node:
 
     def _hand(self, delivered: list[Handed]) -> None:
         for m in delivered:
-            if isinstance(m, ViewChange):
+            if type(m) is Message:
+                if self.on_deliver is not None:
+                    self.on_deliver(m)
+                else:
+                    self._queue.put_nowait(m)
+            elif isinstance(m, ViewChange):
                 if self.on_view is not None:
                     self.on_view(m)
             elif isinstance(m, StateRequest):

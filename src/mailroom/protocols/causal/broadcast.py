@@ -137,6 +137,20 @@ class CBCAST(EndpointBase):
         """The batch as its k packets arriving one after another."""
         sender, vc, payloads = self._validate_batch(p)
         first = vc[sender]
+        clock = self._clock
+        if (
+            not self._buffer
+            and first == clock[sender] + 1
+            and all(v <= c for k, (v, c) in enumerate(zip(vc, clock, strict=True)) if k != sender)
+        ):
+            # Nothing is held and the batch is next from its sender with its other
+            # dependencies met: each message is deliverable as it arrives and releases
+            # nothing else, which is what the loop below would find one by one.
+            clock[sender] += len(payloads)
+            return [
+                Deliver(Message(MessageId(sender, first + i), sender, payload))
+                for i, payload in enumerate(payloads)
+            ]
         before = tuple(vc[:sender])
         after = tuple(vc[sender + 1 :])
         actions: list[Action] = []
