@@ -27,9 +27,10 @@ delivery at the last remote process; p50 and p99 over all messages.
 
 CPU: the processes' CPU time (``time.process_time``) per remote delivery in the
 peak runs. ``--profile DIR`` runs every process under cProfile, writes
-DIR/<system>-n<n>-<now|before>-P<pid>.prof and prints each system's CPU by part
-(codec, runtime, protocol, Reliable, HMAC, ...); profiled rates are not the figures.
-``--baseline-src DIR`` adds, for each mailroom system, peak rows ``[before]`` run
+DIR/<system>-n<n>-<tag>-P<pid>.prof (tag: now, before, batch, batch-before) and
+prints each system's CPU by part (codec, runtime, protocol, Reliable, HMAC, ...);
+profiled rates are not the figures. ``--baseline-src DIR`` adds, for each mailroom
+system, peak rows ``[before]`` (and ``batched [before]`` with ``--batch``) run
 with the library in DIR (for example ``git archive <commit> src | tar -x -C /tmp/old``
 and ``--baseline-src /tmp/old/src``).
 
@@ -93,6 +94,8 @@ def frame_size(n: int = 3) -> int:
 
 
 def name_of(system: str) -> str:
+    if system.endswith("@batch-before"):
+        return name_of(system.removesuffix("@batch-before")) + " batched [before]"
     if system.endswith("@before"):
         return name_of(system.removesuffix("@before")) + " [before]"
     if system.endswith("@encrypt"):
@@ -437,7 +440,7 @@ def one_run(system: str, n: int, count: int, rate: float, opts: argparse.Namespa
     _runs += 1
     system, _, tag = system.partition("@")
     env = dict(os.environ)
-    if tag == "before":
+    if tag in ("before", "batch-before"):
         env["PYTHONPATH"] = os.path.abspath(opts.baseline_src)
     env["MAILROOM_BENCH_ENCRYPT"] = "1" if tag == "encrypt" else ""
     socks = []
@@ -454,7 +457,7 @@ def one_run(system: str, n: int, count: int, rate: float, opts: argparse.Namespa
                    "--ports", ports, "--fd", str(s.fileno()), "--count", str(count),
                    "--rate", repr(rate), "--redis-port", str(redis_port), "--run", str(_runs),
                    "--pipeline", str(opts.pipeline),
-                   "--batch", str(opts.batch if tag == "batch" else 1)]  # fmt: skip
+                   "--batch", str(opts.batch if tag.startswith("batch") else 1)]  # fmt: skip
             if opts.profile:
                 cmd += ["--profile", opts.profile, "--tag", tag or "now"]
             pipes = {"stdin": subprocess.PIPE, "stdout": subprocess.PIPE}
@@ -657,7 +660,10 @@ def run_size(n: int, systems: list[str], loads: list[float], args: argparse.Name
     if args.encrypt:
         systems = [*systems, *(f"{s}@encrypt" for s in systems if s in MAILROOM)]
     if args.batch > 1:
-        systems = [*systems, *(f"{s}@batch" for s in systems if s in MAILROOM)]
+        batched = [f"{s}@batch" for s in systems if s in MAILROOM]
+        if args.baseline_src:
+            batched += [f"{s}@batch-before" for s in systems if s in MAILROOM]
+        systems = [*systems, *batched]
     count = max(10, round(args.count * 3 / n))  # the same number of messages at every n
     for _ in range(args.repeat):
         for system in systems:  # interleaved, so load on the machine affects all alike
@@ -680,7 +686,7 @@ def run_size(n: int, systems: list[str], loads: list[float], args: argparse.Name
     base_name = "Redis" if "redis" in best else "plain"
     print(f"\nn = {n} processes on 127.0.0.1, {count} messages each for the peak, payload "
           f"{PAYLOAD_SIZE} B, best of {args.repeat}")  # fmt: skip
-    head = f"{'system':36s} {'order':>6s} {'remote/s':>9s} {'vs ' + base_name:>9s} {'CPU µs':>7s}"
+    head = f"{'system':42s} {'order':>6s} {'remote/s':>9s} {'vs ' + base_name:>9s} {'CPU µs':>7s}"
     for load in loads:
         head += f" {f'p50@{load:.0%}':>9s} {f'p99@{load:.0%}':>9s}"
     print(head + "   (latency in ms)")
@@ -688,7 +694,7 @@ def run_size(n: int, systems: list[str], loads: list[float], args: argparse.Name
     for system in systems:
         r = best[system]
         order = ORDER[system.partition("@")[0]]
-        line = (f"{name_of(system):36s} {order:>6s} {r['remote_rate']:9.0f} "
+        line = (f"{name_of(system):42s} {order:>6s} {r['remote_rate']:9.0f} "
                 f"{r['remote_rate'] / base['remote_rate']:9.2f} {r['cpu_us']:7.1f}")  # fmt: skip
         row = {"remote_rate": r["remote_rate"], "cpu_us": r["cpu_us"], "latency": {}}
         for load in loads:

@@ -40,3 +40,16 @@ def test_benchmark_prints_peak_ratio_and_latency_per_system() -> None:
         assert "Redis Streams (XADD/XREAD)" in rows
     else:
         assert "Redis Streams row skipped" in out and "apt-get install -y redis-server" in out
+
+
+def test_a_baseline_adds_before_rows_batched_and_not() -> None:
+    script = ROOT / "benchmarks" / "net_throughput.py"
+    out = subprocess.run(
+        [sys.executable, str(script), "--n", "3", "--count", "40", "--repeat", "1",
+         "--loads", "", "--systems", "CBCAST", "--baseline-src", str(ROOT / "src")],
+        capture_output=True, text=True, timeout=600, check=True,
+    ).stdout  # fmt: skip
+    rows = {line.split("  ")[0].strip(): line for line in out.splitlines() if "  " in line}
+    for name in ("", " batched", " [before]", " batched [before]"):
+        fields = rows[f"Stack(Reliable, CBCAST){name}"].split()
+        assert float(fields[-1]) > 0 and float(fields[-3]) > 0  # CPU µs, remote/s
