@@ -686,7 +686,8 @@ def run_size(n: int, systems: list[str], loads: list[float], args: argparse.Name
     base_name = "Redis" if "redis" in best else "plain"
     print(f"\nn = {n} processes on 127.0.0.1, {count} messages each for the peak, payload "
           f"{PAYLOAD_SIZE} B, best of {args.repeat}")  # fmt: skip
-    head = f"{'system':52s} {'order':>6s} {'remote/s':>9s} {'vs ' + base_name:>9s} {'CPU µs':>7s}"
+    w = max(len(name_of(system)) for system in systems) + 2  # names end with two spaces
+    head = f"{'system':{w}s} {'order':>6s} {'remote/s':>9s} {'vs ' + base_name:>9s} {'CPU µs':>7s}"
     for load in loads:
         head += f" {f'p50@{load:.0%}':>9s} {f'p99@{load:.0%}':>9s}"
     print(head + "   (latency in ms)")
@@ -694,7 +695,7 @@ def run_size(n: int, systems: list[str], loads: list[float], args: argparse.Name
     for system in systems:
         r = best[system]
         order = ORDER[system.partition("@")[0]]
-        line = (f"{name_of(system):52s} {order:>6s} {r['remote_rate']:9.0f} "
+        line = (f"{name_of(system):{w}s} {order:>6s} {r['remote_rate']:9.0f} "
                 f"{r['remote_rate'] / base['remote_rate']:9.2f} {r['cpu_us']:7.1f}")  # fmt: skip
         row = {"remote_rate": r["remote_rate"], "cpu_us": r["cpu_us"], "latency": {}}
         for load in loads:
