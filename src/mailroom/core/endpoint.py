@@ -15,6 +15,15 @@ from mailroom.core.actions import Action
 from mailroom.core.errors import LocalError, RemoteError
 from mailroom.core.messages import MessageId, Payload, check_payload
 from mailroom.core.pending import Pending
+from mailroom.core.persist import MAX_COUNTER as MAX_COUNTER
+from mailroom.core.persist import Field, dump_fields, load_fields
+from mailroom.core.persist import load_counts as load_counts
+from mailroom.core.persist import snap_bool as snap_bool
+from mailroom.core.persist import snap_counter as snap_counter
+from mailroom.core.persist import snap_list as snap_list
+from mailroom.core.persist import snap_pid as snap_pid
+from mailroom.core.persist import snap_positive as snap_positive
+from mailroom.core.persist import snap_time as snap_time
 from mailroom.core.validate import BATCH_LIMIT
 from mailroom.core.wire import is_packet
 
@@ -187,57 +196,9 @@ def require(endpoint: object, capability: str) -> None:
 
 
 # -- strict snapshot fields: each returns the value or raises LocalError ------------------
-def load_counts(value: object, n: int, what: str) -> list[int]:
-    """A snapshot's vector of n non-negative counters, or LocalError."""
-    if not isinstance(value, list) or len(value) != n:
-        raise LocalError(f"snapshot field {what} must be a list of {n} counters")
-    if any(type(v) is not int or v < 0 or v > MAX_COUNTER for v in value):
-        raise LocalError(f"snapshot field {what} holds something other than counters")
-    return list(value)
-
-
-#: Counters above this are refused as corrupt (as on the wire).
-MAX_COUNTER = 2**53
+# (defined with the persistent-field table in mailroom.core.persist; re-exported here)
 #: Groups larger than this are refused when restoring (state is allocated per process).
 MAX_GROUP = 4096
-
-
-def snap_counter(value: object, what: str) -> int:
-    if type(value) is not int or not 0 <= value <= MAX_COUNTER:
-        raise LocalError(f"snapshot field {what} holds {value!r}, not a counter")
-    return value
-
-
-def snap_positive(value: object, what: str) -> int:
-    if snap_counter(value, what) == 0:
-        raise LocalError(f"snapshot field {what} must be at least 1")
-    return value  # type: ignore[return-value]
-
-
-def snap_pid(value: object, n: int, what: str) -> int:
-    if type(value) is not int or not 0 <= value < n:
-        raise LocalError(f"snapshot field {what} holds {value!r}, not a pid below {n}")
-    return value
-
-
-def snap_bool(value: object, what: str) -> bool:
-    if type(value) is not bool:
-        raise LocalError(f"snapshot field {what} holds {value!r}, not a bool")
-    return value
-
-
-def snap_time(value: object, what: str) -> float:
-    """A finite, non-negative float (times and timeouts)."""
-    if type(value) is not float or not math.isfinite(value) or value < 0:
-        raise LocalError(f"snapshot field {what} holds {value!r}, not a finite time")
-    return value
-
-
-def snap_list(value: object, what: str, length: int | None = None) -> list[Any]:
-    if type(value) is not list or (length is not None and len(value) != length):
-        size = "a list" if length is None else f"a list of {length}"
-        raise LocalError(f"snapshot field {what} must be {size}")
-    return value
 
 
 def snap_seen(value: object, n: int, what: str) -> list[tuple[int, set[int]]]:
@@ -302,6 +263,9 @@ class EndpointBase:
     #: Name written into snapshots; restore() refuses a snapshot of another protocol.
     protocol: ClassVar[str] = "endpoint"
     snapshot_version: ClassVar[int] = 1
+    #: What the snapshot holds after its header, declared once (mailroom.core.persist):
+    #: ``snapshot`` writes these fields and ``_load`` reads them back, in this order.
+    persistent: ClassVar[tuple[Field, ...]] = ()
 
     def __init__(self, pid: int, n: int) -> None:
         if type(n) is not int or n < 1:
@@ -368,11 +332,14 @@ class EndpointBase:
         }
 
     def snapshot(self) -> Snapshot:
-        """The endpoint's state as JSON data (subclasses add their fields)."""
-        return self._header()
+        """The endpoint's state as JSON data: the header, then the ``persistent`` fields."""
+        data = self._header()
+        dump_fields(self, self.persistent, data)
+        return data
 
     def _load(self, data: Snapshot) -> None:
-        """Fill a fresh endpoint from a snapshot's body (subclasses override)."""
+        """Fill a fresh endpoint from a snapshot's body: the ``persistent`` fields, in order."""
+        load_fields(self, self.persistent, data)
 
     @classmethod
     def restore(cls, data: Snapshot) -> Self:

@@ -16,10 +16,11 @@ import attrs
 
 from mailroom.core import validate
 from mailroom.core.actions import Action, Deliver, Transmit
-from mailroom.core.endpoint import EndpointBase, Snapshot, load_counts, snap_list
+from mailroom.core.endpoint import EndpointBase
 from mailroom.core.errors import LocalError
 from mailroom.core.messages import Message, MessageId, Payload
 from mailroom.core.pending import Pending
+from mailroom.core.persist import Field, counts, snap_list
 from mailroom.core.wire import packet, packet_from_data, packet_to_data
 from mailroom.protocols._buffer import DependencyBuffer
 
@@ -108,17 +109,11 @@ class Fifo(EndpointBase):
             Pending(_message(p), self._buffer.waits(s, i, unit)) for s, i, p in self._buffer.items()
         ]
 
-    def snapshot(self) -> Snapshot:
-        data = self._header()
-        data["channel_out"] = list(self.channel_out)
-        data["delivered"] = list(self.delivered)
-        data["buffer"] = [packet_to_data(p) for p in self._buffer.by_arrival()]
-        return data
+    def _dump_buffer(self) -> list[Any]:
+        return [packet_to_data(p) for p in self._buffer.by_arrival()]
 
-    def _load(self, data: Snapshot) -> None:
-        self.channel_out[:] = load_counts(data["channel_out"], self.n, "channel_out")
-        self.delivered[:] = load_counts(data["delivered"], self.n, "delivered")
-        for item in snap_list(data["buffer"], "buffer"):
+    def _load_buffer(self, data: object) -> None:
+        for item in snap_list(data, "buffer"):
             p = packet_from_data(FifoPacket, item)
             sender = validate.pid(p.sender, self.n)
             validate.dest(p.dest, self.pid, self.n)
@@ -127,6 +122,12 @@ class Fifo(EndpointBase):
             if index <= self.delivered[sender] or self._buffer.holds(sender, index):
                 raise LocalError("snapshot buffers a packet delivered, deliverable or twice")
             self._buffer.add(sender, index, self._no_needs, p)
+
+    persistent = (
+        counts("channel_out"),
+        counts("delivered"),
+        Field.custom("buffer", _dump_buffer, _load_buffer),
+    )
 
 
 def _message(p: FifoPacket) -> Message:
