@@ -76,9 +76,10 @@ from typing import Any
 import peer_pysyncobj
 import rounds
 from peer_mailroom import MAILROOM
+from peer_pysyncobj import Setup
 from peer_redis import INSTALL as REDIS_INSTALL
 from peer_redis import RedisServer, hiredis_in_use
-from peer_run import Children, latencies, peak_figures, sleep_until
+from peer_run import Children, attempt, latencies, peak_figures, sleep_until
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ORDER = {"CBCAST": "causal", "Skeen": "total", "Sequencer": "total", "Lamport": "total",
@@ -94,7 +95,7 @@ def name_of(row: str, args: argparse.Namespace) -> str:
     if system == "redis":
         return f"Redis Streams (sync, {args.pipeline} XADD + XREAD a trip)"
     if system == "pysyncobj":
-        return f"PySyncObj (Raft), {tag} in flight"
+        return f"PySyncObj (Raft), {Setup.parse(tag).name}"
     suffix = {"": "", "batch": f" broadcast_many({args.batch})", "before": " [before]",
               "batch-before": f" broadcast_many({args.batch}) [before]",
               "encrypt": " encrypted"}[tag]  # fmt: skip
@@ -164,8 +165,8 @@ def peak_run(row: str, n: int, args: argparse.Namespace, server: RedisServer) ->
     """One peak run of a row: its figures (``peer_run.peak_figures``)."""
     system, _, tag = row.partition("@")
     if system == "pysyncobj":
-        return peer_pysyncobj.run_peak(n, args.seconds, args.warmup, int(tag),
-                                       profile=args.profile, tag=f"w{tag}")  # fmt: skip
+        return peer_pysyncobj.run_peak(n, args.seconds, args.warmup, Setup.parse(tag),
+                                       profile=args.profile)  # fmt: skip
     if system == "redis":
         server.flush()
     mode = ["--seconds", repr(args.seconds), "--warmup", repr(args.warmup)]
@@ -192,9 +193,9 @@ def paced_run(row: str, n: int, rate: float, args: argparse.Namespace,
               server: RedisServer) -> list[float]:  # fmt: skip
     """One latency run of a row at ``rate`` messages/s per process: the latencies."""
     count = max(20, round(rate * args.latency_seconds))
-    system, _, _ = row.partition("@")
+    system, _, tag = row.partition("@")
     if system == "pysyncobj":
-        return list(peer_pysyncobj.run_paced(n, rate, count)["latency"])
+        return list(peer_pysyncobj.run_paced(n, rate, count, Setup.parse(tag))["latency"])
     if system == "redis":
         server.flush()
     cmds, socks = child_commands(row, n, ["--rate", repr(rate), "--count", str(count)],
@@ -209,15 +210,6 @@ def paced_run(row: str, n: int, rate: float, args: argparse.Namespace,
         for s in socks:
             s.close()
     return latencies(results, n, count)
-
-
-def attempt(what: str, run: Any, *a: Any) -> Any:
-    """``run(*a)``, or None with a one-line warning if it failed (the round goes on)."""
-    try:
-        return run(*a)
-    except (RuntimeError, OSError, ValueError, KeyError) as exc:
-        print(f"  warning: {what} failed: {exc}", flush=True)
-        return None
 
 
 # -- one group size -------------------------------------------------------------------------
@@ -372,7 +364,7 @@ def print_profile(n: int, rows: list[str], args: argparse.Namespace) -> dict[str
     out = {}
     for row in rows:
         system, _, tag = row.partition("@")
-        tag = f"w{tag}" if system == "pysyncobj" else tag or "now"
+        tag = Setup.parse(tag).tag.replace(":", "-") if system == "pysyncobj" else tag or "now"
         shares = cpu_by_part(args.profile, f"{system}-n{n}-{tag}")
         print(f"  {name_of(row, args)}: " + ", ".join(f"{p} {s:.0%}" for p, s in shares.items()))
         out[row] = shares
@@ -447,6 +439,10 @@ def main() -> None:
     unknown = set(systems) - {*PEERS, *MAILROOM}
     if unknown:
         p.error(f"unknown systems {sorted(unknown)}; choose from {', '.join([*PEERS, *MAILROOM])}")
+    try:
+        [Setup.parse(x) for x in args.pysyncobj_in_flight.split(",")]
+    except ValueError as exc:
+        p.error(f"--pysyncobj-in-flight {exc}")
     if args.baseline_src and not os.path.isdir(os.path.join(args.baseline_src, "mailroom")):
         p.error(f"--baseline-src {args.baseline_src}: no mailroom package there")
     flag = rounds.check_load(args)

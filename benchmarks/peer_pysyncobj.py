@@ -52,12 +52,14 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 from typing import Any
 
+import attrs
 import rounds
 from peer_run import (
     Children,
     Clock,
     Counts,
     Window,
+    attempt,
     child_parser,
     emit,
     latencies,
@@ -241,20 +243,51 @@ def free_ports(n: int) -> list[int]:
     return ports
 
 
-def commands(n: int, extra: Sequence[str]) -> list[list[str]]:
+@attrs.frozen
+class Setup:
+    """How the replicas are driven: ``in_flight`` outstanding calls per replica (peak;
+    1 is one call at a time) and PySyncObj's ``appendEntriesUseBatch`` (its default,
+    on: throughput; off: "improve single request speed")."""
+
+    in_flight: int = 1000
+    batch: bool = True
+
+    @classmethod
+    def parse(cls, text: str) -> Setup:
+        """``"1000"`` or ``"1:nobatch"``."""
+        count, _, option = text.partition(":")
+        if option not in ("", "nobatch") or not count.isdigit() or int(count) < 1:
+            raise ValueError(f"{text!r}: expected a number of calls, then optionally :nobatch")
+        return cls(int(count), option != "nobatch")
+
+    @property
+    def tag(self) -> str:
+        return f"{self.in_flight}{'' if self.batch else ':nobatch'}"
+
+    @property
+    def name(self) -> str:
+        off = "" if self.batch else ", appendEntriesUseBatch off"
+        return f"{self.in_flight} in flight{off}"
+
+    def args(self) -> list[str]:
+        return ["--in-flight", str(self.in_flight), *([] if self.batch else ["--no-batch"])]
+
+
+def commands(n: int, setup: Setup, extra: Sequence[str]) -> list[list[str]]:
     """The command lines of n replicas on fresh ports."""
     ports = ",".join(str(p) for p in free_ports(n))
     return [[sys.executable, os.path.abspath(__file__), "--role", "pysyncobj", "--pid", str(pid),
-             "--n", str(n), "--ports", ports, *extra] for pid in range(n)]  # fmt: skip
+             "--n", str(n), "--ports", ports, *setup.args(), *extra]
+            for pid in range(n)]  # fmt: skip
 
 
-def run_peak(n: int, seconds: float, warmup: float, in_flight: int,
-             profile: str = "", tag: str = "now") -> dict[str, Any]:  # fmt: skip
+def run_peak(n: int, seconds: float, warmup: float, setup: Setup = Setup(),
+             profile: str = "") -> dict[str, Any]:  # fmt: skip
     """One peak run: rates, CPU per remote delivery, memory, call latencies."""
-    extra = ["--seconds", repr(seconds), "--warmup", repr(warmup), "--in-flight", str(in_flight)]
+    extra = ["--seconds", repr(seconds), "--warmup", repr(warmup)]
     if profile:
-        extra += ["--profile", profile, "--tag", tag]
-    with Children(commands(n, extra), timeout=READY_TIMEOUT) as group:
+        extra += ["--profile", profile, "--tag", setup.tag.replace(":", "-")]
+    with Children(commands(n, setup, extra), timeout=READY_TIMEOUT) as group:
         group.ready()
         group.start()
         results = group.results(warmup + seconds + 30.0)
@@ -266,11 +299,12 @@ def run_peak(n: int, seconds: float, warmup: float, in_flight: int,
     return out
 
 
-def run_paced(n: int, rate: float, count: int) -> dict[str, Any]:
-    """One paced run: each command's latency to its application at the last other
-    replica (``latency``), and each call's to its callback (``calls``)."""
+def run_paced(n: int, rate: float, count: int, setup: Setup = Setup()) -> dict[str, Any]:
+    """One paced run (open loop, ``setup.in_flight`` does not apply): each command's
+    latency to its application at the last other replica (``latency``), and each
+    call's to its callback (``calls``)."""
     extra = ["--rate", repr(rate), "--count", str(count)]
-    with Children(commands(n, extra), timeout=READY_TIMEOUT) as group:
+    with Children(commands(n, setup, extra), timeout=READY_TIMEOUT) as group:
         group.ready()
         group.start()
         results = group.results(count / rate + 60.0)
@@ -280,11 +314,13 @@ def run_paced(n: int, rate: float, count: int) -> dict[str, Any]:
             "calls": [c for r in results for c in r["calls"]]}  # fmt: skip
 
 
-def run_failover(n: int, seconds: float, kill_at: float, rate: float = 100.0) -> dict[str, Any]:
-    """Kill the leader ``kill_at`` s into a run of probes at ``rate`` per replica; the
-    time from the kill to the first success of a command submitted after it."""
+def run_failover(n: int, seconds: float, kill_at: float, setup: Setup = Setup(),
+                 rate: float = 100.0) -> dict[str, Any]:  # fmt: skip
+    """Kill the leader ``kill_at`` s into a run of probes at ``rate`` per replica: the
+    time from the kill to the first success of a command submitted after it, at any
+    survivor (None if none succeeded within the run)."""
     extra = ["--failover", "--rate", repr(rate), "--seconds", repr(seconds)]
-    with Children(commands(n, extra), timeout=READY_TIMEOUT) as group:
+    with Children(commands(n, setup, extra), timeout=READY_TIMEOUT) as group:
         leaders = {int(x) for x in group.ready()}
         if len(leaders) != 1 or -1 in leaders:
             raise RuntimeError(f"the replicas disagree on the leader: {sorted(leaders)}")
@@ -296,14 +332,19 @@ def run_failover(n: int, seconds: float, kill_at: float, rate: float = 100.0) ->
         alive = [i for i in range(n) if i != leader]
         results = group.results(seconds + 30.0, alive)
     after = [done for r in results for sent, done, ok in r["probes"] if ok and sent >= killed]
-    return {"failover_s": (min(after) - killed) if after else float("nan"),
+    return {"failover_s": (min(after) - killed) if after else None,
             "rss_mb": max(r["rss_mb"] for r in results), "leader": leader}  # fmt: skip
 
 
 def bench_main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--n", default="3,5,7", help="cluster sizes")
-    p.add_argument("--in-flight", default="1,1000", help="outstanding calls per replica")
+    p.add_argument(
+        "--setups",
+        default="1,1:nobatch,1000",
+        help="outstanding calls per replica, each optionally :nobatch "
+        "(appendEntriesUseBatch off); a row each",
+    )
     p.add_argument("--seconds", type=float, default=2.0, help="the measured window")
     p.add_argument("--warmup", type=float, default=0.5)
     p.add_argument("--kill-at", type=float, default=1.5, help="seconds into a fail-over run")
@@ -316,19 +357,19 @@ def bench_main() -> None:
         raise SystemExit(2)
     flag = rounds.check_load(args)
     sizes = [int(x) for x in args.n.split(",")]
-    windows = [int(x) for x in args.in_flight.split(",")]
+    setups = [Setup.parse(x) for x in args.setups.split(",")]
     figures: dict[str, Any] = {"flag": flag, "rounds": {}}
     for n in sizes:
         log = rounds.RoundLog(f"n = {n}", args.rounds)
         per: dict[str, list[dict[str, Any]]] = {}
         for r in range(args.rounds):
             log.start(r)
-            for w in windows:
-                per.setdefault(f"in-flight {w}", []).append(
-                    run_peak(n, args.seconds, args.warmup, w)
+            for setup in setups:
+                per.setdefault(setup.name, []).append(
+                    attempt(setup.name, run_peak, n, args.seconds, args.warmup, setup)
                 )
             per.setdefault("fail-over", []).append(
-                run_failover(n, args.failover_seconds, args.kill_at)
+                attempt("fail-over", run_failover, n, args.failover_seconds, args.kill_at)
             )
             log.end(r)
         figures["rounds"][str(n)] = {"load": log.records, "runs": per}
@@ -343,9 +384,14 @@ def print_cluster_table(n: int, per: dict[str, list[dict[str, Any]]], flag: str)
     print(f"\nPySyncObj, n = {n} replicas on 127.0.0.1, medians (min–max) over "
           f"{len(per['fail-over'])} rounds{'; ' + flag if flag else ''}")  # fmt: skip
     for name, runs in per.items():
+        runs = [r for r in runs if r]
         if name == "fail-over":
-            s = rounds.Spread.of([r["failover_s"] for r in runs])
-            print(f"  fail-over after SIGKILL of the leader: {s.text('.3f')} s")
+            seen = [r["failover_s"] for r in runs if r["failover_s"] is not None]
+            none = (
+                f"; none within the run in {len(runs) - len(seen)}" if len(seen) < len(runs) else ""
+            )
+            s = rounds.Spread.of(seen)
+            print(f"  fail-over after SIGKILL of the leader: {s.text('.3f')} s{none}")
             continue
         ordered = rounds.Spread.of([r["all_rate"] / n for r in runs])
         p50 = rounds.Spread.of([r["call_p50_ms"] for r in runs])

@@ -276,3 +276,12 @@ def latencies(results: Sequence[dict[str, Any]], n: int, count: int) -> list[flo
             last = max(results[r]["delivered"][str(origin)][k] for r in range(n) if r != origin)
             out.append(last - sent[k])
     return out
+
+
+def attempt(what: str, run: Any, *a: Any) -> Any:
+    """``run(*a)``, or None with a one-line warning if it failed (the round goes on)."""
+    try:
+        return run(*a)
+    except (RuntimeError, OSError, ValueError, KeyError) as exc:
+        print(f"  warning: {what} failed: {exc}", flush=True)
+        return None
