@@ -14,9 +14,10 @@ n OS processes on 127.0.0.1 (n = 3, 5 and 8 by default), every process sending
   same pipeline, a ``redis-server`` of its own with persistence off, whose CPU is
   counted in the CPU per delivery (``peer_redis.py``);
 - PySyncObj (Raft) as the total-order peer: one replica per process, commands
-  submitted one per call from every replica with callbacks, ``--pysyncobj-in-flight``
-  (1000) outstanding per replica; a command applied at a replica is a delivery
-  (``peer_pysyncobj.py``);
+  submitted one per call from every replica with callbacks, 1000 and 5000
+  outstanding per replica with PySyncObj's defaults and 1000 with
+  ``appendEntriesUseBatch`` off (``--pysyncobj-in-flight``); a command applied at a
+  replica is a delivery (``peer_pysyncobj.py``);
 - a plain asyncio TCP echo of frames of a mailroom DATA frame's size (no codec, no
   MAC, no ordering): the floor of what a Python process moves.
 
@@ -42,20 +43,24 @@ every round; a 1-minute load above ``--max-load`` (1.0) before the run refuses i
 (``--load-policy flag`` runs it and marks the output, ``wait`` waits for the load to
 fall). The latency runs take ``--latency-rounds`` (3) rounds the same way.
 
-The figures that README.md and docs/benchmarks.md quote come from one command,
-on an idle machine (``benchmarks/figures.py`` runs it with ``bench_delivery.py``)::
+Every figure that README.md and docs/benchmarks.md quote comes from one command,
+run on an idle machine: ``python benchmarks/figures.py --out results/``, which runs
+this benchmark with its defaults (and ``bench_delivery.py``); by itself::
 
-    python benchmarks/net_throughput.py --json net.json
+    python benchmarks/net_throughput.py [--n 3,5,8] [--rounds 5] [--seconds 1.5]
+        [--warmup 0.5] [--loads 0.2,0.8] [--latency-seconds 2] [--latency-rounds 3]
+        [--systems redis,pysyncobj,plain,CBCAST,Sequencer,Skeen,Lamport] [--batch 64]
+        [--pipeline 64] [--pysyncobj-in-flight 1000,5000,1000:nobatch]
+        [--yield-every 32] [--max-load 1.0] [--load-policy refuse|flag|wait]
+        [--json FILE] [--baseline-src DIR] [--encrypt] [--profile DIR]
 
-Options: ``--n 3,5,8 --systems redis,pysyncobj,plain,CBCAST,Sequencer,Skeen,Lamport
---seconds 1.5 --warmup 0.5 --rounds 5 --loads 0.2,0.8 --latency-seconds 2
---latency-rounds 3 --batch 64 --pipeline 64 --pysyncobj-in-flight 1000
---yield-every 32``; ``--baseline-src DIR`` adds peak rows ``[before]`` of every
-mailroom row run with the library in DIR (``git archive <commit> src | tar -x -C
-/tmp/old`` and ``--baseline-src /tmp/old/src``), for before/after in the same run;
-``--encrypt`` adds rows with ChaCha20-Poly1305 frames; ``--profile DIR`` runs every
-process under cProfile (the last round's files are kept) and prints each row's CPU
-by part (profiled rates are not the figures).
+``--baseline-src DIR`` adds peak rows ``[before]`` of every mailroom row, run with
+the library in DIR (``git archive <commit> src | tar -x -C /tmp/old`` and
+``--baseline-src /tmp/old/src``), for before/after in the same run; ``--encrypt``
+adds rows with ChaCha20-Poly1305 frames; ``--profile DIR`` runs every process under
+cProfile (the last round's files are kept; one thread per process, so PySyncObj's
+tick thread is not in its profile) and prints each row's CPU by part (profiled
+rates are not the figures).
 """
 
 from __future__ import annotations
@@ -338,7 +343,7 @@ PARTS = [  # (part, substrings of the function's file), first match wins
 
 
 def cpu_by_part(directory: str, prefix: str) -> dict[str, float]:
-    """Share of profiled time by part, over every process of a row's last run."""
+    """Share of profiled CPU time by part, over every process of a row's last run."""
     files = [os.path.join(directory, f) for f in os.listdir(directory)
              if f.startswith(f"{prefix}-P")]  # fmt: skip
     if not files:
@@ -348,8 +353,6 @@ def cpu_by_part(directory: str, prefix: str) -> dict[str, float]:
     total = 0.0
     for (filename, _, func), row in stats.stats.items():  # type: ignore[attr-defined]
         tottime = row[2]
-        if "method 'poll'" in func or "method 'select'" in func or "acquire" in func:
-            continue  # waiting is idle time, not CPU (cProfile keeps wall time)
         total += tottime
         where = f"{filename}:{func}"
         part = next((p for p, keys in PARTS if any(k in where for k in keys)), "other")
@@ -410,8 +413,9 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--pipeline", type=int, default=64, help="Redis XADDs per round trip")
     p.add_argument(
         "--pysyncobj-in-flight",
-        default="1000",
-        help="outstanding calls per PySyncObj replica; a list gives a row each",
+        default="1000,5000,1000:nobatch",
+        help="outstanding calls per PySyncObj replica, each optionally :nobatch "
+        "(appendEntriesUseBatch off); a row each, ratios to the fastest per round",
     )
     p.add_argument(
         "--yield-every",
@@ -459,12 +463,20 @@ def main() -> None:
         print(f"PySyncObj row skipped: {why}; {peer_pysyncobj.INSTALL}.", flush=True)
         systems.remove("pysyncobj")
     rows = rows_of(args, systems)
+    sizes = [int(x) for x in args.n.split(",")]
+    loads = [x for x in args.loads.split(",") if x]
+    lat_rows = [r for r in rows if r != "plain" and "before" not in r and "encrypt" not in r]
+    print(f"{len(rows)} rows x {args.rounds} rounds x {len(sizes)} sizes = "
+          f"{len(rows) * args.rounds * len(sizes)} peak runs of {args.warmup + args.seconds:g} s; "
+          f"{len(lat_rows)} rows x {len(loads)} loads x {args.latency_rounds} rounds x "
+          f"{len(sizes)} sizes = {len(lat_rows) * len(loads) * args.latency_rounds * len(sizes)} "
+          f"latency runs of {args.latency_seconds:g} s", flush=True)  # fmt: skip
     print(f"{' '.join(sys.argv)}\n{rounds.load_text()} at the start; {versions()}", flush=True)
     figures: dict[str, Any] = {"argv": sys.argv, "flag": flag, "versions": versions(),
                                "started": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
                                "sizes": {}}  # fmt: skip
     try:
-        for n in (int(x) for x in args.n.split(",")):
+        for n in sizes:
             measured = run_size(n, rows, args, server)
             table = summary(n, measured, args)
             print_size(n, table, args, flag)

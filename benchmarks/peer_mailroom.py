@@ -22,6 +22,7 @@ import time
 from typing import Any
 
 from peer_run import (
+    PROFILER,
     Clock,
     Counts,
     Window,
@@ -81,6 +82,7 @@ async def mailroom_node(args: argparse.Namespace) -> None:
             break
         await asyncio.sleep(0.01)
     start = await asyncio.to_thread(start_signal)
+    PROFILER.begin()
     if clock is None:
         window = Window(counts, start, args.warmup, args.seconds)
         sender = asyncio.create_task(send_peak(node, window, args.batch, args.yield_every))
@@ -92,6 +94,7 @@ async def mailroom_node(args: argparse.Namespace) -> None:
         await send_paced(node, clock, args.count, args.batch, start)
         await done.wait()
         result = clock.result(counts)
+    PROFILER.end()
     await asyncio.to_thread(emit, result)
     await asyncio.to_thread(wait_for_end)
     await node.close()
@@ -151,6 +154,7 @@ async def plain_node(args: argparse.Namespace) -> None:
                                                     "127.0.0.1", port)  # fmt: skip
             conns.append(proto)
     start = await asyncio.to_thread(start_signal)
+    PROFILER.begin()
     window = Window(counts, start, args.warmup, args.seconds)
     k = 0
     while not window.over.is_set():
@@ -161,6 +165,7 @@ async def plain_node(args: argparse.Namespace) -> None:
         k += 1
         if k % 32 == 0:
             await asyncio.sleep(0)
+    PROFILER.end()
     await asyncio.to_thread(emit, window.result())
     await asyncio.to_thread(wait_for_end)
     server.close()

@@ -55,6 +55,7 @@ from typing import Any
 import attrs
 import rounds
 from peer_run import (
+    PROFILER,
     Children,
     Clock,
     Counts,
@@ -131,12 +132,14 @@ def replica(args: argparse.Namespace) -> None:
         time.sleep(0.05)
     obj.put(args.pid, -1, "", sync=True, timeout=READY_TIMEOUT)  # the path works end to end
     start = start_signal(str(leader_pid(obj, addrs)))
+    PROFILER.begin()
     if args.failover:
         result = probe(obj, args, start)
     elif clock is not None:
         result = paced(obj, args, clock, start)
     else:
         result = peak(obj, args, start)
+    PROFILER.end()
     result["leader"] = leader_pid(obj, addrs)
     emit(result)
     wait_for_end()

@@ -28,6 +28,7 @@ import time
 from typing import Any
 
 from peer_run import (
+    PROFILER,
     Clock,
     Counts,
     Window,
@@ -115,6 +116,7 @@ def redis_node(args: argparse.Namespace) -> None:
     client.ping()
     counts = Counts()
     start = start_signal()
+    PROFILER.begin()
     if args.rate:
         clock = Clock(args)
         paced(client, args, clock, counts, start)
@@ -123,6 +125,7 @@ def redis_node(args: argparse.Namespace) -> None:
         window = Window(counts, start, args.warmup, args.seconds)
         peak(client, args, window, counts)
         result = window.result()
+    PROFILER.end()
     emit(result)
     wait_for_end()
     client.close()
