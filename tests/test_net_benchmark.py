@@ -20,7 +20,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 BENCH = ROOT / "benchmarks"
-sys.path.insert(0, str(BENCH))
+sys.path.append(str(BENCH))  # the benchmarks import each other by name
 
 import rounds  # noqa: E402
 
@@ -191,6 +191,18 @@ def test_a_baseline_adds_before_rows_one_per_call_and_batched(tmp_path: Path) ->
 
 
 # -- the PySyncObj runner (also issue 30's) -------------------------------------------------
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("batch", [True, False])
+def test_pysyncobj_paced_runs_time_every_command_at_every_replica(batch: bool) -> None:
+    if why := pysyncobj_missing():
+        pytest.skip(why)
+    import peer_pysyncobj
+
+    result = peer_pysyncobj.run_paced(3, 50.0, 10, peer_pysyncobj.Setup(1, batch))
+    assert len(result["latency"]) == 30 and min(result["latency"]) > 0  # each of 3 x 10
+    assert len(result["calls"]) == 30 and min(result["calls"]) > 0
 
 
 @pytest.mark.slow
