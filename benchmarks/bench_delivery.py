@@ -125,7 +125,7 @@ def main() -> None:
     parser.add_argument("--json", default="", help="also write every figure to this file")
     rounds.add_options(parser)
     args = parser.parse_args()
-    flag = rounds.check_load(args)
+    flag = rounds.flags(rounds.check_load(args), rounds.settings_flag(args.rounds))
     if flag:
         print(flag, flush=True)
     rows = table(measure(args))

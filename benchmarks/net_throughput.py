@@ -449,7 +449,7 @@ def main() -> None:
         p.error(f"--pysyncobj-in-flight {exc}")
     if args.baseline_src and not os.path.isdir(os.path.join(args.baseline_src, "mailroom")):
         p.error(f"--baseline-src {args.baseline_src}: no mailroom package there")
-    flag = rounds.check_load(args)
+    flag = rounds.flags(rounds.check_load(args), rounds.settings_flag(args.rounds, args.seconds))
     if flag:
         print(flag, flush=True)
     os.environ.setdefault("MAILROOM_KEY", secrets.token_hex(32))  # a fresh key per run

@@ -360,7 +360,9 @@ def bench_main() -> None:
     if why := missing():
         print(f"PySyncObj skipped: {why}; {INSTALL}.", file=sys.stderr)
         raise SystemExit(2)
-    flag = rounds.check_load(args)
+    flag = rounds.flags(rounds.check_load(args), rounds.settings_flag(args.rounds, args.seconds))
+    if flag:
+        print(flag, flush=True)
     sizes = [int(x) for x in args.n.split(",")]
     setups = [Setup.parse(x) for x in args.setups.split(",")]
     figures: dict[str, Any] = {"flag": flag, "rounds": {}}

@@ -87,6 +87,22 @@ def check_load(args: argparse.Namespace) -> str:
     raise SystemExit(2)
 
 
+def settings_flag(rounds: int, seconds: float | None = None) -> str:
+    """A flag line when a run is below the discipline (at least 5 rounds; peak runs
+    of at least a second), e.g. a smoke run: "" when it is not."""
+    short = []
+    if rounds < 5:
+        short.append(f"{rounds} rounds (fewer than 5)")
+    if seconds is not None and seconds < 1.0:
+        short.append(f"{seconds:g} s peak windows (under 1 s)")
+    return f"FLAGGED: {' and '.join(short)}; do not quote these figures" if short else ""
+
+
+def flags(*lines: str) -> str:
+    """The flag lines that apply, joined."""
+    return "; ".join(line for line in lines if line)
+
+
 @attrs.frozen
 class Spread:
     """A row's median and range over rounds."""

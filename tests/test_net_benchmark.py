@@ -85,6 +85,9 @@ def test_a_run_above_the_load_limit_is_refused_or_flagged(monkeypatch: Any,
         rounds.check_load(args)
     args.max_load = 4.0
     assert rounds.check_load(args) == ""
+    assert rounds.settings_flag(5, 1.0) == ""
+    assert "2 rounds (fewer than 5) and 0.2 s peak windows" in rounds.settings_flag(2, 0.2)
+    assert rounds.flags("", "FLAGGED: a", "FLAGGED: b") == "FLAGGED: a; FLAGGED: b"
 
 
 def test_a_process_cpu_is_read_from_proc() -> None:
@@ -132,6 +135,7 @@ def test_every_mailroom_row_one_per_call_and_batched_with_latency(tmp_path: Path
         "latency round 1/1: end   load",
     ):
         assert out.count(line) == 1
+    assert "FLAGGED: 2 rounds (fewer than 5) and 0.2 s peak windows (under 1 s)" in out
     assert (
         len(size["measured"]["load"]["peak"]) == 2
         and len(size["measured"]["load"]["peak"][1]["end"]) == 3
