@@ -1,35 +1,64 @@
-"""Per-delivery cost of Unordered, Fifo, RST and CBCAST, in order and as a reversed burst.
+"""Per-delivery cost of the point-to-point and causal state machines, against a no-op call.
 
-For each protocol and n, one sender produces a burst of messages to one
-receiver. The receiver takes them (a) in order and (b) in reverse order, so
-that all but the last wait in the mail room and the last releases the whole
-burst. Costs are per message, best of a few repetitions, and are printed as
-ratios: to Unordered in the same run, and reverse / in-order (the goal is at
-most 3x at n = 8: buffered delivery is amortized O(n), no rescans).
+For each protocol and n, one sender produces a burst of ``--burst`` messages to
+one receiver (``broadcast`` for CBCAST, ``send(..., to=1)`` for the others). A
+fresh receiver takes them (a) in order and (b) in reverse order, so that all but
+the last wait in the mail room and the last releases the whole burst. The figure
+is CPU time (``time.process_time``) per message of a loop that calls
+``receiver.receive(packet)`` and counts its ``Deliver`` actions.
 
-    python benchmarks/bench_delivery.py [--burst 10000] [--repeat 3]
+**no-op** is the same loop around a ``receive`` that does nothing (it returns a
+prebuilt tuple holding one ``Deliver``): the floor under every row, the cost of
+the call and the loop themselves.
+
+Discipline (``rounds.py``): ``--rounds`` (5) alternating rounds, every protocol
+and n once per round, in the same order; each row's median and range (min–max)
+over the rounds; the ratio to no-op taken within each round and summarised by
+its median; the load average printed at the start and end of every round, and a
+1-minute load above ``--max-load`` refuses the run (``--load-policy flag`` or
+``wait``). The goal for buffered delivery: a reversed burst costs at most 3x per
+message what in-order arrival costs at n = 8 (amortized O(n), no rescans).
+
+    python benchmarks/bench_delivery.py [--burst 10000] [--rounds 5] [--sizes 3 8 32]
+        [--json FILE]
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
-from mailroom import CBCAST, RST, Deliver, Fifo, Transmit, Unordered
+import rounds
+
+from mailroom import CBCAST, KS, RST, Deliver, Fifo, Transmit, Unordered
+
+
+class NoOp:
+    """A receiver whose ``receive`` does nothing: it returns one prebuilt delivery."""
+
+    def __init__(self, actions: tuple[Deliver, ...]) -> None:
+        self.actions = actions
+
+    def receive(self, packet: object) -> tuple[Deliver, ...]:
+        return self.actions
+
 
 PROTOCOLS: dict[str, Callable[[int, int], Any]] = {
     "Unordered": Unordered,
     "Fifo": Fifo,
-    "RST": RST,
     "CBCAST": CBCAST,
+    "KS": KS,
+    "RST": RST,
 }
+ROWS = ("no-op", *PROTOCOLS)
 
 
 def burst(name: str, n: int, count: int) -> list[object]:
     """The packets of ``count`` messages from P0 that P1 receives."""
-    sender = PROTOCOLS[name](0, n)
+    sender = PROTOCOLS["Unordered" if name == "no-op" else name](0, n)
     packets = []
     for i in range(count):
         actions = sender.broadcast(i) if name == "CBCAST" else sender.send(i, to=1)
@@ -37,49 +66,83 @@ def burst(name: str, n: int, count: int) -> list[object]:
     return packets
 
 
-def per_message(name: str, n: int, packets: list[object], repeat: int) -> float:
-    """Best seconds per message for a fresh receiver taking ``packets`` in order."""
-    best = float("inf")
-    for _ in range(repeat):
-        receiver = PROTOCOLS[name](1, n)
-        start = time.perf_counter()
-        delivered = 0
-        for p in packets:
-            delivered += sum(1 for a in receiver.receive(p) if isinstance(a, Deliver))
-        elapsed = time.perf_counter() - start
-        assert delivered == len(packets), (name, n, delivered)
-        best = min(best, elapsed / len(packets))
-    return best
+def receiver(name: str, n: int, packets: Sequence[object]) -> Any:
+    """A fresh receiver P1 (for no-op: one that returns a real ``Deliver``)."""
+    if name != "no-op":
+        return PROTOCOLS[name](1, n)
+    deliver = next(a for a in Unordered(1, n).receive(packets[0]) if isinstance(a, Deliver))
+    return NoOp((deliver,))
+
+
+def per_message(name: str, n: int, packets: Sequence[object]) -> float:
+    """CPU seconds per message for a fresh receiver taking ``packets`` in this order."""
+    r = receiver(name, n, packets)
+    start = time.process_time()
+    delivered = 0
+    for p in packets:
+        delivered += sum(1 for a in r.receive(p) if isinstance(a, Deliver))
+    elapsed = time.process_time() - start
+    if delivered != len(packets):
+        raise RuntimeError(f"{name} at n = {n} delivered {delivered} of {len(packets)}")
+    return elapsed / len(packets)
+
+
+def measure(args: argparse.Namespace) -> dict[tuple[str, int], dict[str, list[float]]]:
+    """Every row's in-order and reverse cost per round (seconds per message)."""
+    bursts = {(name, n): burst(name, n, args.burst) for n in args.sizes for name in ROWS}
+    runs: dict[tuple[str, int], dict[str, list[float]]] = {
+        key: {"forward": [], "reverse": []} for key in bursts
+    }
+    log = rounds.RoundLog("bench_delivery", args.rounds)
+    for r in range(args.rounds):
+        log.start(r)
+        for (name, n), packets in bursts.items():  # the same order every round
+            runs[name, n]["forward"].append(per_message(name, n, packets))
+            runs[name, n]["reverse"].append(per_message(name, n, packets[::-1]))
+        log.end(r)
+    return runs
+
+
+def table(runs: dict[tuple[str, int], dict[str, list[float]]]) -> list[dict[str, Any]]:
+    """Per row: medians and ranges in µs, ratios to no-op and reverse / in order."""
+    out = []
+    for (name, n), r in runs.items():
+        noop = runs["no-op", n]["forward"]
+        out.append({
+            "protocol": name, "n": n,
+            "in_order_us": rounds.Spread.of([1e6 * x for x in r["forward"]]),
+            "reverse_us": rounds.Spread.of([1e6 * x for x in r["reverse"]]),
+            "in_order_vs_noop": rounds.Spread.of(rounds.ratios(r["forward"], noop)),
+            "reverse_vs_in_order": rounds.Spread.of(rounds.ratios(r["reverse"], r["forward"])),
+        })  # fmt: skip
+    return out
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--burst", type=int, default=10_000)
-    parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--sizes", type=int, nargs="+", default=[3, 8, 32])
+    parser.add_argument("--json", default="", help="also write every figure to this file")
+    rounds.add_options(parser)
     args = parser.parse_args()
-    rows = []
-    for n in args.sizes:
-        base = None
-        for name in PROTOCOLS:
-            packets = burst(name, n, args.burst)
-            forward = per_message(name, n, packets, args.repeat)
-            backward = per_message(name, n, packets[::-1], args.repeat)
-            if base is None:
-                base = forward
-            rows.append((name, n, forward, backward, forward / base, backward / base))
-    print(
-        f"burst of {args.burst} messages, best of {args.repeat}; ratios are to Unordered in order"
-    )
-    print(
-        f"{'protocol':10s} {'n':>3s} {'in-order us':>12s} {'reverse us':>11s} "
-        f"{'in-order x':>11s} {'reverse x':>10s} {'reverse/in-order':>17s}"
-    )
-    for name, n, fwd, bwd, rf, rb in rows:
-        print(
-            f"{name:10s} {n:3d} {fwd * 1e6:12.2f} {bwd * 1e6:11.2f} {rf:11.2f} {rb:10.2f} "
-            f"{bwd / fwd:17.2f}"
-        )
+    flag = rounds.flags(rounds.check_load(args), rounds.settings_flag(args.rounds))
+    if flag:
+        print(flag, flush=True)
+    rows = table(measure(args))
+    print(f"\nburst of {args.burst} messages; CPU µs per message, median (min–max) over "
+          f"{args.rounds} alternating rounds; ratios per round, their median"
+          f"{'; ' + flag if flag else ''}")  # fmt: skip
+    print(f"{'protocol':10s} {'n':>3s} {'in order µs':>22s} {'reverse µs':>22s} "
+          f"{'in order / no-op':>22s} {'reverse / in order':>22s}")  # fmt: skip
+    for row in rows:
+        print(f"{row['protocol']:10s} {row['n']:3d} {row['in_order_us'].text():>22s} "
+              f"{row['reverse_us'].text():>22s} {row['in_order_vs_noop'].text():>22s} "
+              f"{row['reverse_vs_in_order'].text():>22s}")  # fmt: skip
+    if args.json:
+        out = [{k: v.to_dict() if isinstance(v, rounds.Spread) else v for k, v in row.items()}
+               for row in rows]  # fmt: skip
+        with open(args.json, "w") as f:
+            json.dump({"flag": flag, "burst": args.burst, "rows": out}, f, indent=1)
 
 
 if __name__ == "__main__":
