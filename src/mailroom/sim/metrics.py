@@ -76,6 +76,17 @@ class Metrics:
     buffer_samples: int = 0
     delays: list[float] = attrs.field(factory=list)
 
+    def record_transmit(self, packet: object, message_id: object) -> None:
+        """A packet an endpoint transmits (before loss): data if it carries a message."""
+        self.packets += 1
+        size = metadata_size(packet)
+        if message_id is None:
+            self.control_packets += 1
+        else:
+            self.data_packets += 1
+            self.data_metadata_bytes += size
+        self.metadata_bytes += size
+
     def record_delay(self, delay: float) -> None:
         self.deliveries += 1
         self.delay_total += delay
