@@ -54,6 +54,25 @@ def _without_payload(packet: object) -> int:
     return len(encode(strip(packet)))
 
 
+#: The unit of each figure of ``Metrics.summary()`` (delays are in simulated time units).
+UNITS = {
+    "app_messages": "messages",
+    "packets": "packets",
+    "packets_per_message": "packets/message",
+    "metadata_bytes": "bytes",
+    "metadata_bytes_per_packet": "bytes/packet",
+    "metadata_bytes_per_data_packet": "bytes/data packet",
+    "metadata_bytes_per_message": "bytes/message",
+    "deliveries": "deliveries",
+    "mean_delay": "time units",
+    "max_delay": "time units",
+    "largest_buffer": "messages",
+    "mean_buffer": "messages",
+    "duplicated": "packets",
+    "dropped": "packets",
+}
+
+
 @attrs.define
 class Metrics:
     """Counters a simulation keeps; ``summary()`` gives the derived figures."""
