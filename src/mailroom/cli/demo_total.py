@@ -23,6 +23,7 @@ from mailroom.protocols.total import (
     SkeenFinal,
     SkeenProposal,
 )
+from mailroom.sim.network import InFlight
 from mailroom.trace.events import Event
 
 TEXTS = {"m1": "Let's meet at 3pm.", "m2": "Let's meet at 4pm."}
@@ -91,12 +92,17 @@ class _TotalDemo(Stepper):
     def arrive(self, name: str, dst: int) -> None:
         mark = len(self.sim.trace)
         p = self.sim.packets(self.message(name), dst)[0]
-        self.sim.arrive(p.id)
-        inner = p.packet
-        while hasattr(inner, "payload") and not isinstance(inner.payload, str):
-            inner = inner.payload
+        inner = self._arrive(p)
         kind = "request" if type(inner).__name__ == "SequencerRequest" else self._describe(inner)
         self._step(f"{name} ({kind}) from {NAMES[p.src]} reaches {NAMES[dst]}", mark)
+
+    def _arrive(self, p: InFlight) -> Any:
+        """Packet ``p`` arrives; the innermost packet it carries (below Reliable, FIFO)."""
+        self.sim.arrive(p.id)
+        inner: Any = p.packet
+        while hasattr(inner, "payload") and not isinstance(inner.payload, str):
+            inner = inner.payload
+        return inner
 
     def _describe(self, packet: object) -> str:
         """A control packet in words: what it says about which message."""
@@ -125,11 +131,7 @@ class _TotalDemo(Stepper):
         while self.sim.in_flight:
             mark = len(self.sim.trace)
             p = self.sim.packets()[0]
-            self.sim.arrive(p.id)
-            inner = p.packet
-            while hasattr(inner, "payload") and not isinstance(inner.payload, str):
-                inner = inner.payload
-            what = self._describe(inner)
+            what = self._describe(self._arrive(p))
             if p.message_id is not None:
                 what = f"{self.names[p.message_id]} ({what})"
             self._step(f"{what} from {NAMES[p.src]} reaches {NAMES[p.dst]}", mark)
