@@ -87,7 +87,7 @@ class Wire:
 
     def cut(self, src: int, dst: int, now: float) -> bool:
         """True while a partition separates ``src`` from ``dst``."""
-        return any(c.cuts(src, dst, now) for c in self.partitions)
+        return bool(self.partitions) and any(c.cuts(src, dst, now) for c in self.partitions)
 
     def partition(self, groups: Sequence[Sequence[int]], until: float, now: float) -> Partition:
         """Cut the links between ``groups`` until ``until``; healed partitions are pruned."""
@@ -101,7 +101,7 @@ class Wire:
         """An endpoint transmits: a partition cuts the packet; in timed mode the model
         may lose it, or duplicate it (the copy goes first); else it goes on the wire."""
         m = self.metrics
-        if any(c.cuts(src, dst, now) for c in self.partitions):
+        if self.partitions and self.cut(src, dst, now):
             m.dropped += 1
             return
         if self.agenda is not None:

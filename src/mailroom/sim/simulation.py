@@ -41,6 +41,7 @@ from __future__ import annotations
 
 import random
 from collections.abc import Callable, Sequence
+from operator import attrgetter
 from typing import TYPE_CHECKING, Any, Generic, TypeVar, overload
 
 from mailroom.core.actions import (
@@ -77,58 +78,55 @@ StateHook = Callable[["Simulation", int, int], Payload]
 T = TypeVar("T")
 
 
-class Kept(Generic[T]):
-    """A ``Simulation`` attribute that one of its parts keeps: reading or assigning
-    ``sim.<name>`` reads or assigns ``sim.<part>.<attribute>`` (by default the same name)."""
+class Kept(property, Generic[T]):
+    """A ``Simulation`` attribute that one of its parts keeps: reading or assigning it
+    reads or assigns ``sim.<part>.<attribute>`` (a property whose getter is C code:
+    the harness reads ``sim.endpoints`` and ``sim.in_flight`` at every step)."""
 
-    def __init__(self, part: str, attribute: str = "") -> None:
-        self.part = part
-        self.attribute = attribute
+    def __init__(self, part: str, attribute: str) -> None:
+        def assign(sim: object, value: T) -> None:
+            setattr(getattr(sim, part), attribute, value)
 
-    def __set_name__(self, owner: type, name: str) -> None:
-        self.attribute = self.attribute or name
+        super().__init__(attrgetter(f"{part}.{attribute}"), assign)
+        self.__doc__ = f"Kept as ``sim.{part}.{attribute}``."  # (3.11 drops a subclass's doc=)
 
-    @overload
-    def __get__(self, sim: None, owner: type) -> Kept[T]: ...
-    @overload
-    def __get__(self, sim: object, owner: type | None = None) -> T: ...
-    def __get__(self, sim: object, owner: type | None = None) -> T | Kept[T]:
-        if sim is None:
-            return self  # the class's attribute: the descriptor itself (for docs)
-        value: T = getattr(getattr(sim, self.part), self.attribute)
-        return value
+    if TYPE_CHECKING:  # what the property gives, for the type checker
 
-    def __set__(self, sim: Any, value: T) -> None:
-        setattr(getattr(sim, self.part), self.attribute, value)
+        @overload
+        def __get__(self, sim: None, owner: type, /) -> Kept[T]: ...
+        @overload
+        def __get__(self, sim: object, owner: type | None = None, /) -> T: ...
+        def __get__(self, sim: object, owner: type | None = None, /) -> T | Kept[T]: ...
+        def __set__(self, sim: object, value: T, /) -> None: ...
 
 
 class Simulation:
     """N endpoints wired through a simulated network."""
 
     #: The network model; assigning another changes the delays from then on.
-    network: Kept[NetworkModel] = Kept("wire")
-    in_flight: Kept[dict[int, InFlight]] = Kept("wire")
-    partitions: Kept[list[Partition]] = Kept("wire")
+    network: Kept[NetworkModel] = Kept("wire", "network")
+    in_flight: Kept[dict[int, InFlight]] = Kept("wire", "in_flight")
+    partitions: Kept[list[Partition]] = Kept("wire", "partitions")
     run_name: Kept[str] = Kept("recorder", "run")
-    trace: Kept[list[Event]] = Kept("recorder")
-    delivered: Kept[list[list[Message]]] = Kept("recorder")
-    stable: Kept[list[list[MessageId]]] = Kept("recorder")
+    trace: Kept[list[Event]] = Kept("recorder", "trace")
+    delivered: Kept[list[list[Message]]] = Kept("recorder", "delivered")
+    stable: Kept[list[list[MessageId]]] = Kept("recorder", "stable")
     #: (pid, message, len(trace) when the Stable action was applied)
-    stable_log: Kept[list[tuple[int, MessageId, int]]] = Kept("recorder")
+    stable_log: Kept[list[tuple[int, MessageId, int]]] = Kept("recorder", "stable_log")
     #: The processes: each one's endpoint; the crashed (until when) and stopped ones,
     #: how many crashes; each one's last checkpoint when ``checkpoints`` is on.
-    endpoints: Kept[list[Endpoint]] = Kept("hosts")
-    down: Kept[dict[int, float]] = Kept("hosts")
-    stopped: Kept[set[int]] = Kept("hosts")
-    crashes: Kept[int] = Kept("hosts")
-    checkpoints: Kept[list[Any] | None] = Kept("hosts")
+    endpoints: Kept[list[Endpoint]] = Kept("hosts", "endpoints")
+    down: Kept[dict[int, float]] = Kept("hosts", "down")
+    stopped: Kept[set[int]] = Kept("hosts", "stopped")
+    crashes: Kept[int] = Kept("hosts", "crashes")
+    checkpoints: Kept[list[Any] | None] = Kept("hosts", "checkpoints")
     #: Group membership: True once a group endpoint runs; each process's view id
     #: (None while it is out), application state, views installed; the exclusions.
-    membership: Kept[bool] = Kept("group")
-    current_view: Kept[list[int | None]] = Kept("group")
-    app_state: Kept[list[list[list[int]]]] = Kept("group")
-    views: Kept[list[list[View]]] = Kept("group")
-    excluded: Kept[list[tuple[int, Excluded]]] = Kept("group")
+    membership: Kept[bool] = Kept("group", "membership")
+    current_view: Kept[list[int | None]] = Kept("group", "current_view")
+    app_state: Kept[list[list[list[int]]]] = Kept("group", "app_state")
+    views: Kept[list[list[View]]] = Kept("group", "views")
+    excluded: Kept[list[tuple[int, Excluded]]] = Kept("group", "excluded")
 
     def __init__(
         self,
