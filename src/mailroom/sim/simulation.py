@@ -32,9 +32,10 @@ inputs are ``suspect``, ``leave`` and ``join``; ``crash(pid)`` without
 
 The simulator's parts, each in its own module: ``network`` (the model and the
 packets in flight), ``agenda`` (timed mode's queue and timers), ``recorder`` (the
-trace and vector times), ``views`` (group membership's views and application
-state) and ``faults`` (partitions, checkpoints). ``Simulation`` hosts the
-endpoints: it drives each capability they have and applies their actions.
+trace and vector times), ``hosts`` (each slot's endpoint, crashes, checkpoints),
+``views`` (group membership's views and application state) and ``faults``
+(partitions). ``Simulation`` is the façade: it drives each capability the
+endpoints have and applies the actions of every step to the parts.
 """
 
 from __future__ import annotations
