@@ -12,6 +12,7 @@ from mailroom.cli.check import add_check_parser, run_check
 from mailroom.cli.demo import RUNS, introduce, run_demo
 from mailroom.cli.demo_group import GROUP_RUNS, run_group_demo
 from mailroom.cli.demo_total import TOTAL_RUNS, run_total_demo
+from mailroom.cli.options import add_command
 from mailroom.cli.simulate import PROTOCOLS, add_simulate_parser, run_simulate
 from mailroom.cli.sweep import add_sweep_parser, run_sweep_cli
 
@@ -26,7 +27,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"mailroom {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
 
-    demo = sub.add_parser(
+    demo = add_command(
+        sub,
         "demo",
         help="Alice, Bob and Carol's messages, step by step, under each protocol",
         description="Alice, Bob and Carol exchange three messages on a network that "
@@ -40,7 +42,6 @@ def build_parser() -> argparse.ArgumentParser:
         default="all",
         help="which protocol to show (default: all)",
     )
-    demo.set_defaults(subparser=demo)
     add_simulate_parser(sub)
     add_check_parser(sub)
     add_sweep_parser(sub)

@@ -9,15 +9,16 @@ diagram and the checkers' verdict.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any, TextIO
+from collections.abc import Callable, Mapping
+from typing import Any, Protocol, TextIO
 
 from mailroom.core.endpoint import Endpoint
 from mailroom.core.messages import MessageId
 from mailroom.diagram.text import render_text
 from mailroom.protocols import CBCAST, RST, Unordered
 from mailroom.sim.simulation import Simulation
-from mailroom.trace.checkers import check
+from mailroom.trace.checkers import Report, check
+from mailroom.trace.events import Event
 
 NAMES = ("Alice", "Bob", "Carol")
 LABELS = {i: f"{name} (P{i})" for i, name in enumerate(NAMES)}
@@ -90,21 +91,74 @@ def _mailroom(endpoints: list[Any], names: dict[MessageId, str]) -> list[str]:
     return lines or ["    mail rooms: empty"]
 
 
-class _Demo:
-    def __init__(self, make: Callable[[int, int], Endpoint], out: TextIO) -> None:
-        self.sim = Simulation([make(pid, 3) for pid in range(3)], adversarial=True)
+class Stepper:
+    """An adversarial simulation of ``n`` processes told step by step: ``names`` are the
+    story's names of the messages; ``steps``, the step that caused each trace event
+    (the diagram's step column)."""
+
+    def __init__(self, make: Callable[[int, int], Endpoint], out: TextIO, n: int = 3) -> None:
+        self.sim = Simulation([make(pid, n) for pid in range(n)], adversarial=True)
         self.out = out
         self.names: dict[MessageId, str] = {}
         self.step_no = 0
-        #: the step that caused each trace event, for the diagram's step column
         self.steps: list[int] = []
 
-    def _step(self, text: str, mark: int) -> None:
+    def next_step(self, text: str, mark: int, said: Callable[[list[Event]], str]) -> None:
+        """Number and print the next step: the trace events since ``mark`` belong to it;
+        ``said`` words its deliveries."""
         self.step_no += 1
         self.steps += [self.step_no] * (len(self.sim.trace) - len(self.steps))
-        got = [self.names[e.message] for e in self.sim.trace[mark:] if e.kind == "deliver"]
-        said = f"  (delivers {', '.join(got)})" if got else ""
-        print(f"\n  step {self.step_no}: {text}{said}", file=self.out)
+        got = [e for e in self.sim.trace[mark:] if e.kind == "deliver"]
+        print(f"\n  step {self.step_no}: {text}{said(got)}", file=self.out)
+
+    def message(self, name: str) -> MessageId:
+        """The id of the message the story calls ``name``."""
+        return next(m for m, n in self.names.items() if n == name)
+
+    def rename(self, text: str) -> str:
+        """``text`` with the message ids replaced by the story's names."""
+        for mid, name in self.names.items():
+            text = text.replace(str(mid), name)
+        return text
+
+    def epilogue(self) -> None:
+        """What the endpoints have to add after the verdict (nothing by default)."""
+
+
+class Told(Protocol):
+    """A run told step by step: its simulation, the story's names of the messages, the
+    step of each trace event; ``rename`` puts the story's names into a checker's words."""
+
+    sim: Simulation
+    names: dict[MessageId, str]
+    steps: list[int]
+
+    def rename(self, text: str) -> str: ...
+
+
+def show_diagram_and_verdict(
+    out: TextIO, run: Told, report: Report, labels: dict[int, str], *, marked: bool = True
+) -> None:
+    """The run's space-time diagram (its deliveries in violations ``marked``), then the
+    checkers' verdict."""
+    violations = [v for vs in report.violations.values() for v in vs] if marked else []
+    print("\n  space-time diagram:\n", file=out)
+    diagram = render_text(
+        run.sim.trace, labels=labels, names=run.names, violations=violations, steps=run.steps
+    )
+    print("\n".join("  " + line for line in diagram.splitlines()), file=out)
+    print("\n  verdict of the reference checkers:", file=out)
+    for line in report.summary().splitlines():
+        print("    " + run.rename(line), file=out)
+
+
+class _Demo(Stepper):
+    def _step(self, text: str, mark: int) -> None:
+        def said(got: list[Event]) -> str:
+            named = [self.names[e.message] for e in got]
+            return f"  (delivers {', '.join(named)})" if named else ""
+
+        self.next_step(text, mark, said)
         for line in _clocks(self.sim.endpoints) + _mailroom(self.sim.endpoints, self.names):
             print(line, file=self.out)
 
@@ -120,9 +174,17 @@ class _Demo:
 
     def arrive(self, name: str, dst: int) -> None:
         mark = len(self.sim.trace)
-        mid = next(m for m, n in self.names.items() if n == name)
-        self.sim.arrive_message(mid, dst)
+        self.sim.arrive_message(self.message(name), dst)
         self._step(f"{name} reaches {NAMES[dst]}", mark)
+
+    def epilogue(self) -> None:
+        """What Carol's causality detector (Unordered) caught."""
+        for v in getattr(self.sim.endpoints[2], "violations", []):
+            print(
+                f"    the causality detector at Carol: {self.names[v.message]} arrived stamped "
+                f"{v.timestamp.tolist()} after she already knew {v.known.tolist()}",
+                file=self.out,
+            )
 
 
 def _unicast_run(make: Callable[[int, int], Endpoint], out: TextIO) -> _Demo:
@@ -169,34 +231,30 @@ def banner(out: TextIO, title: str) -> None:
     print("=" * 78, file=out)
 
 
-def run_demo(out: TextIO, protocols: list[str]) -> int:
-    """Print the demo for each named protocol; return the number of runs with violations."""
+def tell(
+    out: TextIO,
+    protocols: list[str],
+    runs: Mapping[str, tuple[str, Callable[[int, int], Any], Callable[..., Stepper]]],
+    legend: str,
+    promises: tuple[str, ...],
+) -> int:
+    """Tell each named run: its title, the legend, its steps, the diagram and the
+    verdict on ``promises``, and what its endpoints add; the number of runs with violations."""
     bad_runs = 0
     for key in protocols:
-        title, make, script = RUNS[key]
+        title, make, script = runs[key]
         banner(out, title)
-        print(LEGEND, file=out)
+        print(legend, file=out)
         d = script(make, out)
-        report = check(d.sim.trace, ("integrity", "fifo", "causal", "liveness"))
-        violations = [v for vs in report.violations.values() for v in vs]
-        print("\n  space-time diagram:\n", file=out)
-        diagram = render_text(
-            d.sim.trace, labels=LABELS, names=d.names, violations=violations, steps=d.steps
-        )
-        print("\n".join("  " + line for line in diagram.splitlines()), file=out)
-        print("\n  verdict of the reference checkers:", file=out)
-        for line in report.summary().splitlines():
-            for mid, name in d.names.items():
-                line = line.replace(str(mid), name)
-            print("    " + line, file=out)
-        detector = getattr(d.sim.endpoints[2], "violations", [])
-        for v in detector:
-            print(
-                f"    the causality detector at Carol: {d.names[v.message]} arrived stamped "
-                f"{v.timestamp.tolist()} after she already knew {v.known.tolist()}",
-                file=out,
-            )
+        report = check(d.sim.trace, promises)
+        show_diagram_and_verdict(out, d, report, LABELS)
+        d.epilogue()
         if not report.ok:
             bad_runs += 1
         print(file=out)
     return bad_runs
+
+
+def run_demo(out: TextIO, protocols: list[str]) -> int:
+    """Print the demo for each named protocol; return the number of runs with violations."""
+    return tell(out, protocols, RUNS, LEGEND, ("integrity", "fifo", "causal", "liveness"))

@@ -11,10 +11,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, TextIO
 
-from mailroom.cli.demo import banner
+from mailroom.cli.demo import NAMES, Stepper, tell
 from mailroom.core.endpoint import Endpoint
 from mailroom.core.messages import MessageId
-from mailroom.diagram.text import render_text
 from mailroom.protocols.total import (
     LamportAck,
     LamportTotalOrder,
@@ -24,11 +23,9 @@ from mailroom.protocols.total import (
     SkeenFinal,
     SkeenProposal,
 )
-from mailroom.sim.simulation import Simulation
-from mailroom.trace.checkers import check
+from mailroom.sim.network import InFlight
+from mailroom.trace.events import Event
 
-NAMES = ("Alice", "Bob", "Carol")
-LABELS = {i: f"{name} (P{i})" for i, name in enumerate(NAMES)}
 TEXTS = {"m1": "Let's meet at 3pm.", "m2": "Let's meet at 4pm."}
 
 LEGEND = """\
@@ -45,17 +42,12 @@ LEGEND = """\
 Script = list[tuple[str, int]]
 
 
-class _TotalDemo:
+class _TotalDemo(Stepper):
     def __init__(self, make: Callable[[int, int], Endpoint], out: TextIO) -> None:
-        self.sim = Simulation([make(pid, 3) for pid in range(3)], adversarial=True)
-        self.out = out
-        self.names: dict[MessageId, str] = {}
-        self.step_no = 0
-        #: the step that caused each trace event, for the diagram's step column
-        self.steps: list[int] = []
+        super().__init__(make, out)
         self.waiting: list[str] = []
 
-    def _rename(self, text: str) -> str:
+    def rename(self, text: str) -> str:
         for mid, name in self.names.items():
             text = text.replace(str(mid), name)
         for k, who in enumerate(NAMES):
@@ -63,21 +55,17 @@ class _TotalDemo:
         return text
 
     def _step(self, text: str, mark: int) -> None:
-        self.step_no += 1
-        self.steps += [self.step_no] * (len(self.sim.trace) - len(self.steps))
-        got = [
-            f"{NAMES[e.process]} delivers {self.names[e.message]}"
-            for e in self.sim.trace[mark:]
-            if e.kind == "deliver"
-        ]
-        said = f"  ({'; '.join(got)})" if got else ""
-        print(f"\n  step {self.step_no}: {text}{said}", file=self.out)
+        def said(got: list[Event]) -> str:
+            named = [f"{NAMES[e.process]} delivers {self.names[e.message]}" for e in got]
+            return f"  ({'; '.join(named)})" if named else ""
+
+        self.next_step(text, mark, said)
         tops: list[Any] = [getattr(ep, "top", ep) for ep in self.sim.endpoints]
         if all(hasattr(t, "clock") for t in tops):
             clocks = ", ".join(f"{NAMES[t.pid]} {t.clock}" for t in tops)
             print(f"    Lamport clocks: {clocks}", file=self.out)
         waiting = [
-            f"{NAMES[ep.pid]}'s mail room: {self._rename(p.explain())}"
+            f"{NAMES[ep.pid]}'s mail room: {self.rename(p.explain())}"
             for ep in self.sim.endpoints
             for p in ep.pending()
         ]
@@ -103,14 +91,18 @@ class _TotalDemo:
 
     def arrive(self, name: str, dst: int) -> None:
         mark = len(self.sim.trace)
-        mid = next(m for m, n in self.names.items() if n == name)
-        p = self.sim.packets(mid, dst)[0]
-        self.sim.arrive(p.id)
-        inner = p.packet
-        while hasattr(inner, "payload") and not isinstance(inner.payload, str):
-            inner = inner.payload
+        p = self.sim.packets(self.message(name), dst)[0]
+        inner = self._arrive(p)
         kind = "request" if type(inner).__name__ == "SequencerRequest" else self._describe(inner)
         self._step(f"{name} ({kind}) from {NAMES[p.src]} reaches {NAMES[dst]}", mark)
+
+    def _arrive(self, p: InFlight) -> Any:
+        """Packet ``p`` arrives; the innermost packet it carries (below Reliable, FIFO)."""
+        self.sim.arrive(p.id)
+        inner: Any = p.packet
+        while hasattr(inner, "payload") and not isinstance(inner.payload, str):
+            inner = inner.payload
+        return inner
 
     def _describe(self, packet: object) -> str:
         """A control packet in words: what it says about which message."""
@@ -128,16 +120,18 @@ class _TotalDemo:
             return f"number {packet.number}"
         return "message"
 
+    def order(self) -> None:
+        """The order in which each process delivered the messages."""
+        print("\n  delivery order:", file=self.out)
+        for pid, got in enumerate(self.sim.delivered):
+            print(f"    {NAMES[pid]:<6} {', '.join(self.names[m.id] for m in got)}", file=self.out)
+
     def drain(self) -> None:
         """Every other packet arrives, oldest first."""
         while self.sim.in_flight:
             mark = len(self.sim.trace)
             p = self.sim.packets()[0]
-            self.sim.arrive(p.id)
-            inner = p.packet
-            while hasattr(inner, "payload") and not isinstance(inner.payload, str):
-                inner = inner.payload
-            what = self._describe(inner)
+            what = self._describe(self._arrive(p))
             if p.message_id is not None:
                 what = f"{self.names[p.message_id]} ({what})"
             self._step(f"{what} from {NAMES[p.src]} reaches {NAMES[p.dst]}", mark)
@@ -152,6 +146,7 @@ def _peer_run(make: Callable[[int, int], Endpoint], out: TextIO) -> _TotalDemo:
     d.arrive("m2", 0)  # ...Alice has m1 (her own) first, Carol has m2 (her own) first
     d.arrive("m1", 2)
     d.drain()
+    d.order()
     return d
 
 
@@ -166,6 +161,7 @@ def _sequencer_run(make: Callable[[int, int], Endpoint], out: TextIO) -> _TotalD
     d.arrive("m1", 2)
     d.arrive("m2", 1)
     d.drain()
+    d.order()
     return d
 
 
@@ -182,26 +178,4 @@ TOTAL_RUNS: dict[str, tuple[str, Callable[[int, int], Any], Callable[..., _Total
 
 def run_total_demo(out: TextIO, protocols: list[str]) -> int:
     """Print the demo for each named protocol; return the number of runs with violations."""
-    bad_runs = 0
-    for key in protocols:
-        title, make, script = TOTAL_RUNS[key]
-        banner(out, title)
-        print(LEGEND, file=out)
-        d = script(make, out)
-        print("\n  delivery order:", file=out)
-        for pid, got in enumerate(d.sim.delivered):
-            print(f"    {NAMES[pid]:<6} {', '.join(d.names[m.id] for m in got)}", file=out)
-        report = check(d.sim.trace, ("integrity", "total", "liveness"))
-        violations = [v for vs in report.violations.values() for v in vs]
-        print("\n  space-time diagram:\n", file=out)
-        diagram = render_text(
-            d.sim.trace, labels=LABELS, names=d.names, violations=violations, steps=d.steps
-        )
-        print("\n".join("  " + line for line in diagram.splitlines()), file=out)
-        print("\n  verdict of the reference checkers:", file=out)
-        for line in report.summary().splitlines():
-            print("    " + d._rename(line), file=out)
-        if not report.ok:
-            bad_runs += 1
-        print(file=out)
-    return bad_runs
+    return tell(out, protocols, TOTAL_RUNS, LEGEND, ("integrity", "total", "liveness"))

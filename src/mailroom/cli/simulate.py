@@ -12,7 +12,9 @@ import math
 import sys
 from typing import Any
 
+from mailroom.cli.options import add_command
 from mailroom.cli.simulate_group import group_problem, run_group, write_trace
+from mailroom.sim.metrics import UNITS
 from mailroom.sim.registry import PROTOCOLS, make_endpoints
 from mailroom.sim.simulation import NetworkModel, Simulation
 from mailroom.sim.workload import random_workload
@@ -20,33 +22,17 @@ from mailroom.trace.checkers import PROPERTIES, check
 
 __all__ = ["PROTOCOLS", "UNITS", "add_simulate_parser", "run_simulate"]
 
-#: The unit of each figure ``simulate`` prints (delays are in simulated time units).
-UNITS = {
-    "app_messages": "messages",
-    "packets": "packets",
-    "packets_per_message": "packets/message",
-    "metadata_bytes": "bytes",
-    "metadata_bytes_per_packet": "bytes/packet",
-    "metadata_bytes_per_data_packet": "bytes/data packet",
-    "metadata_bytes_per_message": "bytes/message",
-    "deliveries": "deliveries",
-    "mean_delay": "time units",
-    "max_delay": "time units",
-    "largest_buffer": "messages",
-    "mean_buffer": "messages",
-    "duplicated": "packets",
-    "dropped": "packets",
-}
+
+HELP = "simulate a random workload and check the properties its protocol promises"
+DESCRIPTION = (
+    "Run a seeded random workload in the deterministic simulator, print its metrics and "
+    "check the properties the protocol promises. Metadata bytes are measured through the "
+    "wire codec (every encoded byte but the payload's)."
+)
 
 
 def add_simulate_parser(sub: Any) -> argparse.ArgumentParser:
-    sim: argparse.ArgumentParser = sub.add_parser(
-        "simulate",
-        help="simulate a random workload and check the properties its protocol promises",
-        description="Run a seeded random workload in the deterministic simulator, print "
-        "its metrics and check the properties the protocol promises. Metadata bytes "
-        "are measured through the wire codec (every encoded byte but the payload's).",
-    )
+    sim = add_command(sub, "simulate", help=HELP, description=DESCRIPTION)
     sim.add_argument(
         "--protocol",
         type=str.lower,
@@ -111,7 +97,6 @@ def add_simulate_parser(sub: Any) -> argparse.ArgumentParser:
         default=None,
         help="suspect a member silent for this long (default: 3 x the largest delay + 1)",
     )
-    sim.set_defaults(subparser=sim)
     return sim
 
 

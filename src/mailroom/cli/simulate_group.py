@@ -60,80 +60,19 @@ def _member_of(ep: Any) -> Any:
 
 def run_group(args: argparse.Namespace, out: TextIO | None) -> int:
     """Run the group simulation, print its report; 0 if every promise held."""
-    lo, hi = args.delay
-    n = args.processes
-    _, mode, promised = PROTOCOLS[args.protocol]
-    universe = max([n] + [p + 1 for p, _ in args.join])
-    timeout = args.suspect_after or 2 * args.heartbeat + 2 * hi
-    reliable = args.loss > 0
-    retry = 2 * hi + 1.0
-
-    def detector(group: Group) -> HeartbeatDetector:
-        return HeartbeatDetector(group, interval=args.heartbeat, timeout=timeout)
-
-    endpoints: list[Any] = []
-    for p in range(universe):
-        if p < n:
-            g = Group(p, universe, args.protocol, members=range(n), reliable=reliable, retry=retry)
-            endpoints.append(detector(g))
-        else:  # a slot a joiner takes later: no view, no contacts, no traffic
-            endpoints.append(Group(p, universe, args.protocol))
-    network = NetworkModel(delay=(lo, hi), duplicate=args.duplicate, loss=args.loss)
-    sim = Simulation(
-        endpoints, network, seed=args.seed, run=f"group-{args.protocol}-seed{args.seed}"
-    )
-    events = [t for _, t in args.crash] + [t for _, t in args.join]
-    span = max([10.0, *(t + 5 * timeout for t in events)])
-    rng = random.Random(args.seed)
-
-    def send(s: Simulation, k: int) -> None:
-        ready = [  # members that may send now (a unicast waits out a view change)
-            p
-            for p in range(universe)
-            if s.is_up(p)
-            and p not in s.stopped
-            and _member_of(s.endpoints[p]).joined
-            and (mode == "broadcast" or not _member_of(s.endpoints[p]).flushing)
-        ]
-        if not ready:
-            return
-        p = rng.choice(ready)
-        if mode == "broadcast":
-            s.broadcast(p, f"m{k}")
-            return
-        others = [q for q in _member_of(s.endpoints[p]).view.members if q != p]
-        if others:
-            s.send(p, f"m{k}", to=rng.choice(others))
-
-    def crash(s: Simulation, pid: int) -> None:
-        s.crash(pid)
-
-    def join(s: Simulation, pid: int) -> None:
-        g = Group(pid, universe, args.protocol, contacts=range(n), reliable=reliable, retry=retry)
-        s.join(pid, detector(g))
-
-    for k in range(args.messages):
-        sim.schedule(rng.uniform(0, span), partial(send, k=k))
-    for p, t in args.crash:
-        sim.schedule(t, partial(crash, pid=p))
-    for p, t in args.join:
-        sim.schedule(t, partial(join, pid=p))
-    end = span + 10 * timeout + 20 * hi
+    run = _GroupRun.of(args)
+    sim = run.simulation()
+    end = run.schedule(sim)
     sim.run(until=end)
-
-    if mode == "unicast":  # a unicast in flight at a view change is delivered nowhere
+    promised = run.promised
+    if run.mode == "unicast":  # a unicast in flight at a view change is delivered nowhere
         promised = tuple(x for x in promised if x != "liveness")
     promises = (*promised, *VIEW_PROPERTIES)
     print(
-        f"{args.protocol} in a group of {n} (pids 0..{universe - 1}); heartbeat every "
-        f"{args.heartbeat:g}, suspicion after {timeout:g}; ran until t={end:g}\n"
+        f"{args.protocol} in a group of {run.n} (pids 0..{run.universe - 1}); heartbeat every "
+        f"{args.heartbeat:g}, suspicion after {run.timeout:g}; ran until t={end:g}\n"
     )
-    print("views installed (id: members), per process:")
-    for p in range(universe):
-        views = [e for e in sim.trace if e.kind == "view" and e.process == p]
-        gone = " (crashed)" if p in sim.stopped else ""
-        shown = ", ".join(f"{e.view}: {list(e.dest)}" for e in views) or "none"
-        print(f"  P{p}{gone}: {shown}")
+    _print_views(sim, run.universe)
     for p, t in args.crash:
         print(f"\nP{p} crashed at t={t:g}: {_stall(sim, p, t)}")
     unpromised = tuple(x for x in PROPERTIES if x not in promises)
@@ -148,11 +87,102 @@ def run_group(args: argparse.Namespace, out: TextIO | None) -> int:
         "crash": [list(c) for c in args.crash],
         "join": [list(j) for j in args.join],
         "heartbeat": args.heartbeat,
-        "suspect_after": timeout,
+        "suspect_after": run.timeout,
     }
     if out is not None and not write_trace(sim, args, out, promises, settings):
         return 2
     return 1 if any(report.count(x) for x in promises) else 0
+
+
+@attrs.frozen
+class _GroupRun:
+    """The group run the options describe: ``n`` members in view 1 and slots up to
+    ``universe`` for the joiners; a member is suspected after ``timeout`` of silence."""
+
+    args: argparse.Namespace
+    n: int
+    universe: int
+    mode: str
+    promised: tuple[str, ...]
+    timeout: float
+    rng: random.Random
+
+    @classmethod
+    def of(cls, args: argparse.Namespace) -> _GroupRun:
+        n = args.processes
+        _, mode, promised = PROTOCOLS[args.protocol]
+        universe = max([n] + [p + 1 for p, _ in args.join])
+        timeout = args.suspect_after or 2 * args.heartbeat + 2 * args.delay[1]
+        return cls(args, n, universe, mode, promised, timeout, random.Random(args.seed))
+
+    def group(self, pid: int, **where: Any) -> Group:
+        """A group endpoint at ``pid`` (``members`` or ``contacts`` in ``where``); over the
+        reliable layer when the network loses packets."""
+        a = self.args
+        retry = 2 * a.delay[1] + 1.0
+        return Group(pid, self.universe, a.protocol, reliable=a.loss > 0, retry=retry, **where)
+
+    def detector(self, group: Group) -> HeartbeatDetector:
+        return HeartbeatDetector(group, interval=self.args.heartbeat, timeout=self.timeout)
+
+    def simulation(self) -> Simulation:
+        """The members under their detectors, and the slots the joiners take later (no
+        view, no contacts, no traffic)."""
+        a = self.args
+        endpoints: list[Any] = [
+            self.detector(self.group(p, members=range(self.n)))
+            if p < self.n
+            else Group(p, self.universe, a.protocol)
+            for p in range(self.universe)
+        ]
+        network = NetworkModel(delay=tuple(a.delay), duplicate=a.duplicate, loss=a.loss)
+        return Simulation(endpoints, network, seed=a.seed, run=f"group-{a.protocol}-seed{a.seed}")
+
+    def schedule(self, sim: Simulation) -> float:
+        """Schedule the messages at random times, the crashes and the joins; when to stop."""
+        a = self.args
+        events = [t for _, t in a.crash] + [t for _, t in a.join]
+        span = max([10.0, *(t + 5 * self.timeout for t in events)])
+        for k in range(a.messages):
+            sim.schedule(self.rng.uniform(0, span), partial(self.send, k=k))
+        for p, t in a.crash:
+            sim.schedule(t, partial(Simulation.crash, pid=p))
+        for p, t in a.join:
+            sim.schedule(t, partial(self.join, pid=p))
+        end: float = span + 10 * self.timeout + 20 * a.delay[1]
+        return end
+
+    def send(self, s: Simulation, k: int) -> None:
+        """A member that may send now sends message ``k`` (a unicast waits out a view change)."""
+        ready = [
+            p
+            for p in range(self.universe)
+            if s.is_up(p)
+            and p not in s.stopped
+            and _member_of(s.endpoints[p]).joined
+            and (self.mode == "broadcast" or not _member_of(s.endpoints[p]).flushing)
+        ]
+        if not ready:
+            return
+        p = self.rng.choice(ready)
+        if self.mode == "broadcast":
+            s.broadcast(p, f"m{k}")
+            return
+        others = [q for q in _member_of(s.endpoints[p]).view.members if q != p]
+        if others:
+            s.send(p, f"m{k}", to=self.rng.choice(others))
+
+    def join(self, s: Simulation, pid: int) -> None:
+        s.join(pid, self.detector(self.group(pid, contacts=range(self.n))))
+
+
+def _print_views(sim: Simulation, universe: int) -> None:
+    print("views installed (id: members), per process:")
+    for p in range(universe):
+        views = [e for e in sim.trace if e.kind == "view" and e.process == p]
+        gone = " (crashed)" if p in sim.stopped else ""
+        shown = ", ".join(f"{e.view}: {list(e.dest)}" for e in views) or "none"
+        print(f"  P{p}{gone}: {shown}")
 
 
 def write_trace(

@@ -18,7 +18,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from mailroom.cli.check import _first_line
+from mailroom.cli.options import add_command, fail, first_line
 from mailroom.sim.registry import PROTOCOLS
 from mailroom.sim.sweep import SweepError, SweepGrid
 
@@ -45,13 +45,15 @@ UNITS_NOTE = (
 )
 
 
+HELP = "run a grid of simulations on Spark; metrics per run as Parquet, plots against n"
+DESCRIPTION = (
+    "Run protocol x n x network x seed simulations as Spark tasks (local[*] by default) "
+    "and write one metrics row per run."
+)
+
+
 def add_sweep_parser(sub: Any) -> argparse.ArgumentParser:
-    sw: argparse.ArgumentParser = sub.add_parser(
-        "sweep",
-        help="run a grid of simulations on Spark; metrics per run as Parquet, plots against n",
-        description="Run protocol x n x network x seed simulations as Spark tasks "
-        "(local[*] by default) and write one metrics row per run.",
-    )
+    sw = add_command(sub, "sweep", help=HELP, description=DESCRIPTION)
     sw.add_argument("--grid", help="a TOML grid file (its settings; options given here win)")
     sw.add_argument(
         "--protocol", help=f"comma-separated, from {','.join(PROTOCOLS)} (default rst,cbcast,ks)"
@@ -77,8 +79,7 @@ def add_sweep_parser(sub: Any) -> argparse.ArgumentParser:
 
 
 def _fail(reason: str) -> int:
-    print(f"mailroom sweep: {reason}", file=sys.stderr)
-    return 2
+    return fail("sweep", reason)
 
 
 def _grid(args: argparse.Namespace) -> SweepGrid:
@@ -107,7 +108,7 @@ def run_sweep_cli(args: argparse.Namespace) -> int:
     try:
         spark = get_session(args.master)
     except Exception as exc:  # no Java, a bad master URL...
-        return _fail(f"cannot start Spark at {args.master}: {_first_line(exc)}")
+        return _fail(f"cannot start Spark at {args.master}: {first_line(exc)}")
     runs = grid.runs()
     reliable = " over the reliable layer" if grid.uses_reliable else ""
     print(f"sweeping {len(runs)} runs{reliable} on Spark {args.master}")

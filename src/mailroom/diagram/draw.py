@@ -16,8 +16,9 @@ import attrs
 from mailroom.core.messages import MessageId
 from mailroom.diagram.layout import Layout, layout
 from mailroom.diagram.mpl import plot_layout
+from mailroom.diagram.reading import message_names
 from mailroom.diagram.svg import render_svg
-from mailroom.diagram.text import message_names, render_text
+from mailroom.diagram.text import render_text
 from mailroom.trace.checkers import Violation
 from mailroom.trace.checkers import check as check_trace
 from mailroom.trace.events import Event

@@ -32,16 +32,8 @@ from collections.abc import Iterable, Mapping, Sequence
 import attrs
 
 from mailroom.core.messages import MessageId
-from mailroom.diagram.text import message_names
-from mailroom.diagram.views import (
-    lifelines,
-    processes,
-    recipients,
-    recovered,
-    shared_rows,
-    view_label,
-    view_members,
-)
+from mailroom.diagram.reading import Reading
+from mailroom.diagram.views import recipients, shared_rows, view_label
 from mailroom.trace.checkers import Violation
 from mailroom.trace.events import Event
 
@@ -134,13 +126,32 @@ def layout(
     violations: Iterable[Violation] = (),
 ) -> Layout:
     """Lay out one run's ``events`` (see the module docstring for the rules)."""
-    names = dict(names) if names is not None else message_names(events)
-    procs = tuple(processes(events))
+    read = Reading.of(events, names)
     labels = labels or {}
     bad_events, bad_copies = violation_targets(violations, events)
-    col = {p: float(i) for i, p in enumerate(procs)}
+    row_of = _rows(events)
+    rows = int(max(row_of)) + 2 if events else 1
+    col = {p: float(i) for i, p in enumerate(read.processes)}
+    ends = _Ends()
+    marks = [ends.add(e, row_of[i], col, read, bad_events) for i, e in enumerate(events)]
+    arrows = _arrows(ends, read, col, rows, bad_copies)
+    lines = _lines(read, row_of, col, rows, marks)
+    notes = tuple(_rename(f"[{v.property}] {v.reason}", read.names) for v in violations)
+    return Layout(
+        read.processes,
+        tuple(labels.get(p, f"P{p}") for p in read.processes),
+        rows,
+        tuple(arrows),
+        tuple(marks),
+        notes,
+        tuple(lines),
+    )
 
-    row_of: dict[int, float] = {}  # index in events -> row
+
+def _rows(events: Sequence[Event]) -> list[float]:
+    """Each event's row: its own, in trace order, unless it is a delivery in the same
+    step as the receipt (or send) before it, or a view installation that shares a row."""
+    row_of: list[float] = []
     last: dict[int, tuple[Event, float]] = {}
     row = -1.0
     shared = shared_rows(events)
@@ -161,86 +172,103 @@ def layout(
         else:
             row += 1.0
             r = row
-        row_of[i] = r
+        row_of.append(r)
         last[e.process] = (e, r)
-    rows = int(row) + 2 if events else 1
+    return row_of
 
-    def name(m: MessageId) -> str:
-        return names.get(m, str(m))
 
-    sends: dict[MessageId, tuple[Event, float]] = {}
-    receipts: dict[tuple[MessageId, int], list[float]] = {}
-    deliveries: dict[tuple[MessageId, int], float] = {}
-    marks: list[Mark] = []
-    for i, e in enumerate(events):
-        r = row_of[i]
+@attrs.define
+class _Ends:
+    """Where the arrows start and end: each message's first send, the rows of its
+    receipts and of its delivery at each process."""
+
+    sends: dict[MessageId, tuple[Event, float]] = attrs.field(factory=dict)
+    receipts: dict[tuple[MessageId, int], list[float]] = attrs.field(factory=dict)
+    deliveries: dict[tuple[MessageId, int], float] = attrs.field(factory=dict)
+
+    def add(
+        self,
+        e: Event,
+        r: float,
+        col: Mapping[int, float],
+        read: Reading,
+        bad_events: set[tuple[int, int]],
+    ) -> Mark:
+        """Take in event ``e``, at row ``r``; its mark."""
         point = (col[e.process], r)
         if e.kind == "view":
-            marks.append(Mark("view", view_label(e.view, e.dest), e.process, point))
-            continue
+            return Mark("view", view_label(e.view, e.dest), e.process, point)
         if e.kind == "send":
-            sends.setdefault(e.message, (e, r))
+            self.sends.setdefault(e.message, (e, r))
         elif e.kind == "receive":
-            receipts.setdefault((e.message, e.process), []).append(r)
+            self.receipts.setdefault((e.message, e.process), []).append(r)
         elif e.kind == "deliver":
-            deliveries.setdefault((e.message, e.process), r)
-        marks.append(
-            Mark(e.kind, name(e.message), e.process, point, (e.process, e.seq) in bad_events)
+            self.deliveries.setdefault((e.message, e.process), r)
+        return Mark(
+            e.kind, read.name(e.message), e.process, point, (e.process, e.seq) in bad_events
         )
 
-    members = view_members(events)
-    flushed = recovered(events)
+
+def _arrows(
+    ends: _Ends,
+    read: Reading,
+    col: Mapping[int, float],
+    rows: int,
+    bad_copies: set[tuple[MessageId, int]],
+) -> list[Arrow]:
+    """The arrows of every copy of every message sent."""
     arrows: list[Arrow] = []
-    for m, (s, srow) in sends.items():
+    for m, (s, srow) in ends.sends.items():
+        name = read.name(m)
         start = (col[s.process], srow)
-        for q in recipients(s, members):
+        for q in recipients(s, read.members):
             bad = (m, q) in bad_copies
-            got = receipts.get((m, q), [])
-            done = deliveries.get((m, q))
+            got = ends.receipts.get((m, q), [])
+            done = ends.deliveries.get((m, q))
             x = col[q]
             if q == s.process and not got:
                 if s.view is not None and done is not None and done > srow:
                     # a group message sent while the view changed waits for the next view
-                    arrows.append(Arrow("held", name(m), m, q, start, (x, done), bad))
+                    arrows.append(Arrow("held", name, m, q, start, (x, done), bad))
                 continue  # delivered to itself in the same step, or not at all
             if got:
-                arrows.append(Arrow("message", name(m), m, q, start, (x, got[0]), bad))
+                arrows.append(Arrow("message", name, m, q, start, (x, got[0]), bad))
                 arrows.extend(
-                    Arrow("duplicate", name(m), m, q, start, (x, later), False) for later in got[1:]
+                    Arrow("duplicate", name, m, q, start, (x, later), False) for later in got[1:]
                 )
                 if done is None:
-                    arrows.append(Arrow("held", name(m), m, q, (x, got[0]), (x, rows - 0.5), bad))
+                    arrows.append(Arrow("held", name, m, q, (x, got[0]), (x, rows - 0.5), bad))
                 elif done > got[0]:
-                    arrows.append(Arrow("held", name(m), m, q, (x, got[0]), (x, done), bad))
+                    arrows.append(Arrow("held", name, m, q, (x, got[0]), (x, done), bad))
             elif done is not None:
-                kind = "recovered" if (m, q) in flushed else "message"
-                arrows.append(Arrow(kind, name(m), m, q, start, (x, done), bad))
+                kind = "recovered" if (m, q) in read.recovered else "message"
+                arrows.append(Arrow(kind, name, m, q, start, (x, done), bad))
             else:
                 # Never arrived: a short stub a third of the way towards q.
                 end = (start[0] + (x - start[0]) / 3, srow + 0.6)
-                arrows.append(Arrow("lost", name(m), m, q, start, end, bad))
+                arrows.append(Arrow("lost", name, m, q, start, end, bad))
+    return arrows
+
+
+def _lines(
+    read: Reading, row_of: Sequence[float], col: Mapping[int, float], rows: int, marks: list[Mark]
+) -> list[tuple[float, float]]:
+    """Where each process's line runs (none given for a trace without views); a line
+    that ends gets an "end" mark in ``marks``."""
     lines: list[tuple[float, float]] = []
-    spans = lifelines(events)
-    if spans:
-        for p in procs:
-            span = spans.get(p)
-            if span is None:  # named in a destination only: no line of its own
-                lines.append((-0.35, -0.35))
-                continue
-            top = -0.35 if row_of[span.first] == 0 else row_of[span.first] - 0.35
-            if span.ended:
-                stop = row_of[span.last] + 0.5
-                marks.append(Mark("end", "out", p, (col[p], stop)))
-                lines.append((top, stop))
-            else:
-                lines.append((top, float(rows)))
-    notes = tuple(_rename(f"[{v.property}] {v.reason}", names) for v in violations)
-    return Layout(
-        procs,
-        tuple(labels.get(p, f"P{p}") for p in procs),
-        rows,
-        tuple(arrows),
-        tuple(marks),
-        notes,
-        tuple(lines),
-    )
+    spans = read.lifelines
+    if not spans:
+        return lines
+    for p in read.processes:
+        span = spans.get(p)
+        if span is None:  # named in a destination only: no line of its own
+            lines.append((-0.35, -0.35))
+            continue
+        top = -0.35 if row_of[span.first] == 0 else row_of[span.first] - 0.35
+        if span.ended:
+            stop = row_of[span.last] + 0.5
+            marks.append(Mark("end", "out", p, (col[p], stop)))
+            lines.append((top, stop))
+        else:
+            lines.append((top, float(rows)))
+    return lines

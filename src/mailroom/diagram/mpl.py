@@ -12,9 +12,10 @@ inside the function, so ``mailroom.diagram`` imports without it.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
-from mailroom.diagram.layout import Layout
+from mailroom.diagram.layout import Arrow, Layout, Mark
 from mailroom.diagram.svg import (
     BAD,
     FAINT,
@@ -30,8 +31,6 @@ from mailroom.diagram.svg import (
 def plot_layout(lay: Layout, ax: Any = None, *, title: str = "", legend: bool = True) -> Any:
     """Draw ``lay`` on ``ax`` (a new figure if None) and return the axes."""
     import matplotlib.pyplot as plt
-    from matplotlib.lines import Line2D
-    from matplotlib.patches import FancyArrowPatch
 
     if ax is None:
         _, ax = plt.subplots(
@@ -46,53 +45,73 @@ def plot_layout(lay: Layout, ax: Any = None, *, title: str = "", legend: bool = 
     lanes = held_lanes(lay.arrows)
     places = label_places(lay.arrows)
     for i, a in enumerate(lay.arrows):
-        colours = {"message": INK, "held": HELD, "recovered": VIEW}
-        colour = BAD if a.bad else colours.get(a.kind, FAINT)
-        vertical = a.start[0] == a.end[0]
-        style = "dashed" if a.kind in ("held", "duplicate") else "solid"
-        if a.kind == "recovered":
-            style = "dotted"
-        lane = lanes.get(i, 0)
-        rad = -0.5 - 0.35 * lane if vertical else 0.0
-        at = places.get(i, LABEL_AT[0])
-        ax.add_patch(
-            FancyArrowPatch(
-                a.start,
-                a.end,
-                arrowstyle="-" if a.kind == "lost" else "-|>",
-                mutation_scale=12,
-                color=colour,
-                lw=1.0 if a.kind == "duplicate" else 1.6,
-                linestyle=style,
-                connectionstyle=f"arc3,rad={rad}",
-                zorder=2,
-            )
+        _plot_arrow(ax, a, lanes.get(i, 0), places.get(i, LABEL_AT[0]))
+    views = _plot_marks(ax, lay.marks)
+    for i, note in enumerate(lay.notes):
+        ax.text(-0.4, bottom + 0.5 + 0.45 * i, note, color=BAD, fontsize=9, ha="left", va="top")
+    ax.set_xlim(-0.6, max(len(lay.processes) - 1, 0) + 0.8)
+    ax.set_ylim(bottom + 0.4 + 0.45 * len(lay.notes), -1.2)
+    ax.axis("off")
+    if legend:
+        _legend(ax, views)
+    if title:
+        ax.set_title(title)
+    return ax
+
+
+def _plot_arrow(ax: Any, a: Arrow, lane: int, at: float) -> None:
+    """One arrow, its label at ``at`` of the way along it (a held arc: in ``lane``)."""
+    from matplotlib.patches import FancyArrowPatch
+
+    colours = {"message": INK, "held": HELD, "recovered": VIEW}
+    colour = BAD if a.bad else colours.get(a.kind, FAINT)
+    vertical = a.start[0] == a.end[0]
+    style = "dashed" if a.kind in ("held", "duplicate") else "solid"
+    if a.kind == "recovered":
+        style = "dotted"
+    rad = -0.5 - 0.35 * lane if vertical else 0.0
+    ax.add_patch(
+        FancyArrowPatch(
+            a.start,
+            a.end,
+            arrowstyle="-" if a.kind == "lost" else "-|>",
+            mutation_scale=12,
+            color=colour,
+            lw=1.0 if a.kind == "duplicate" else 1.6,
+            linestyle=style,
+            connectionstyle=f"arc3,rad={rad}",
+            zorder=2,
         )
-        (x1, y1), (x2, y2) = a.start, a.end
-        if a.kind == "lost":
-            ax.plot([x2], [y2], marker="x", color=colour, ms=9, mew=2, zorder=3)
-        if a.kind in ("message", "lost", "recovered"):
-            if vertical:
-                ax.text(x1 + 0.22, min(y1 + 0.6, (y1 + y2) / 2), a.name, color=colour, fontsize=9)
-            else:
-                ax.text(
-                    x1 + (x2 - x1) * at,
-                    y1 + (y2 - y1) * at - 0.12,
-                    a.name,
-                    color=colour,
-                    bbox={"fc": "white", "ec": "none", "pad": 0.5, "alpha": 0.8},
-                )
-        elif a.kind == "held":
+    )
+    (x1, y1), (x2, y2) = a.start, a.end
+    if a.kind == "lost":
+        ax.plot([x2], [y2], marker="x", color=colour, ms=9, mew=2, zorder=3)
+    if a.kind in ("message", "lost", "recovered"):
+        if vertical:
+            ax.text(x1 + 0.22, min(y1 + 0.6, (y1 + y2) / 2), a.name, color=colour, fontsize=9)
+        else:
             ax.text(
-                x1 + 0.16 + 0.12 * lane,
-                min(y1 + 0.6, (y1 + y2) / 2) + 0.3 * lane,
-                f"{a.name} held",
+                x1 + (x2 - x1) * at,
+                y1 + (y2 - y1) * at - 0.12,
+                a.name,
                 color=colour,
-                fontsize=8,
-                style="italic",
+                bbox={"fc": "white", "ec": "none", "pad": 0.5, "alpha": 0.8},
             )
+    elif a.kind == "held":
+        ax.text(
+            x1 + 0.16 + 0.12 * lane,
+            min(y1 + 0.6, (y1 + y2) / 2) + 0.3 * lane,
+            f"{a.name} held",
+            color=colour,
+            fontsize=8,
+            style="italic",
+        )
+
+
+def _plot_marks(ax: Any, marks: Sequence[Mark]) -> bool:
+    """The dots, view bars and line ends; True if there was a view installation."""
     views = False
-    for m in lay.marks:
+    for m in marks:
         colour = BAD if m.bad else INK
         if m.kind == "view":
             views = True
@@ -105,32 +124,30 @@ def plot_layout(lay: Layout, ax: Any = None, *, title: str = "", legend: bool = 
             ax.plot(*m.at, marker="o", ms=5, mfc="white", mec=colour, zorder=4)
         else:
             ax.plot(*m.at, marker="o", ms=9 if m.bad else 6, color=colour, zorder=4)
-    for i, note in enumerate(lay.notes):
-        ax.text(-0.4, bottom + 0.5 + 0.45 * i, note, color=BAD, fontsize=9, ha="left", va="top")
-    ax.set_xlim(-0.6, max(len(lay.processes) - 1, 0) + 0.8)
-    ax.set_ylim(bottom + 0.4 + 0.45 * len(lay.notes), -1.2)
-    ax.axis("off")
-    if legend:
-        handles = [
-            Line2D([], [], ls="", marker="o", ms=6, color=INK, label="send or delivery"),
-            Line2D([], [], ls="", marker="o", ms=5, mfc="white", mec=INK, label="packet received"),
-            Line2D([], [], ls="--", color=HELD, label="held in the mail room"),
-            Line2D([], [], ls="-", color=BAD, label="violation"),
+    return views
+
+
+def _legend(ax: Any, views: bool) -> None:
+    """The legend below the diagram; the membership entries only if it shows ``views``."""
+    from matplotlib.lines import Line2D
+
+    handles = [
+        Line2D([], [], ls="", marker="o", ms=6, color=INK, label="send or delivery"),
+        Line2D([], [], ls="", marker="o", ms=5, mfc="white", mec=INK, label="packet received"),
+        Line2D([], [], ls="--", color=HELD, label="held in the mail room"),
+        Line2D([], [], ls="-", color=BAD, label="violation"),
+    ]
+    if views:
+        handles += [
+            Line2D([], [], ls="-", lw=4, color=VIEW, label="view installed"),
+            Line2D([], [], ls=":", color=VIEW, label="handed on by the flush"),
+            Line2D([], [], ls="", marker="x", mew=2, color=INK, label="out of the group"),
         ]
-        if views:
-            handles += [
-                Line2D([], [], ls="-", lw=4, color=VIEW, label="view installed"),
-                Line2D([], [], ls=":", color=VIEW, label="handed on by the flush"),
-                Line2D([], [], ls="", marker="x", mew=2, color=INK, label="out of the group"),
-            ]
-        ax.legend(
-            handles=handles,
-            loc="upper center",
-            bbox_to_anchor=(0.5, 0.0),
-            ncol=2,
-            fontsize="small",
-            frameon=False,
-        )
-    if title:
-        ax.set_title(title)
-    return ax
+    ax.legend(
+        handles=handles,
+        loc="upper center",
+        bbox_to_anchor=(0.5, 0.0),
+        ncol=2,
+        fontsize="small",
+        frameon=False,
+    )

@@ -17,26 +17,12 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 
 from mailroom.core.messages import MessageId
-from mailroom.diagram.views import (
-    lifelines,
-    processes,
-    recipients,
-    recovered,
-    shared_rows,
-    view_label,
-    view_members,
-)
+from mailroom.diagram.reading import Reading, message_names
+from mailroom.diagram.views import recipients, shared_rows, view_label
 from mailroom.trace.checkers import Violation
 from mailroom.trace.events import Event
 
-
-def message_names(events: Iterable[Event]) -> dict[MessageId, str]:
-    """m1, m2, ... in the order the messages were sent."""
-    names: dict[MessageId, str] = {}
-    for e in events:
-        if e.kind == "send" and e.message not in names:
-            names[e.message] = f"m{len(names) + 1}"
-    return names
+__all__ = ["message_names", "render_text"]
 
 
 def _cell(e: Event, name: str, bad: bool, dest: tuple[int, ...], flush: bool) -> str:
@@ -78,69 +64,89 @@ def render_text(
     """
     if steps is not None and len(steps) != len(events):
         raise ValueError(f"steps has {len(steps)} entries for {len(events)} events")
-    names = dict(names) if names is not None else message_names(events)
-    procs = processes(events)
+    read = Reading.of(events, names)
     labels = labels or {}
     bad = {(q, m) for v in violations for q in v.processes for m in v.messages[-1:]}
-    members = view_members(events)
-    flushed = recovered(events)
-    lines = lifelines(events)
-    waiting_sends = _waiting_sends(events)
     rows: list[list[int]] = []
     for i, shared in enumerate(shared_rows(events, steps)):
         if shared:
             rows[-1].append(i)
         else:
             rows.append([i])
-    row_of = {i: r for r, row in enumerate(rows) for i in row}
-    held: dict[int, list[str]] = {p: [] for p in procs}
+    cells = _Cells(events, read, bad, {i: r for r, row in enumerate(rows) for i in row})
     table: list[tuple[str, list[str]]] = []
     for r, row in enumerate(rows):
-        here = {events[i].process: events[i] for i in row}
-        cells = []
-        for p in procs:
-            line = lines.get(p)
-            e = here.get(p)
-            if e is not None:
-                name = "" if e.kind == "view" else names.get(e.message, str(e.message))
-                cell = _cell(
-                    e,
-                    name,
-                    (p, e.message) in bad and e.kind == "deliver",
-                    recipients(e, members),
-                    e.kind == "deliver" and (e.message, p) in flushed,
-                )
-                waiting = [h for h in held[p] if h != name]
-                if waiting:
-                    cell += " ┊ " + ",".join(waiting)
-            elif line is not None and r < row_of[line.first]:
-                cell = ""  # not yet in the group
-            elif line is not None and line.ended and r > row_of[line.last]:
-                cell = "✕ out" if r == row_of[line.last] + 1 else ""
-            elif held[p]:
-                cell = "┊ " + ",".join(held[p]) + " held"
-            else:
-                cell = "│"
-            cells.append(cell)
-        for i in row:
-            e = events[i]
-            name = names.get(e.message, str(e.message))
-            if e.kind == "receive" or i in waiting_sends:
-                held[e.process].append(name)
-            elif e.kind == "deliver" and name in held[e.process]:
-                held[e.process].remove(name)
         e0 = events[row[0]]
         time = "" if e0.time is None else f"{e0.time:g}"
         if steps is not None:
             time = str(steps[row[0]])
-        table.append((time, cells))
-    heads = [labels.get(p, f"P{p}") for p in procs]
-    # a column is ``width`` wide, or wider if one of its cells would not fit
+        table.append((time, cells.row(r, row)))
+    heads = [labels.get(p, f"P{p}") for p in read.processes]
+    return _columns("time" if steps is None else "step", heads, table, width)
+
+
+class _Cells:
+    """The cells of each row, left to right by process; it remembers which messages
+    each process holds (received, or sent during a flush, and not yet delivered)."""
+
+    def __init__(
+        self,
+        events: Sequence[Event],
+        read: Reading,
+        bad: set[tuple[int, MessageId]],
+        row_of: dict[int, int],
+    ) -> None:
+        self.events = events
+        self.read = read
+        self.bad = bad
+        self.row_of = row_of
+        self.waiting_sends = _waiting_sends(events)
+        self.held: dict[int, list[str]] = {p: [] for p in read.processes}
+
+    def row(self, r: int, row: list[int]) -> list[str]:
+        """The cells of row ``r``, which holds the events ``row`` (indices)."""
+        events, read, held = self.events, self.read, self.held
+        here = {events[i].process: events[i] for i in row}
+        cells = [self.cell(r, p, here.get(p)) for p in read.processes]
+        for i in row:
+            e = events[i]
+            name = read.name(e.message)
+            if e.kind == "receive" or i in self.waiting_sends:
+                held[e.process].append(name)
+            elif e.kind == "deliver" and name in held[e.process]:
+                held[e.process].remove(name)
+        return cells
+
+    def cell(self, r: int, p: int, e: Event | None) -> str:
+        """Process ``p``'s cell in row ``r``: its event ``e``, or its line between events."""
+        held, line = self.held[p], self.read.lifelines.get(p)
+        if e is not None:
+            name = "" if e.kind == "view" else self.read.name(e.message)
+            cell = _cell(
+                e,
+                name,
+                (p, e.message) in self.bad and e.kind == "deliver",
+                recipients(e, self.read.members),
+                e.kind == "deliver" and (e.message, p) in self.read.recovered,
+            )
+            waiting = [h for h in held if h != name]
+            return cell + " ┊ " + ",".join(waiting) if waiting else cell
+        if line is not None and r < self.row_of[line.first]:
+            return ""  # not yet in the group
+        if line is not None and line.ended and r > self.row_of[line.last]:
+            return "✕ out" if r == self.row_of[line.last] + 1 else ""
+        if held:
+            return "┊ " + ",".join(held) + " held"
+        return "│"
+
+
+def _columns(first: str, heads: list[str], table: list[tuple[str, list[str]]], width: int) -> str:
+    """The table as text: a column is ``width`` wide, or wider if one of its cells
+    would not fit; the first column (``first``: time or step) is right-aligned."""
     widths = [
         max(width, len(heads[k]) + 1, *(len(cells[k]) + 1 for _, cells in table))
-        for k in range(len(procs))
+        for k in range(len(heads))
     ]
-    first = "time" if steps is None else "step"
     left = max(6, *(len(time) for time, _ in table)) if table else 6
     out = []
     for time, cells in [(first, heads), *table]:

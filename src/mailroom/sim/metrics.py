@@ -54,6 +54,25 @@ def _without_payload(packet: object) -> int:
     return len(encode(strip(packet)))
 
 
+#: The unit of each figure of ``Metrics.summary()`` (delays are in simulated time units).
+UNITS = {
+    "app_messages": "messages",
+    "packets": "packets",
+    "packets_per_message": "packets/message",
+    "metadata_bytes": "bytes",
+    "metadata_bytes_per_packet": "bytes/packet",
+    "metadata_bytes_per_data_packet": "bytes/data packet",
+    "metadata_bytes_per_message": "bytes/message",
+    "deliveries": "deliveries",
+    "mean_delay": "time units",
+    "max_delay": "time units",
+    "largest_buffer": "messages",
+    "mean_buffer": "messages",
+    "duplicated": "packets",
+    "dropped": "packets",
+}
+
+
 @attrs.define
 class Metrics:
     """Counters a simulation keeps; ``summary()`` gives the derived figures."""
@@ -75,6 +94,17 @@ class Metrics:
     buffer_total: int = 0
     buffer_samples: int = 0
     delays: list[float] = attrs.field(factory=list)
+
+    def record_transmit(self, packet: object, message_id: object) -> None:
+        """A packet an endpoint transmits (before loss): data if it carries a message."""
+        self.packets += 1
+        size = metadata_size(packet)
+        if message_id is None:
+            self.control_packets += 1
+        else:
+            self.data_packets += 1
+            self.data_metadata_bytes += size
+        self.metadata_bytes += size
 
     def record_delay(self, delay: float) -> None:
         self.deliveries += 1

@@ -51,23 +51,25 @@ def _run_partition(configs: Iterator[RunConfig]) -> Iterator[tuple[Any, ...]]:
         yield attrs.astuple(run_one(config), recurse=False)
 
 
+@attrs.define(eq=False)
 class Progress:
     """A driver thread that polls Spark's status tracker and prints "runs done k/N".
 
     On a terminal the line updates in place; otherwise each change is a new line.
     """
 
-    def __init__(
-        self, sc: Any, group: str, total: int, stream: TextIO, *, interval: float = 0.5
-    ) -> None:
-        self.sc = sc
-        self.group = group
-        self.total = total
-        self.stream = stream
-        self.interval = interval
-        self.tty = bool(getattr(stream, "isatty", lambda: False)())
-        self.shown = -1
-        self._stop = threading.Event()
+    sc: Any
+    group: str
+    total: int
+    stream: TextIO
+    interval: float = attrs.field(default=0.5, kw_only=True)
+    tty: bool = attrs.field(init=False)
+    shown: int = attrs.field(init=False, default=-1)
+    _stop: threading.Event = attrs.field(init=False, factory=threading.Event)
+    _thread: threading.Thread = attrs.field(init=False)
+
+    def __attrs_post_init__(self) -> None:
+        self.tty = bool(getattr(self.stream, "isatty", lambda: False)())
         self._thread = threading.Thread(target=self._poll, name="mailroom-progress", daemon=True)
 
     def done(self) -> int:

@@ -61,6 +61,9 @@ class Op:
 
 @attrs.frozen
 class Scenario:
+    """``n`` processes, the operations they issue, and the choices that schedule them;
+    ``faults`` are the faults the choices may inject besides reordering."""
+
     n: int
     ops: tuple[Op, ...]
     choices: tuple[int, ...]
@@ -177,84 +180,111 @@ def replay(
         on_stable=on_stable,
         checkpoints="crash" in scenario.faults,
     )
-    steps: list[str] = []
-    errors: list[str] = []
-    ops = list(scenario.ops)
-    next_op = 0
+    replaying = _Replaying(sim, scenario)
+    choices = scenario.choices
     for step in range(max_steps):
         if step == restore_at:
-            for pid, ep in enumerate(sim.endpoints):
-                sim.replace(pid, restore_endpoint(json.loads(json.dumps(ep.snapshot()))))
-            steps.append("every process restarts from its snapshot")
+            replaying.restore()
+        events = replaying.enabled(choosing=step < len(choices))
+        if not events:
+            break
+        choice = choices[step] if step < len(choices) else 0
+        replaying.take(*events[choice % len(events)])
+    else:
+        raise RuntimeError(f"scenario did not finish within {max_steps} steps")
+    return Run(scenario, sim, tuple(replaying.steps), tuple(replaying.errors))
+
+
+@attrs.define
+class _Replaying:
+    """A scenario being replayed: the events enabled at each step, and taking one."""
+
+    sim: Simulation
+    scenario: Scenario
+    next_op: int = 0
+    steps: list[str] = attrs.field(factory=list)
+    #: RemoteErrors raised by packets that correct peers produced
+    errors: list[str] = attrs.field(factory=list)
+
+    def restore(self) -> None:
+        """Every process continues from its snapshot, sent through JSON."""
+        sim = self.sim
+        for pid, ep in enumerate(sim.endpoints):
+            sim.replace(pid, restore_endpoint(json.loads(json.dumps(ep.snapshot()))))
+        self.steps.append("every process restarts from its snapshot")
+
+    def enabled(self, choosing: bool) -> list[tuple[str, int]]:
+        """The events to choose from, in a fixed order; crashes and partitions only
+        while ``choosing`` (they end with the choices)."""
+        sim, scenario = self.sim, self.scenario
         packets = sim.packets()
-        events: list[tuple[str, int]] = [("op", next_op)] if next_op < len(ops) else []
+        events: list[tuple[str, int]] = (
+            [("op", self.next_op)] if self.next_op < len(scenario.ops) else []
+        )
         events += [("arrive", p.id) for p in packets]
         events += [
             ("timer", q) for q, ep in enumerate(sim.endpoints) if ep.next_deadline() is not None
         ]
-        if "duplicate" in scenario.faults:
+        faults = scenario.faults
+        if "duplicate" in faults:
             events += [("duplicate", p.id) for p in packets]
-        if "drop" in scenario.faults:
+        if "drop" in faults:
             events += [("drop", p.id) for p in packets]
-        choosing = step < len(scenario.choices)  # crashes and partitions end with the choices
-        if "crash" in scenario.faults and choosing:
+        if "crash" in faults and choosing:
             events += [("crash", q) for q in range(scenario.n)]
-        if "partition" in scenario.faults and choosing:
+        if "partition" in faults and choosing:
             events += [("partition", q) for q in range(scenario.n)]
-        if not events:
-            break
-        choice = scenario.choices[step] if step < len(scenario.choices) else 0
-        kind, arg = events[choice % len(events)]
+        return events
+
+    def take(self, kind: str, arg: int) -> None:
+        """Take the event ``kind`` (of ``arg``, a packet or a process) and say what happened."""
+        sim = self.sim
         if kind == "op":
-            op = ops[arg]
-            next_op += 1
-            if op.batch is not None:
-                mids = sim.broadcast_many(op.pid, op.batch)
-                steps.append(f"{op.describe()} ({', '.join(map(str, mids)) or 'nothing'})")
-                continue
-            if op.to is None:
-                mid = sim.broadcast(op.pid, op.payload)
-            elif isinstance(op.to, tuple):
-                mid = sim.multicast(op.pid, op.payload, op.to)
-            else:
-                mid = sim.send(op.pid, op.payload, to=op.to)
-            steps.append(f"{op.describe()} ({mid})")
-            continue
-        if kind == "timer":
+            self.next_op += 1
+            self.steps.append(self.issue(self.scenario.ops[arg]))
+        elif kind == "timer":
             sent = sum(type(a).__name__ == "Transmit" for a in sim.fire(arg))
-            steps.append(f"P{arg}'s timer fires at {sim.now:g}; it sends {sent} packet(s)")
-            continue
-        if kind == "crash":
+            self.steps.append(f"P{arg}'s timer fires at {sim.now:g}; it sends {sent} packet(s)")
+        elif kind == "crash":
             sim.crash(arg)
-            steps.append(f"P{arg} crashes and restarts from its checkpoint")
-            continue
-        if kind == "partition":
-            others = [q for q in range(scenario.n) if q != arg]
+            self.steps.append(f"P{arg} crashes and restarts from its checkpoint")
+        elif kind == "partition":
+            others = [q for q in range(self.scenario.n) if q != arg]
             sim.partition([[arg], others], until=sim.now + 5)
-            steps.append(f"P{arg} is cut off until time {sim.now + 5:g}")
-            continue
+            self.steps.append(f"P{arg} is cut off until time {sim.now + 5:g}")
+        else:
+            self.steps.append(self.packet(kind, arg))
+
+    def issue(self, op: Op) -> str:
+        sim = self.sim
+        if op.batch is not None:
+            mids = sim.broadcast_many(op.pid, op.batch)
+            return f"{op.describe()} ({', '.join(map(str, mids)) or 'nothing'})"
+        if op.to is None:
+            mid = sim.broadcast(op.pid, op.payload)
+        elif isinstance(op.to, tuple):
+            mid = sim.multicast(op.pid, op.payload, op.to)
+        else:
+            mid = sim.send(op.pid, op.payload, to=op.to)
+        return f"{op.describe()} ({mid})"
+
+    def packet(self, kind: str, arg: int) -> str:
+        """Packet ``arg`` arrives, is duplicated or is lost."""
+        sim = self.sim
         p = sim.in_flight[arg]
         what = f"{p.message_id}" if p.message_id is not None else type(p.packet).__name__
-        if kind == "arrive":
-            try:
-                delivered = [a for a in sim.arrive(arg) if isinstance(a, Deliver)]
-            except RemoteError as exc:
-                errors.append(f"P{p.dst} rejected packet {arg} from P{p.src}: {exc}")
-                steps.append(f"packet {arg} ({what} P{p.src}->P{p.dst}) is REJECTED: {exc}")
-                continue
-            steps.append(
-                f"packet {arg} ({what} P{p.src}->P{p.dst}) arrives"
-                + (f"; P{p.dst} delivers {len(delivered)}" if delivered else "")
-            )
-        elif kind == "duplicate":
-            copy = sim.duplicate(arg)
-            steps.append(f"packet {arg} ({what} P{p.src}->P{p.dst}) is duplicated as {copy}")
-        else:
+        name = f"packet {arg} ({what} P{p.src}->P{p.dst})"
+        if kind == "duplicate":
+            return f"{name} is duplicated as {sim.duplicate(arg)}"
+        if kind == "drop":
             sim.drop(arg)
-            steps.append(f"packet {arg} ({what} P{p.src}->P{p.dst}) is lost")
-    else:
-        raise RuntimeError(f"scenario did not finish within {max_steps} steps")
-    return Run(scenario, sim, tuple(steps), tuple(errors))
+            return f"{name} is lost"
+        try:
+            delivered = [a for a in sim.arrive(arg) if isinstance(a, Deliver)]
+        except RemoteError as exc:
+            self.errors.append(f"P{p.dst} rejected packet {arg} from P{p.src}: {exc}")
+            return f"{name} is REJECTED: {exc}"
+        return f"{name} arrives" + (f"; P{p.dst} delivers {len(delivered)}" if delivered else "")
 
 
 def _capability(op: Op) -> str:

@@ -1,0 +1,27 @@
+"""What the subcommands share: how one is added to the parser, and how one fails."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+
+def add_command(sub: Any, name: str, *, help: str, description: str) -> argparse.ArgumentParser:
+    """Add subcommand ``name`` to ``sub``; its parser is ``args.subparser`` once parsed
+    (for ``parser.error``: a bad argument is a one-line message and exit 2)."""
+    parser: argparse.ArgumentParser = sub.add_parser(name, help=help, description=description)
+    parser.set_defaults(subparser=parser)
+    return parser
+
+
+def fail(command: str, reason: str) -> int:
+    """``mailroom COMMAND: reason`` on stderr; exit status 2."""
+    print(f"mailroom {command}: {reason}", file=sys.stderr)
+    return 2
+
+
+def first_line(exc: BaseException) -> str:
+    """The first line of an exception's message (at most 300 characters), or its type."""
+    text = str(exc).strip().splitlines()
+    return text[0][:300] if text else type(exc).__name__
