@@ -1,0 +1,93 @@
+"""The results table: one row per fault kind and system, from the runs' ``result.json``.
+
+Columns: fault events, violations found (checker rows, diverging replicas,
+messages held twice, acknowledged messages lost by members that went on),
+acknowledged messages lost with a minority that was excluded or killed (outside
+a non-uniform group's promise), and the recovery time after the fault healed
+(median and worst; "stuck" counts faults after which the group did not deliver
+again within the bound).
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+from collections import defaultdict
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+
+def load_results(folders: Iterable[Path]) -> list[dict[str, Any]]:
+    """Every ``result.json`` under ``folders`` (searched recursively), sorted by path."""
+    found = []
+    for folder in folders:
+        paths = [folder] if folder.is_file() else sorted(folder.rglob("result.json"))
+        for p in paths:
+            data = json.loads(p.read_text())
+            data["path"] = str(p)
+            found.append(data)
+    return found
+
+
+def _violations(v: dict[str, Any]) -> int:
+    return int(sum(v["violations"].values()) + v["lost"] + v["divergent"] + v["duplicates"])
+
+
+def _seconds(xs: Sequence[float]) -> str:
+    if not xs:
+        return "-"
+    return f"{statistics.median(xs):.1f} / {max(xs):.1f}"
+
+
+def table(results: Sequence[dict[str, Any]]) -> str:
+    """A Markdown table, one row per (fault kind, system); a run's findings are counted in
+    the row of the kind its schedule holds (a mixed schedule is its own row, "mixed")."""
+    rows: dict[tuple[str, str], dict[str, Any]] = defaultdict(
+        lambda: {"events": 0, "runs": 0, "violations": 0, "lost": 0, "outside": 0,
+                 "recovery": [], "stuck": 0, "settled": 0}  # fmt: skip
+    )
+    for r in results:
+        labels = {f["label"] for f in r["faults"]}
+        kind = labels.pop() if len(labels) == 1 else "mixed"
+        row = rows[(kind, r["system"])]
+        row["runs"] += 1
+        row["events"] += len(r["faults"])
+        row["violations"] += _violations(r["verdict"])
+        row["lost"] += int(r["verdict"]["lost"])
+        row["outside"] += int(r["verdict"].get("lost_outside", 0))
+        row["settled"] += int(bool(r["settled"]))
+        for f in r["faults"]:
+            if f["recovery"] is None:
+                row["stuck"] += 1
+            else:
+                row["recovery"].append(float(f["recovery"]))
+    lines = [
+        "| fault | system | events | violations | acked lost | lost with a minority "
+        "| recovery s (median / max) | stuck | runs settled |",
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for (kind, system), row in sorted(rows.items()):
+        lines.append(
+            f"| {kind} | {system} | {row['events']} | {row['violations']} | {row['lost']} "
+            f"| {row['outside']} | {_seconds(row['recovery'])} | {row['stuck']} "
+            f"| {row['settled']}/{row['runs']} |"
+        )
+    total = sum(r["events"] for r in rows.values())
+    lines.append(f"\n{total} fault events in {len(results)} runs.")
+    return "\n".join(lines) + "\n"
+
+
+def findings(results: Sequence[dict[str, Any]]) -> str:
+    """Each run with a violation or a note: its folder, schedule line count and notes."""
+    out = []
+    for r in results:
+        v = r["verdict"]
+        bad = {k: c for k, c in v["violations"].items() if c}
+        if bad or v["notes"]:
+            out.append(f"- {r['system']} seed {r['seed']} ({r['path']}): {bad or 'no checker rows'}")
+            out.extend(f"    - {note}" for note in v["notes"])
+    return "\n".join(out) + ("\n" if out else "")
+
+
+__all__ = ["findings", "load_results", "table"]

@@ -1,0 +1,222 @@
+"""Run a schedule of faults against a system and measure how it recovers.
+
+For each fault in turn: apply it, hold it, heal it, then wait (bounded) until
+every running member has delivered a message sent after the heal; that wait is
+the fault's recovery time (None if the bound passed). After the last fault the
+workload is left to finish and settle, the members are stopped with SIGTERM,
+and the system's verdict is taken. The network, the processes, the proxies and
+the clock files are torn down whatever happens.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import time
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any, Protocol
+
+import attrs
+
+from mailroom.testing.nemesis.cluster import Cluster, System
+from mailroom.testing.nemesis.faults import NETWORK_KINDS, Fault, check_schedule
+from mailroom.testing.nemesis.network import Network
+from mailroom.testing.nemesis.progress import Progress
+from mailroom.testing.nemesis.verdict import Verdict
+
+#: Poll interval of the harness while it waits (s).
+POLL = 0.05
+
+
+class Judged(System, Protocol):
+    """A system that can judge its own run at the end."""
+
+    def verdict(self) -> Verdict: ...
+
+
+@attrs.define
+class FaultResult:
+    """One fault event: what it was, when, and how long the group took to deliver again."""
+
+    fault: str
+    label: str
+    started: float
+    healed: float
+    recovery: float | None
+
+
+@attrs.define
+class RunResult:
+    """A whole run: the system, the seed, each fault's result and the verdict."""
+
+    system: str
+    n: int
+    seed: int | None
+    faults: list[FaultResult]
+    verdict: Verdict
+    settled: bool
+    folder: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return attrs.asdict(self)
+
+
+@attrs.define
+class Timing:
+    """How long the harness waits: for recovery after a heal, between faults, at the end."""
+
+    recover: float = 30.0
+    gap: float = 0.5
+    warmup: float = 2.0
+    settle: float = 90.0
+
+
+def _sleep(seconds: float) -> None:
+    time.sleep(max(0.0, seconds))
+
+
+def _wait(predicate: Any, bound: float) -> float | None:
+    """Poll ``predicate`` until true; the seconds it took, or None past ``bound``."""
+    start = time.monotonic()
+    while time.monotonic() - start < bound:
+        if predicate():
+            return time.monotonic() - start
+        _sleep(POLL)
+    return None
+
+
+class Nemesis:
+    """Applies and heals faults on a cluster (and its network)."""
+
+    def __init__(self, cluster: Cluster, net: Network | None) -> None:
+        self.cluster = cluster
+        self.net = net
+
+    def apply(self, f: Fault) -> None:
+        c = self.cluster
+        if f.kind in NETWORK_KINDS and f.kind != "flap":
+            self._net().cut(f.cuts(c.system.n))
+        elif f.kind == "kill":
+            for i in f.targets:
+                c.kill(i)
+        elif f.kind == "pause":
+            for i in f.targets:
+                c.pause(i)
+        elif f.kind == "clock":
+            for i in f.targets:
+                c.set_clock(i, f.offset)
+        elif f.kind == "slow":
+            for i in f.targets:
+                c.set_delay(i, f.delay, f.jitter)
+
+    def hold(self, f: Fault) -> None:
+        """Wait out the fault; a flapping partition goes on and off meanwhile."""
+        if f.kind != "flap":
+            _sleep(f.hold)
+            return
+        end = time.monotonic() + f.hold
+        on = False
+        for _ in range(int(f.hold / max(f.every, POLL)) + 2):  # bounded by the hold
+            if time.monotonic() >= end:
+                break
+            on = not on
+            if on:
+                self._net().cut(f.cuts(self.cluster.system.n))
+            else:
+                self._net().heal()
+            _sleep(min(f.every, end - time.monotonic()))
+
+    def heal(self, f: Fault) -> None:
+        c = self.cluster
+        if f.kind in NETWORK_KINDS:
+            self._net().heal()
+        elif f.kind == "kill":
+            for i in f.targets:
+                c.start(i, restart=True)
+        elif f.kind == "pause":
+            for i in f.targets:
+                c.resume(i)
+        elif f.kind == "clock":
+            for i in f.targets:
+                c.set_clock(i, 0.0)
+        elif f.kind == "slow":
+            for i in f.targets:
+                c.set_delay(i, 0.0, 0.0)
+
+    def _net(self) -> Network:
+        if self.net is None:
+            raise RuntimeError("network faults need the namespaces (run as root)")
+        return self.net
+
+
+def clock_mode(faults: Sequence[Fault]) -> str | None:
+    """How members must be started for the schedule's clock faults (None: no faketime)."""
+    clocks = [f for f in faults if f.kind == "clock"]
+    if not clocks:
+        return None
+    return "mono" if any(f.mono for f in clocks) else "real"
+
+
+def run_schedule(
+    system: Judged,
+    faults: Sequence[Fault],
+    *,
+    seed: int | None = None,
+    timing: Timing | None = None,
+    log: Any = None,
+) -> RunResult:
+    """Start ``system`` in its own namespaces, run ``faults``, stop it and judge it."""
+    timing = timing or Timing()
+    check_schedule(faults, system.n)
+    system.folder.mkdir(parents=True, exist_ok=True)
+    (system.folder / "schedule.txt").write_text("".join(f.describe() + "\n" for f in faults))
+    results: list[FaultResult] = []
+    say = log or (lambda text: None)
+    proxied = any(f.kind == "slow" for f in faults)
+    with _network(system, proxied) as net:
+        cluster = Cluster(system, net, clock=clock_mode(faults), seed=seed or 0)
+        nemesis = Nemesis(cluster, net)
+        try:
+            cluster.start_all()
+            progress = system.progress()
+            first = _wait(lambda: progress.caught_up({}, range(system.n)), timing.settle)
+            say(f"{system.name}: every member delivered after {first}")
+            _sleep(timing.warmup)
+            for k, f in enumerate(faults):
+                results.append(_one(nemesis, progress, f, timing))
+                r = results[-1]
+                say(f"[{k + 1}/{len(faults)}] {f.describe()}: recovery {r.recovery}")
+                _sleep(timing.gap)
+            settled = _wait(lambda: system.settled(progress), timing.settle) is not None
+            cluster.stop()
+        finally:
+            cluster.close()
+    verdict = system.verdict()
+    if not settled:
+        verdict.notes.append(f"did not settle within {timing.settle:g} s: {progress.summary()}")
+    result = RunResult(system.name, system.n, seed, results, verdict, settled, str(system.folder))
+    (system.folder / "result.json").write_text(json.dumps(result.to_dict(), indent=1))
+    return result
+
+
+def _one(nemesis: Nemesis, progress: Progress, f: Fault, timing: Timing) -> FaultResult:
+    start = time.monotonic()
+    nemesis.apply(f)
+    nemesis.hold(f)
+    nemesis.heal(f)
+    healed = time.monotonic()
+    marks = progress.marks()
+    running = nemesis.cluster.running
+
+    recovery = _wait(lambda: progress.caught_up(marks, running()), timing.recover)
+    return FaultResult(f.describe(), f.label(), start, healed, recovery)
+
+
+@contextlib.contextmanager
+def _network(system: System, proxied: bool) -> Iterator[Network]:
+    with Network(system.n, [system.port] * system.n, proxied=proxied) as net:
+        yield net
+
+
+__all__ = ["FaultResult", "Judged", "Nemesis", "RunResult", "Timing", "clock_mode", "run_schedule"]
