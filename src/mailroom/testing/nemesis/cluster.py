@@ -47,7 +47,9 @@ class System(Protocol):
     on; ``settled(progress)`` says whether the workload is done and delivered.
     """
 
-    name: str
+    @property
+    def name(self) -> str: ...
+
     n: int
     port: int
     folder: Path
@@ -111,9 +113,10 @@ class Cluster:
         links = [link_arg(j, PROXY_BASE + j, self.net.address(j), port)  # type: ignore[union-attr]
                  for j in range(n) if j != i]  # fmt: skip
         self.links_file(i).write_text(settings_line({}))
-        cmd = [*self._prefix(i), sys.executable, "-m", "mailroom.testing.nemesis.proxy",
+        cmd = [*self._prefix(i), sys.executable, "-m", "mailroom.testing.nemesis", "proxy",
                "--source", self.address(i), "--config", str(self.links_file(i)),
-               "--seed", str(self.seed + i)] + [a for link in links for a in ("--link", link)]  # fmt: skip
+               "--seed", str(self.seed + i)]  # fmt: skip
+        cmd += [a for link in links for a in ("--link", link)]
         log = open(self.folder / f"proxy{i}.log", "ab")  # noqa: SIM115
         self.proxies[i] = subprocess.Popen(cmd, stdout=log, stderr=log)
         log.close()
@@ -137,7 +140,8 @@ class Cluster:
 
     def running(self) -> list[int]:
         """The members whose process is up and not paused."""
-        return [i for i, p in sorted(self.procs.items()) if p.poll() is None and i not in self.paused]
+        procs = sorted(self.procs.items())
+        return [i for i, p in procs if p.poll() is None and i not in self.paused]
 
     def exited(self) -> dict[int, int]:
         """Members whose process ended on its own, and its exit code."""

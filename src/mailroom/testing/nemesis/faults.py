@@ -179,7 +179,8 @@ def parse_schedule(text: str) -> list[Fault]:
 
 
 def check_schedule(faults: Sequence[Fault], n: int) -> None:
-    """ScheduleError if a fault names a member outside ``0..n-1`` or the same one twice."""
+    """ScheduleError if a fault names a member outside ``0..n-1`` or the same one twice,
+    or if clock faults mix the two clocks (libfaketime is set up per process start)."""
     for f in faults:
         named = [p for side in f.sides for p in side]
         if any(p >= n for p in named):
@@ -188,9 +189,12 @@ def check_schedule(faults: Sequence[Fault], n: int) -> None:
             raise ScheduleError(f"{f.describe()!r} names a member on two sides")
         if f.kind == "bridge" and len(f.sides[1]) != 1:
             raise ScheduleError(f"{f.describe()!r}: a bridge is one member")
+    if len({f.mono for f in faults if f.kind == "clock"}) > 1:
+        raise ScheduleError("clock faults of one run move either the wall clock only or "
+                            "the monotonic clock too ('mono'), not both")  # fmt: skip
 
 
-def draw(rng: random.Random, kind: str, n: int, suspect_after: float) -> Fault:
+def draw(rng: random.Random, kind: str, n: int, suspect_after: float, mono: bool = False) -> Fault:
     """One fault of ``kind`` for ``n`` members, its targets and timing drawn from ``rng``.
 
     Process faults hit a minority (so a majority can go on); pauses and kills last
@@ -221,18 +225,26 @@ def draw(rng: random.Random, kind: str, n: int, suspect_after: float) -> Fault:
         return Fault(kind, (tuple(sorted(pids[:k])),), long_hold)
     if kind == "clock":
         offset = rng.choice([-1, 1]) * rng.choice([5, 30, 300])
-        return Fault(kind, (tuple(sorted(pids[:1])),), hold, offset=offset, mono=rng.random() < 0.5)
+        return Fault(kind, (tuple(sorted(pids[:1])),), hold, offset=offset, mono=mono)
     if kind == "slow":
         delay = round(rng.uniform(0.05, 0.5) * suspect_after, 2)
-        return Fault(kind, (tuple(sorted(pids[:k])),), hold, delay=delay, jitter=round(delay / 4, 2))
+        jitter = round(delay / 4, 2)
+        return Fault(kind, (tuple(sorted(pids[:k])),), hold, delay=delay, jitter=jitter)
     raise ScheduleError(f"unknown fault kind {kind!r}; choose from {', '.join(KINDS)}")
 
 
 def random_schedule(
-    seed: int, n: int, count: int, kinds: Sequence[str] = KINDS, suspect_after: float = 1.0
+    seed: int,
+    n: int,
+    count: int,
+    kinds: Sequence[str] = KINDS,
+    suspect_after: float = 1.0,
+    mono: bool = False,
 ) -> list[Fault]:
     """``count`` faults drawn from ``kinds`` by a generator seeded with ``seed``; each
-    kind comes once in every round of ``len(kinds)`` faults, in a drawn order."""
+    kind comes once in every round of ``len(kinds)`` faults, in a drawn order. Clock
+    faults move the monotonic clock too with ``mono`` (a run's members are started for
+    one or the other: see ``check_schedule``)."""
     rng = random.Random(seed)
     kinds = [k for k in kinds if n >= 3 or k != "bridge"]
     out: list[Fault] = []
@@ -240,7 +252,7 @@ def random_schedule(
         if not out or len(out) % len(kinds) == 0:
             order = list(kinds)
             rng.shuffle(order)
-        out.append(draw(rng, order[len(out) % len(kinds)], n, suspect_after))
+        out.append(draw(rng, order[len(out) % len(kinds)], n, suspect_after, mono))
     return out
 
 

@@ -11,6 +11,7 @@ joined, then what it delivered) are compared.
 
 from __future__ import annotations
 
+import itertools
 import json
 import sys
 from pathlib import Path
@@ -58,7 +59,8 @@ class MailroomGroup:
 
     def command(self, i: int, restart: bool) -> list[str]:
         others = ",".join(str(j) for j in range(self.n) if j != i)
-        membership = ["--join", others] if restart else ["--members", ",".join(map(str, range(self.n)))]
+        everyone = ",".join(map(str, range(self.n)))
+        membership = ["--join", others] if restart else ["--members", everyone]
         return [
             sys.executable, "-m", "mailroom.net", "--pid", str(i),
             "--peers", str(self.folder / "peers.toml"), "--protocol", self.protocol,
@@ -113,7 +115,7 @@ def delivered_by_survivors(
     """Those of ``messages`` that some member delivered in a view V and then installed
     V's successor (the next view id installed in the run): it went on with the group."""
     ids = sorted({e.view for es in events.values() for e in es if e.kind == "view" and e.view})
-    succ = dict(zip(ids, ids[1:], strict=False))
+    succ = dict(itertools.pairwise(ids))
     found: set[MessageKey] = set()
     for es in events.values():
         current: int | None = None

@@ -68,7 +68,7 @@ def _run(cmd: Sequence[str], stdin: str | None = None) -> None:
 @attrs.frozen
 class Cut:
     """Packets from ``src`` to ``dst`` are dropped: all of them, or (``one_way``) only
-    those to ``dst``'s service ports, so connections that ``dst`` opened stay up."""
+    those to ``dst``'s service port, so connections that ``dst`` opened stay up."""
 
     src: int
     dst: int
@@ -155,11 +155,10 @@ class Network:
             "  chain input {",
             "    type filter hook input priority 0; policy accept;",
         ]
-        ports = ", ".join(str(p) for p in self.ports)
         for c in sorted(self.cuts, key=attrs.astuple):
             if c.dst != i:
                 continue
-            only = f" tcp dport {{ {ports} }}" if c.one_way else ""
+            only = f" tcp dport {self.ports[i]}" if c.one_way else ""
             lines.append(f"    ip saddr {self.address(c.src)}{only} drop")
         lines += ["  }", "}"]
         if self.proxied:

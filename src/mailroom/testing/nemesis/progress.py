@@ -115,10 +115,14 @@ class Progress:
         """True once each of ``members`` delivered, from each of them that has not sent
         its whole workload (``count``) yet, a message sent after ``marks``."""
         self.poll()
-        origins = [j for j in members if self.sent.get(j, 0) < self.count]
+        origins = self.sending(members)
         return all(
             self.latest.get(i, {}).get(j, 0) > marks.get(j, 0) for i in members for j in origins
         )
+
+    def sending(self, members: Sequence[int]) -> list[int]:
+        """Those of ``members`` whose client has not sent its whole workload yet."""
+        return [j for j in members if self.sent.get(j, 0) < self.count]
 
     def idle_for(self) -> float:
         """Seconds since a history file last grew."""

@@ -10,7 +10,7 @@ never overtaking the chunk before it (TCP's order is kept). The settings are a
 JSON file, ``{"<peer>": {"delay": s, "jitter": s}}``, re-read when it changes,
 so the harness makes a link slow or fast again by rewriting it.
 
-    python -m mailroom.testing.nemesis.proxy --source 10.77.0.10 \\
+    python -m mailroom.testing.nemesis proxy --source 10.77.0.10 \\
         --config links0.json --link 1=20001=10.77.0.11:7000 --link 2=20002=10.77.0.12:7000
 """
 
@@ -159,11 +159,11 @@ async def serve(args: argparse.Namespace) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m mailroom.testing.nemesis.proxy")
+    p = argparse.ArgumentParser(prog="python -m mailroom.testing.nemesis proxy")
     p.add_argument("--source", required=True, help="the member's own address")
     p.add_argument("--config", required=True, help="JSON settings file, re-read on change")
     p.add_argument("--link", action="append", default=[], metavar="PEER=PORT=HOST:PORT",
-                   help="carry connections to local PORT to HOST:PORT (member PEER's link)")  # fmt: skip
+                   help="carry local PORT to HOST:PORT (the link to member PEER)")  # fmt: skip
     p.add_argument("--seed", type=int, default=0)
     args = p.parse_args(argv)
     asyncio.run(serve(args))
@@ -177,6 +177,3 @@ def settings_line(delays: dict[int, tuple[float, float]]) -> str:
 
 
 __all__ = ["Links", "link_arg", "main", "parse_link", "settings_line"]
-
-if __name__ == "__main__":
-    raise SystemExit(main())

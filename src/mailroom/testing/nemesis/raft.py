@@ -177,7 +177,7 @@ class RaftGroup:
     def command(self, i: int, restart: bool) -> list[str]:
         me = f"{self.addresses[i]}:{self.port}"
         partners = ",".join(f"{a}:{self.port}" for j, a in enumerate(self.addresses) if j != i)
-        return [sys.executable, "-m", "mailroom.testing.nemesis.raft_replica", "--id", str(i),
+        return [sys.executable, "-m", "mailroom.testing.nemesis", "replica", "--id", str(i),
                 "--self", me, "--partners", partners, "--log", str(self.path("raft", i)),
                 "--dir", str(self.path("state", i)), "--count", str(self.count),
                 "--interval", str(self.interval)]  # fmt: skip

@@ -43,9 +43,9 @@ def _seconds(xs: Sequence[float]) -> str:
 def table(results: Sequence[dict[str, Any]]) -> str:
     """A Markdown table, one row per (fault kind, system); a run's findings are counted in
     the row of the kind its schedule holds (a mixed schedule is its own row, "mixed")."""
+    zero = {"events": 0, "runs": 0, "violations": 0, "lost": 0, "outside": 0, "stuck": 0}
     rows: dict[tuple[str, str], dict[str, Any]] = defaultdict(
-        lambda: {"events": 0, "runs": 0, "violations": 0, "lost": 0, "outside": 0,
-                 "recovery": [], "stuck": 0, "settled": 0}  # fmt: skip
+        lambda: {**zero, "settled": 0, "recovery": []}
     )
     for r in results:
         labels = {f["label"] for f in r["faults"]}
@@ -58,6 +58,8 @@ def table(results: Sequence[dict[str, Any]]) -> str:
         row["outside"] += int(r["verdict"].get("lost_outside", 0))
         row["settled"] += int(bool(r["settled"]))
         for f in r["faults"]:
+            if not f.get("measured", True):
+                continue
             if f["recovery"] is None:
                 row["stuck"] += 1
             else:
@@ -85,7 +87,8 @@ def findings(results: Sequence[dict[str, Any]]) -> str:
         v = r["verdict"]
         bad = {k: c for k, c in v["violations"].items() if c}
         if bad or v["notes"]:
-            out.append(f"- {r['system']} seed {r['seed']} ({r['path']}): {bad or 'no checker rows'}")
+            rows = bad or "no checker rows"
+            out.append(f"- {r['system']} seed {r['seed']} ({r['path']}): {rows}")
             out.extend(f"    - {note}" for note in v["notes"])
     return "\n".join(out) + ("\n" if out else "")
 

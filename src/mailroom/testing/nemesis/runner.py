@@ -14,7 +14,6 @@ import contextlib
 import json
 import time
 from collections.abc import Iterator, Sequence
-from pathlib import Path
 from typing import Any, Protocol
 
 import attrs
@@ -44,6 +43,8 @@ class FaultResult:
     started: float
     healed: float
     recovery: float | None
+    #: False when no client was still sending at the heal: nothing to measure with
+    measured: bool = True
 
 
 @attrs.define
@@ -208,7 +209,8 @@ def _one(nemesis: Nemesis, progress: Progress, f: Fault, timing: Timing) -> Faul
     healed = time.monotonic()
     marks = progress.marks()
     running = nemesis.cluster.running
-
+    if not progress.sending(running()):
+        return FaultResult(f.describe(), f.label(), start, healed, None, measured=False)
     recovery = _wait(lambda: progress.caught_up(marks, running()), timing.recover)
     return FaultResult(f.describe(), f.label(), start, healed, recovery)
 

@@ -49,7 +49,9 @@ class Verdict:
         return attrs.asdict(self)
 
 
-def run_check(traces: Sequence[Path], properties: Sequence[str], out: Path) -> tuple[dict[str, int], str]:
+def run_check(
+    traces: Sequence[Path], properties: Sequence[str], out: Path
+) -> tuple[dict[str, int], str]:
     """``mailroom check`` on ``traces`` for ``properties``; its counts and the command."""
     cmd = [sys.executable, "-m", "mailroom", "check", "--engine", "reference", "--mode", "summary",
            "--properties", ",".join(properties), "--out", str(out), *map(str, traces)]  # fmt: skip
@@ -79,16 +81,17 @@ def judge_states(
         duplicates += len(twice)
         if twice:
             notes.append(f"P{i} holds {len(twice)} message(s) twice, e.g. {twice[:3]}")
-    shapes = Counter(tuple(s) if total else tuple(sorted(set(s))) for s in states.values())
+    shape = {i: tuple(s) if total else tuple(sorted(set(s))) for i, s in states.items()}
+    shapes = Counter(shape.values())
     common = shapes.most_common(1)[0][0] if shapes else ()
-    divergent = sum(c for shape, c in shapes.items() if shape != common)
+    divergent = sum(c for one, c in shapes.items() if one != common)
     if divergent:
-        odd = [i for i, s in states.items() if (tuple(s) if total else tuple(sorted(set(s)))) != common]
+        odd = [i for i, s in shape.items() if s != common]
         notes.append(f"final states differ: P{odd} against {len(common)} messages held by the rest")
     held = set().union(*map(set, states.values())) if states else set()
     missing = sorted(acked - held)
     if missing:
-        notes.append(f"{len(missing)} acknowledged message(s) held by no member, e.g. {missing[:5]}")
+        notes.append(f"{len(missing)} acknowledged message(s) held by no member: {missing[:5]}")
     return missing, divergent, duplicates, notes
 
 
