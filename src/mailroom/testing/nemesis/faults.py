@@ -124,10 +124,9 @@ class Fault:
         return f"{self.kind} {s[0]} {tail}"
 
     def label(self) -> str:
-        """The row name in the results table (the kind, clock and flavours apart)."""
-        if self.kind == "clock":
-            return f"clock {'+' if self.offset >= 0 else '-'}{' mono' if self.mono else ''}"
-        return self.kind
+        """The row name in the results table: the kind (and ``mono`` for clock faults that
+        move the monotonic clock too)."""
+        return "clock mono" if self.kind == "clock" and self.mono else self.kind
 
 
 _NUM = r"(\d+(?:\.\d+)?)"

@@ -43,6 +43,8 @@ class MailroomGroup:
     suspect_after: float = 1.0
     rto: float = 0.2
     port: int = PORT
+    #: more arguments for every member (``-v``, the default, logs its connections)
+    extra: list[str] = attrs.field(factory=lambda: ["-v"])
 
     @property
     def name(self) -> str:
@@ -68,7 +70,7 @@ class MailroomGroup:
             "--heartbeat", str(self.heartbeat), "--suspect-after", str(self.suspect_after),
             "--rto", str(self.rto), "--trace", str(self.path("trace", i)),
             "--checkpoint", str(self.path("ckpt", i)), "--stats", str(self.path("stats", i)),
-            *membership,
+            *membership, *self.extra,
         ]  # fmt: skip
 
     def progress(self) -> Progress:

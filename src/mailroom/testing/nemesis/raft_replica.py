@@ -23,13 +23,15 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import select
 import signal
 import sys
 import threading
+import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any, SupportsIndex, TextIO
 
 
 class Journal:
@@ -79,13 +81,17 @@ def make_log_class() -> Any:
     return AppliedLog
 
 
-def pause(seconds: float) -> None:
+def pause(seconds: float | SupportsIndex) -> None:
     """Sleep with ``select``: under libfaketime (clock faults) ``time.sleep`` fails and
     timed waits on locks hang, but a select timeout is relative and left alone."""
-    select.select([], [], [], seconds)
+    select.select([], [], [], float(seconds))
 
 
 def run(args: argparse.Namespace) -> int:
+    if "faketime" in os.environ.get("LD_PRELOAD", ""):
+        # PySyncObj's tick thread calls time.sleep, which libfaketime 0.9.10 breaks
+        # (EINVAL when the monotonic clock is left alone): sleep with select instead
+        time.sleep = pause
     from pysyncobj import SyncObjConf
     from pysyncobj.config import FAIL_REASON
 

@@ -67,10 +67,14 @@ class RunResult:
 class Timing:
     """How long the harness waits: for recovery after a heal, between faults, at the end."""
 
-    recover: float = 30.0
-    gap: float = 0.5
-    warmup: float = 2.0
-    settle: float = 90.0
+    #: the bound on a recovery: past it the fault counts as "stuck"
+    recover: float = attrs.field(default=30.0, validator=attrs.validators.gt(0))
+    #: the pause between a recovery and the next fault
+    gap: float = attrs.field(default=0.5, validator=attrs.validators.ge(0))
+    #: traffic before the first fault
+    warmup: float = attrs.field(default=2.0, validator=attrs.validators.ge(0))
+    #: the bound on the first deliveries and on the workload's end
+    settle: float = attrs.field(default=90.0, validator=attrs.validators.gt(0))
 
 
 def _sleep(seconds: float) -> None:

@@ -27,18 +27,24 @@ MessageKey = tuple[int, int]
 class Verdict:
     """The findings of one run: checker counts, history counts and notes."""
 
+    #: the properties ``mailroom check`` (and the history check) looked at
     checked: list[str] = attrs.field(factory=list)
+    #: rows found per property
     violations: dict[str, int] = attrs.field(factory=dict)
-    acked: int = 0
+    #: messages (commands) a client was told were delivered (applied)
+    acked: int = attrs.field(default=0, validator=attrs.validators.ge(0))
     #: acknowledged messages no member holds at the end, though a member that went on
     #: into the next view had delivered them (a violation)
-    lost: int = 0
+    lost: int = attrs.field(default=0, validator=attrs.validators.ge(0))
     #: acknowledged messages no member holds at the end, delivered only by members that
     #: were then excluded or killed (what a non-uniform group does not promise)
-    lost_outside: int = 0
-    divergent: int = 0
-    duplicates: int = 0
+    lost_outside: int = attrs.field(default=0, validator=attrs.validators.ge(0))
+    #: members whose final state differs from the most common one
+    divergent: int = attrs.field(default=0, validator=attrs.validators.ge(0))
+    #: messages a member's final state holds twice
+    duplicates: int = attrs.field(default=0, validator=attrs.validators.ge(0))
     notes: list[str] = attrs.field(factory=list)
+    #: the ``mailroom check`` command that judged the run
     check_command: str = ""
 
     @property
