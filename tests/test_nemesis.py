@@ -315,7 +315,7 @@ def test_the_results_table_counts_events_and_recoveries() -> None:
                             "divergent": 0, "duplicates": 0, "notes": []}}  # fmt: skip
 
     text = table([result("mailroom skeen", "kill", [1.0, 3.0, None])])
-    assert "| kill | mailroom skeen | 3 | 1 | 0 | 2 | 2.0 / 3.0 | 1 | 1/1 |" in text
+    assert "| kill | mailroom skeen | 3 | 1 | 0 | 2 | 2.0 / 3.0 | 1 | 1/1 | 1/1 |" in text
 
 
 # -- real process groups in namespaces --------------------------------------------------

@@ -61,7 +61,7 @@ def _say(text: str) -> None:
 
 
 def run_one(system: str, faults: list[Fault], folder: Path, args: argparse.Namespace) -> RunResult:
-    timing = Timing(recover=args.recover)
+    timing = Timing(recover=args.recover, settle=args.settle)
     count = args.count or workload(faults, args.interval, timing)
     sut = make_system(system, args.n, folder, count, args.interval, args.suspect_after)
     return run_schedule(sut, faults, seed=args.seed, timing=timing, log=_say)
@@ -130,6 +130,9 @@ def build_parser() -> argparse.ArgumentParser:
                        help="mailroom's suspicion timeout (heartbeat a tenth of it)")  # fmt: skip
         q.add_argument("--recover", type=float, default=30.0,
                        help="how long to wait for the group to deliver after a heal")  # fmt: skip
+        q.add_argument("--settle", type=float, default=240.0,
+                       help="how long to wait for the group to form, and for the workload "
+                       "to end after the last fault (s)")  # fmt: skip
         q.add_argument("--out", required=True, help="folder for the run's files")
 
     run = sub.add_parser("run", help="one system, one schedule")

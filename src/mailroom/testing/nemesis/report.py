@@ -5,7 +5,8 @@ messages held twice, acknowledged messages lost by members that went on),
 acknowledged messages lost with a minority that was excluded or killed (outside
 a non-uniform group's promise), and the recovery time after the fault healed
 (median and worst; "stuck" counts faults after which the group did not deliver
-again within the bound).
+again within the bound); "runs formed" counts runs whose members all delivered
+before the first fault (a group that never formed makes every recovery stuck).
 """
 
 from __future__ import annotations
@@ -45,7 +46,7 @@ def table(results: Sequence[dict[str, Any]]) -> str:
     the row of the kind its schedule holds (a mixed schedule is its own row, "mixed")."""
     zero = {"events": 0, "runs": 0, "violations": 0, "lost": 0, "outside": 0, "stuck": 0}
     rows: dict[tuple[str, str], dict[str, Any]] = defaultdict(
-        lambda: {**zero, "settled": 0, "recovery": []}
+        lambda: {**zero, "settled": 0, "formed": 0, "recovery": []}
     )
     for r in results:
         labels = {f["label"] for f in r["faults"]}
@@ -57,6 +58,7 @@ def table(results: Sequence[dict[str, Any]]) -> str:
         row["lost"] += int(r["verdict"]["lost"])
         row["outside"] += int(r["verdict"].get("lost_outside", 0))
         row["settled"] += int(bool(r["settled"]))
+        row["formed"] += int(bool(r.get("formed", True)))
         for f in r["faults"]:
             if not f.get("measured", True):
                 continue
@@ -66,14 +68,14 @@ def table(results: Sequence[dict[str, Any]]) -> str:
                 row["recovery"].append(float(f["recovery"]))
     lines = [
         "| fault | system | events | violations | acked lost | lost with a minority "
-        "| recovery s (median / max) | stuck | runs settled |",
-        "|---|---|---:|---:|---:|---:|---:|---:|---:|",
+        "| recovery s (median / max) | stuck | runs formed | runs settled |",
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for (kind, system), row in sorted(rows.items()):
         lines.append(
             f"| {kind} | {system} | {row['events']} | {row['violations']} | {row['lost']} "
             f"| {row['outside']} | {_seconds(row['recovery'])} | {row['stuck']} "
-            f"| {row['settled']}/{row['runs']} |"
+            f"| {row['formed']}/{row['runs']} | {row['settled']}/{row['runs']} |"
         )
     total = sum(r["events"] for r in rows.values())
     lines.append(f"\n{total} fault events in {len(results)} runs.")

@@ -58,6 +58,8 @@ class RunResult:
     verdict: Verdict
     settled: bool
     folder: str
+    #: every member delivered before the first fault (False: the group never formed)
+    formed: bool = True
 
     def to_dict(self) -> dict[str, Any]:
         return attrs.asdict(self)
@@ -177,6 +179,8 @@ def run_schedule(
     system.folder.mkdir(parents=True, exist_ok=True)
     (system.folder / "schedule.txt").write_text("".join(f.describe() + "\n" for f in faults))
     results: list[FaultResult] = []
+    notes: list[str] = []
+    first: float | None = None
     say = log or (lambda text: None)
     proxied = any(f.kind == "slow" for f in faults)
     with _network(system, proxied) as net:
@@ -187,6 +191,9 @@ def run_schedule(
             progress = system.progress()
             first = _wait(lambda: progress.caught_up({}, range(system.n)), timing.settle)
             say(f"{system.name}: every member delivered after {first}")
+            if first is None:
+                notes.append(f"the group never formed: not every member delivered within "
+                             f"{timing.settle:g} s of the start")  # fmt: skip
             _sleep(timing.warmup)
             for k, f in enumerate(faults):
                 results.append(_one(nemesis, progress, f, timing))
@@ -198,9 +205,11 @@ def run_schedule(
         finally:
             cluster.close()
     verdict = system.verdict()
+    verdict.notes[:0] = notes
     if not settled:
         verdict.notes.append(f"did not settle within {timing.settle:g} s: {progress.summary()}")
-    result = RunResult(system.name, system.n, seed, results, verdict, settled, str(system.folder))
+    result = RunResult(system.name, system.n, seed, results, verdict, settled,
+                       str(system.folder), formed=first is not None)  # fmt: skip
     (system.folder / "result.json").write_text(json.dumps(result.to_dict(), indent=1))
     return result
 
