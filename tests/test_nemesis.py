@@ -322,16 +322,17 @@ def test_the_results_table_counts_events_and_recoveries() -> None:
 WHY = missing_support()
 needs_root = pytest.mark.skipif(WHY is not None, reason=f"the nemesis {WHY}")
 
-#: One fault of every kind; the suspicion timeout is 2 s, so isolation, partitions, the
-#: kill and the pause (3 s) each exclude a member, which must come back.
+#: One fault of every kind; the suspicion timeout is 3 s (so that members that start a
+#: little late on a loaded machine are not suspected), and isolation, partitions, the
+#: kill and the pause (4 s) each exclude a member, which must come back.
 CI_SCHEDULE = """
-isolate 2 for 3
-partition 0 | 1,2 for 3
-one-way 1 -> 0,2 for 3
-bridge 0 | 1 | 2 for 3
-flap 2 | 0,1 every 0.5 for 3
-kill 1 for 3
-pause 0 for 3
+isolate 2 for 4
+partition 0 | 1,2 for 4
+one-way 1 -> 0,2 for 4
+bridge 0 | 1 | 2 for 4
+flap 2 | 0,1 every 0.5 for 4
+kill 1 for 4
+pause 0 for 4
 clock 2 +30 for 2
 slow 0 0.2 jitter 0.05 for 2
 """
@@ -349,8 +350,8 @@ def _our_namespaces() -> set[str]:
 @pytest.mark.slow
 def test_a_cbcast_group_survives_one_fault_of_every_kind(tmp_path: Path) -> None:
     faults = parse_schedule(CI_SCHEDULE)
-    group = MailroomGroup("cbcast", 3, tmp_path, count=700, interval=0.1, heartbeat=0.2,
-                          suspect_after=2.0)  # fmt: skip
+    group = MailroomGroup("cbcast", 3, tmp_path, count=1000, interval=0.1, heartbeat=0.3,
+                          suspect_after=3.0)  # fmt: skip
     result = run_schedule(group, faults, seed=1, timing=Timing(recover=30.0, settle=120.0))
     assert not _our_namespaces()  # every namespace, link and rule went with the run
     v = result.verdict
