@@ -31,8 +31,12 @@ def load_results(folders: Iterable[Path]) -> list[dict[str, Any]]:
     return found
 
 
-def _violations(v: dict[str, Any]) -> int:
-    return int(sum(v["violations"].values()) + v["lost"] + v["divergent"] + v["duplicates"])
+def _violations(r: dict[str, Any]) -> int:
+    """Checker rows, acknowledged losses, duplicates, and diverging final states of a run
+    that settled (stopped with messages in flight, states may differ for no fault)."""
+    v = r["verdict"]
+    divergent = v["divergent"] if r["settled"] else 0
+    return int(sum(v["violations"].values()) + v["lost"] + divergent + v["duplicates"])
 
 
 def _seconds(xs: Sequence[float]) -> str:
@@ -54,7 +58,7 @@ def table(results: Sequence[dict[str, Any]]) -> str:
         row = rows[(kind, r["system"])]
         row["runs"] += 1
         row["events"] += len(r["faults"])
-        row["violations"] += _violations(r["verdict"])
+        row["violations"] += _violations(r)
         row["lost"] += int(r["verdict"]["lost"])
         row["outside"] += int(r["verdict"].get("lost_outside", 0))
         row["settled"] += int(bool(r["settled"]))

@@ -208,10 +208,20 @@ def run_schedule(
     verdict.notes[:0] = notes
     if not settled:
         verdict.notes.append(f"did not settle within {timing.settle:g} s: {progress.summary()}")
+        unsettled(verdict)
     result = RunResult(system.name, system.n, seed, results, verdict, settled,
                        str(system.folder), formed=first is not None)  # fmt: skip
     (system.folder / "result.json").write_text(json.dumps(result.to_dict(), indent=1))
     return result
+
+
+def unsettled(verdict: Verdict) -> None:
+    """A run stopped with messages in flight: final states that differ prove nothing, so
+    they are noted, not counted."""
+    if verdict.divergent:
+        verdict.notes.append(f"{verdict.divergent} final state(s) differ, compared with "
+                             "messages still in flight: not counted")  # fmt: skip
+        verdict.divergent = 0
 
 
 def _one(nemesis: Nemesis, progress: Progress, f: Fault, timing: Timing) -> FaultResult:
