@@ -1,6 +1,7 @@
 """Run a schedule of faults against a system and measure how it recovers.
 
-For each fault in turn: apply it, hold it, heal it, then wait (bounded) until
+If the members do not all deliver within the settle bound of the start, the group
+never formed and no fault is applied (the run says so). For each fault in turn: apply it, hold it, heal it, then wait (bounded) until
 every running member has delivered a message sent after the heal; that wait is
 the fault's recovery time (None if the bound passed). After the last fault the
 workload is left to finish and settle, the members are stopped with SIGTERM,
@@ -193,9 +194,9 @@ def run_schedule(
             say(f"{system.name}: every member delivered after {first}")
             if first is None:
                 notes.append(f"the group never formed: not every member delivered within "
-                             f"{timing.settle:g} s of the start")  # fmt: skip
+                             f"{timing.settle:g} s of the start; no fault was applied")  # fmt: skip
             _sleep(timing.warmup)
-            for k, f in enumerate(faults):
+            for k, f in enumerate(faults if first is not None else []):
                 results.append(_one(nemesis, progress, f, timing))
                 r = results[-1]
                 say(f"[{k + 1}/{len(faults)}] {f.describe()}: recovery {r.recovery}")
