@@ -1,12 +1,13 @@
 """Run a schedule of faults against a system and measure how it recovers.
 
 If the members do not all deliver within the settle bound of the start, the group
-never formed and no fault is applied (the run says so). For each fault in turn: apply it, hold it, heal it, then wait (bounded) until
-every running member has delivered a message sent after the heal; that wait is
-the fault's recovery time (None if the bound passed). After the last fault the
-workload is left to finish and settle, the members are stopped with SIGTERM,
-and the system's verdict is taken. The network, the processes, the proxies and
-the clock files are torn down whatever happens.
+never formed and no fault is applied (the run says so). Otherwise, for each fault
+in turn: apply it, hold it, heal it, then wait (bounded) until every running member
+has delivered, from every running member still sending, a message sent after the
+heal; that wait is the fault's recovery time (None if the bound passed). After
+the last fault the workload is left to finish and settle, the members are stopped
+with SIGTERM, and the system's verdict is taken. The network, the processes, the
+proxies and the clock files are torn down whatever happens.
 """
 
 from __future__ import annotations
