@@ -191,12 +191,12 @@ def run_schedule(
         try:
             cluster.start_all()
             progress = system.progress()
-            first = _wait(lambda: progress.caught_up({}, range(system.n)), timing.settle)
+            first = _formed(system, progress, timing)
             say(f"{system.name}: every member delivered after {first}")
             if first is None:
-                notes.append(f"the group never formed: not every member delivered within "
-                             f"{timing.settle:g} s of the start; no fault was applied")  # fmt: skip
-            _sleep(timing.warmup)
+                notes.append(f"the group never formed: not every member delivered from every "
+                             f"member within {timing.settle:g} s of the start and again after "
+                             f"the warm-up; no fault was applied")  # fmt: skip
             for k, f in enumerate(faults if first is not None else []):
                 results.append(_one(nemesis, progress, f, timing))
                 r = results[-1]
@@ -215,6 +215,19 @@ def run_schedule(
                        str(system.folder), formed=first is not None)  # fmt: skip
     (system.folder / "result.json").write_text(json.dumps(result.to_dict(), indent=1))
     return result
+
+
+def _formed(system: System, progress: Progress, timing: Timing) -> float | None:
+    """Seconds until every member delivered from every member, and did again after the
+    warm-up (a member excluded at the start fails the second wait); None if not."""
+    everyone = range(system.n)
+    first = _wait(lambda: progress.caught_up({}, everyone), timing.settle)
+    if first is None:
+        return None
+    _sleep(timing.warmup)
+    marks = progress.marks()
+    again = _wait(lambda: progress.caught_up(marks, everyone), timing.recover)
+    return None if again is None else first
 
 
 def unsettled(verdict: Verdict) -> None:
