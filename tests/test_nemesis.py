@@ -316,6 +316,10 @@ def test_the_results_table_counts_events_and_recoveries() -> None:
 
     text = table([result("mailroom skeen", "kill", [1.0, 3.0, None])])
     assert "| kill | mailroom skeen | 3 | 1 | 0 | 2 | 2.0 / 3.0 | 1 | 1/1 | 1/1 |" in text
+    unformed = {**result("mailroom skeen", "kill", [None]), "formed": False}
+    text = table([result("mailroom skeen", "kill", [1.0]), unformed])
+    assert "| kill | mailroom skeen | 1 | 2 | 0 | 4 | 1.0 / 1.0 | 0 | 1/2 | 2/2 |" in text
+    assert "1 fault events in 1 runs that formed (2 runs)" in text
 
 
 # -- real process groups in namespaces --------------------------------------------------

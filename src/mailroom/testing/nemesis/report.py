@@ -6,7 +6,8 @@ acknowledged messages lost with a minority that was excluded or killed (outside
 a non-uniform group's promise), and the recovery time after the fault healed
 (median and worst; "stuck" counts faults after which the group did not deliver
 again within the bound); "runs formed" counts runs whose members all delivered
-before the first fault (a group that never formed makes every recovery stuck).
+before the first fault: the faults of a run that did not form are not counted as
+events (its checker findings still are).
 """
 
 from __future__ import annotations
@@ -39,6 +40,14 @@ def _violations(r: dict[str, Any]) -> int:
     return int(sum(v["violations"].values()) + v["lost"] + divergent + v["duplicates"])
 
 
+def _label(label: str) -> str:
+    """A fault's row: clock jumps either way share one (results of before the sign left
+    the label say "clock +" and "clock -")."""
+    if label.startswith("clock"):
+        return "clock mono" if label.endswith("mono") else "clock"
+    return str(label)
+
+
 def _seconds(xs: Sequence[float]) -> str:
     if not xs:
         return "-"
@@ -53,16 +62,18 @@ def table(results: Sequence[dict[str, Any]]) -> str:
         lambda: {**zero, "settled": 0, "formed": 0, "recovery": []}
     )
     for r in results:
-        labels = {f["label"] for f in r["faults"]}
+        labels = {_label(f["label"]) for f in r["faults"]}
         kind = labels.pop() if len(labels) == 1 else "mixed"
         row = rows[(kind, r["system"])]
         row["runs"] += 1
-        row["events"] += len(r["faults"])
         row["violations"] += _violations(r)
         row["lost"] += int(r["verdict"]["lost"])
         row["outside"] += int(r["verdict"].get("lost_outside", 0))
         row["settled"] += int(bool(r["settled"]))
-        row["formed"] += int(bool(r.get("formed", True)))
+        if not r.get("formed", True):
+            continue  # faults on a group that never formed measure nothing
+        row["formed"] += 1
+        row["events"] += len(r["faults"])
         for f in r["faults"]:
             if not f.get("measured", True):
                 continue
@@ -82,7 +93,8 @@ def table(results: Sequence[dict[str, Any]]) -> str:
             f"| {row['formed']}/{row['runs']} | {row['settled']}/{row['runs']} |"
         )
     total = sum(r["events"] for r in rows.values())
-    lines.append(f"\n{total} fault events in {len(results)} runs.")
+    formed = sum(r["formed"] for r in rows.values())
+    lines.append(f"\n{total} fault events in {formed} runs that formed ({len(results)} runs).")
     return "\n".join(lines) + "\n"
 
 
