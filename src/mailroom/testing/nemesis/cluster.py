@@ -102,10 +102,13 @@ class Cluster:
         return self.folder / f"links{i}.json"
 
     def start_all(self) -> None:
+        """Every proxy first (each is waited for), then every member at once, so that
+        the members start together (a founder that starts late is suspected)."""
         self.system.prepare([self.address(i) for i in range(self.system.n)])
-        for i in range(self.system.n):
-            if self.net is not None and self.net.proxied:
+        if self.net is not None and self.net.proxied:
+            for i in range(self.system.n):
                 self._start_proxy(i)
+        for i in range(self.system.n):
             self.start(i)
 
     def _start_proxy(self, i: int) -> None:
