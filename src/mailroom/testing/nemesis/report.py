@@ -64,7 +64,8 @@ def table(results: Sequence[dict[str, Any]]) -> str:
     for r in results:
         labels = {_label(f["label"]) for f in r["faults"]}
         kind = labels.pop() if len(labels) == 1 else "mixed"
-        row = rows[(kind, r["system"])]
+        size = int(r.get("n", 3))
+        row = rows[(kind, r["system"] + (f", {size} members" if size != 3 else ""))]
         row["runs"] += 1
         row["violations"] += _violations(r)
         row["lost"] += int(r["verdict"]["lost"])
