@@ -203,6 +203,8 @@ def run_schedule(
                 say(f"[{k + 1}/{len(faults)}] {f.describe()}: recovery {r.recovery}")
                 _sleep(timing.gap)
             settled = _wait(lambda: system.settled(progress), timing.settle) is not None
+            for i, code in sorted(cluster.exited().items()):
+                notes.append(f"P{i} exited by itself with code {code}: {_last_line(system, i)}")
             cluster.stop()
         finally:
             cluster.close()
@@ -228,6 +230,15 @@ def _formed(system: System, progress: Progress, timing: Timing) -> float | None:
     marks = progress.marks()
     again = _wait(lambda: progress.caught_up(marks, everyone), timing.recover)
     return None if again is None else first
+
+
+def _last_line(system: System, i: int) -> str:
+    """The last line member ``i`` printed (its error, when it exited by itself)."""
+    try:
+        lines = (system.folder / f"out{i}.log").read_text(errors="replace").splitlines()
+    except OSError:
+        return ""
+    return lines[-1][:300] if lines else ""
 
 
 def unsettled(verdict: Verdict) -> None:
