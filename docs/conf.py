@@ -59,7 +59,16 @@ PROTOCOLS = [
     "ks",
     "membership",
 ]
-TOOLS = ["simulator", "testing", "open-ended", "trace-pipeline", "sweep", "benchmarks", "api"]
+TOOLS = [
+    "simulator",
+    "testing",
+    "faults",
+    "open-ended",
+    "trace-pipeline",
+    "sweep",
+    "benchmarks",
+    "api",
+]
 
 
 def _pages() -> set[str]:
