@@ -189,6 +189,11 @@ class Group:
     def trace(self) -> list[Event]:
         return [e for pid in range(self.n) for e in read_jsonl(self.path("trace", pid))]
 
+    def check(self) -> subprocess.CompletedProcess[str]:
+        """``mailroom check`` with no options on every process's trace: it checks what
+        the traces' headers say the protocol promises."""
+        return mailroom_check([self.path("trace", pid) for pid in range(self.n)])
+
     def stats(self, pid: int) -> dict[str, int]:
         import json
 
@@ -204,6 +209,12 @@ class Group:
         self.procs.clear()
         for s in self.socks:
             s.close()
+
+
+def mailroom_check(paths: Sequence[Path]) -> subprocess.CompletedProcess[str]:
+    """``mailroom check PATHS`` (no options) in a child process; its exit code and output."""
+    cmd = [sys.executable, "-m", "mailroom", "check", *map(str, paths)]
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=600, check=False)
 
 
 def idle_flood(port: int, count: int, timeout: float = 10.0) -> list[socket.socket]:
@@ -243,6 +254,7 @@ __all__ = [
     "group",
     "idle_flood",
     "listening_sockets",
+    "mailroom_check",
     "rss_mb",
     "table_of",
 ]

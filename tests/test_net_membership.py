@@ -204,6 +204,10 @@ def _crash_and_rejoin(tmp_path: Path, protocol: str, order: str, victim: int) ->
         if order == "total":
             report = check(survivors_total(events, final), ["total"])
             assert report.ok, report.summary()
+        # `mailroom check` with no options checks what the traces' headers promise.
+        checked = g.check()
+        assert checked.returncode == 0, checked.stdout + checked.stderr
+        assert "view_agreement" in checked.stdout  # the header promises the view properties
         return {"detected": detected, "without": without, "back": back}
 
 
@@ -229,6 +233,57 @@ def _until(predicate: Any, what: str, timeout: float = 30.0) -> Any:
             await asyncio.sleep(0.01)
 
     return poll()
+
+
+def test_a_send_during_a_flush_is_traced_in_the_view_it_goes_out_in(tmp_path: Path) -> None:
+    """P0 broadcasts while its view changes: the group holds the message and sends it in
+    the next view; P0's trace has the send there, after that view's installation row,
+    not before it. In every process's trace each event's view is the last one the
+    process installed before it."""
+    socks = listening_sockets(3)
+    peers = table_of(socks)
+    got: dict[int, list[Any]] = {p: [] for p in range(3)}
+    traces = [tmp_path / f"trace{p}" for p in range(3)]
+
+    def node(p: int) -> Node:
+        group = Group_(p, 3, "cbcast", members=[0, 1, 2], reliable=True, retry=0.1)
+        return Node(group, peers, KEY, listen=socks[p], trace=traces[p],
+                    on_deliver=lambda m: got[p].append(m.payload))  # fmt: skip
+
+    async def main() -> bool:
+        nodes = [node(p) for p in range(3)]
+        for n in nodes:
+            await n.start()
+        nodes[0].broadcast("in view 1")
+        await _until(lambda: all(got[p] == ["in view 1"] for p in range(3)), "view 1 traffic")
+        await nodes[2].close()
+        for n in nodes[:2]:
+            n.suspect(2)
+        flushing = bool(nodes[0].endpoint.flushing)
+        nodes[0].broadcast("during the flush")
+        await _until(lambda: all(len(got[p]) == 2 for p in (0, 1)), "the next view's traffic")
+        for n in nodes[:2]:
+            await n.close()
+        return flushing
+
+    try:
+        flushing = asyncio.run(main())
+    finally:
+        for s in socks:
+            s.close()
+    assert flushing  # the message was sent while the view changed
+    rows = read_jsonl(traces[0])
+    send = next(k for k, e in enumerate(rows) if e.payload == "during the flush")
+    views = [k for k, e in enumerate(rows) if e.kind == "view"]
+    assert [rows[k].view for k in views] == [1, 2]
+    assert views[1] < send and rows[send].view == 2
+    for path in traces:
+        installed = None
+        for e in read_jsonl(path):
+            if e.kind == "view":
+                installed = e.view
+            else:
+                assert e.view == installed, e
 
 
 def test_join_state_false_suspicion_and_replay_in_one_process(tmp_path: Path) -> None:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import base64
 import json
+import logging
 from collections.abc import Collection, Sequence
 from pathlib import Path
 from typing import Any
@@ -31,6 +32,8 @@ from mailroom.net.membership import group_of, queues_sends, rejoined
 from mailroom.net.steps import Step, replay_op
 from mailroom.net.store import FORMAT, CheckpointLog, Saved, TraceFile, read_checkpoint
 from mailroom.net.tracing import Destinations, Unsent, stack_names
+
+log = logging.getLogger("mailroom.net")
 
 
 class Journal:
@@ -187,6 +190,8 @@ def restore(saved: Saved, fresh: Any, where: str, rejoin: Collection[int] | None
         if group_of(done.endpoint) is None or saved.marks is None:
             raise LocalError(f"{saved.cut}; resuming would hand its messages again and "
                              "reuse their ids (restore the log, or start afresh)")  # fmt: skip
+        log.warning("%s; P%d rejoins its group as a new incarnation, its message ids after "
+                    "%d", saved.cut, fresh.pid, saved.marks.sent)  # fmt: skip
         rejoin = rejoin or ()
     if rejoin is not None:
         marks = saved.marks
