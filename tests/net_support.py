@@ -116,6 +116,15 @@ class RawClient:
         self.sock.close()
 
 
+def live_events(path: Path) -> list[Event]:
+    """The complete lines of a live trace file, as events (its header skipped)."""
+    import json
+
+    data = path.read_bytes() if path.exists() else b""
+    rows = [json.loads(line) for line in data[: data.rfind(b"\n") + 1].splitlines() if line]
+    return [Event.from_dict(row) for row in rows if "header" not in row]
+
+
 def wait_for(predicate: Any, timeout: float, what: str) -> None:
     """Poll ``predicate`` until true; the timeout is only a safety net."""
     deadline = time.monotonic() + timeout
@@ -254,6 +263,7 @@ __all__ = [
     "group",
     "idle_flood",
     "listening_sockets",
+    "live_events",
     "mailroom_check",
     "rss_mb",
     "table_of",

@@ -23,9 +23,9 @@ from mailroom.core.errors import LocalError
 from mailroom.net import Node
 from mailroom.net.cli import make_endpoint
 from mailroom.net.store import log_of
-from mailroom.trace import Event, read_jsonl
+from mailroom.trace import Event
 
-from .net_support import KEY, Group, group, wait_for
+from .net_support import KEY, Group, group, live_events, wait_for
 
 pytestmark = pytest.mark.slow
 
@@ -100,7 +100,7 @@ def _sends(events: list[Event]) -> dict[tuple[int, int], list[object]]:
 def _finished(g: Group, count: int) -> bool:
     """Every process sent its last message, the three share a last view, and everything
     sent in it was delivered by all three."""
-    traces = {p: read_jsonl(g.path("trace", p)) for p in range(3)}
+    traces = {p: live_events(g.path("trace", p)) for p in range(3)}
     for p, events in traces.items():
         if not any(e.kind == "send" and e.payload == {"from": p, "k": count} for e in events):
             return False

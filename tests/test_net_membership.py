@@ -22,7 +22,6 @@ crash is provided at restart; bad group options are one-line CLI errors.
 from __future__ import annotations
 
 import asyncio
-import json
 import os
 import shutil
 import socket
@@ -53,6 +52,7 @@ from .net_support import (
     Group,
     group,
     listening_sockets,
+    live_events,
     table_of,
     wait_for,
     write_group,
@@ -66,13 +66,7 @@ STAGE = 40 * SUSPECT_AFTER + 20
 
 
 def _events(path: Path) -> list[Event]:
-    """The complete lines of a live trace file, as events."""
-    if not path.exists():
-        return []
-    data = path.read_bytes()
-    lines = data[: data.rfind(b"\n") + 1].splitlines()
-    rows = [json.loads(line) for line in lines if line]
-    return [Event.from_dict(row) for row in rows if "header" not in row]  # the first: header
+    return live_events(path)
 
 
 def _views(g: Group, pid: int) -> list[Event]:

@@ -158,10 +158,13 @@ class Node:
         self._fresh = saved is None
         self.stats = NetStats()
         self.stats.sent, self.stats.delivered = done.counters()
-        header = config.trace_header or default_header(endpoint, peers.n)
         trace_path = Path(config.trace) if config.trace else None
-        self.trace, ckpt = open_files(saved, self.checkpoint_path, trace_path,
-                                      (header.to_line() + "\n").encode(), config.sync)  # fmt: skip
+        header = b""
+        if trace_path is not None:
+            known = config.trace_header or default_header(endpoint, peers.n)
+            header = (known.to_line() + "\n").encode()
+        self.trace, ckpt = open_files(saved, self.checkpoint_path, trace_path, header,
+                                      config.sync)  # fmt: skip
         self._journal = Journal(self.trace, ckpt, config.app_state, done.resumed_state,
                                 saved is not None)  # fmt: skip
         self._dests = done.dests

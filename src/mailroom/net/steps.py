@@ -98,8 +98,8 @@ class Engine:
             for a in todo:
                 if isinstance(a, Transmit):
                     mid = a.message_id
-                    if waiting and mid in waiting:
-                        out_lines.append(tracer.sent_now(mid, self.view))  # type: ignore[union-attr]
+                    if waiting and mid in waiting:  # a queued send goes out: write it now
+                        out_lines.append(self._sent_now(mid))
                     if a.to == pid:
                         loopback.append(a.packet)
                     else:
@@ -111,7 +111,7 @@ class Engine:
                     count += 1
                     if tracer is not None:
                         if waiting and m.id in waiting:
-                            out_lines.append(tracer.sent_now(m.id, self.view))
+                            out_lines.append(self._sent_now(m.id))
                         out_lines.append(tracer.deliver(m, self.view))
                     if eater is not None:  # the application takes m in this step
                         more += eater.consume(m.id)
@@ -133,6 +133,10 @@ class Engine:
                 # Backpressure: the layer keeps the packet; can_send() says when to resume
             todo = more
         return Step(out_ops, out_lines, sends, loopback, handed, stable, sent, delivered + count)
+
+    def _sent_now(self, mid: MessageId | None) -> bytes:
+        assert self.tracer is not None and mid is not None
+        return self.tracer.sent_now(mid, self.view)
 
 
 #: Payload bytes (an upper estimate) that one part of a batch may carry: half a frame,
