@@ -391,7 +391,8 @@ def test_a_frame_naming_another_message_id_than_its_packet_is_refused_not_the_li
 def test_destinations_in_the_trace_come_from_the_sends_not_from_tables(tmp_path: Path) -> None:
     """An endpoint that both sends and broadcasts (Fifo): each message's destinations
     reach every trace exactly, retransmissions to a peer that came late included (the
-    node keeps a byte per own message); one that only sends keeps nothing per message."""
+    node keeps a byte per own message, in its checkpoint too); one that only sends
+    keeps nothing per message."""
     from mailroom.protocols import Fifo
 
     socks = listening_sockets(3)
@@ -400,7 +401,7 @@ def test_destinations_in_the_trace_come_from_the_sends_not_from_tables(tmp_path:
 
     def node(p: int) -> Node:
         return Node(Stack(Reliable(p, 3, rto=0.1), Fifo(p, 3)), table, KEY, listen=socks[p],
-                    trace=traces[p])  # fmt: skip
+                    trace=traces[p], checkpoint=tmp_path / f"c{p}")  # fmt: skip
 
     async def main() -> int:
         nodes = [node(0), node(1)]  # P2 comes late: what P0 sends it is retransmitted
@@ -415,6 +416,9 @@ def test_destinations_in_the_trace_come_from_the_sends_not_from_tables(tmp_path:
         await _until(lambda: [n.stats.delivered for n in nodes] == [1, 2, 2])
         for n in nodes:
             await n.close()
+        again = Node(Stack(Reliable(0, 3), Fifo(0, 3)), table, KEY, checkpoint=tmp_path / "c0")
+        kinds = [fr.UNICAST, fr.BROADCAST, fr.UNICAST]  # kept for retransmissions
+        assert [again._dests.kind(MessageId(0, k + 1)) for k in range(3)] == kinds
         sole = Node(Reliable(0, 3), table, KEY, trace=tmp_path / "r.jsonl")
         for _ in range(50):
             sole._dests.issued(fr.UNICAST)

@@ -32,6 +32,7 @@ from typing import Any
 import pytest
 
 from mailroom.core.actions import Excluded, ViewChange
+from mailroom.core.messages import MessageId
 from mailroom.net import Node
 from mailroom.net.cli import main
 from mailroom.net.membership import group_endpoint
@@ -233,18 +234,28 @@ def test_a_send_during_a_flush_is_traced_in_the_view_it_goes_out_in(tmp_path: Pa
     """P0 broadcasts while its view changes: the group holds the message and sends it in
     the next view; P0's trace has the send there, after that view's installation row,
     not before it. In every process's trace each event's view is the last one the
-    process installed before it."""
+    process installed before it. A restart while the message waits writes it all
+    the same: the checkpoint (log or base) keeps what is unsent."""
     socks = listening_sockets(3)
     peers = table_of(socks)
     got: dict[int, list[Any]] = {p: [] for p in range(3)}
     traces = [tmp_path / f"trace{p}" for p in range(3)]
 
+    def founder(p: int) -> Group_:
+        return Group_(p, 3, "cbcast", members=[0, 1, 2], reliable=True, retry=0.1)
+
     def node(p: int) -> Node:
-        group = Group_(p, 3, "cbcast", members=[0, 1, 2], reliable=True, retry=0.1)
-        return Node(group, peers, KEY, listen=socks[p], trace=traces[p],
+        return Node(founder(p), peers, KEY, listen=socks[p], trace=traces[p],
+                    checkpoint=tmp_path / f"ckpt{p}",
                     on_deliver=lambda m: got[p].append(m.payload))  # fmt: skip
 
-    async def main() -> bool:
+    def copy(p: int) -> tuple[Path, Path]:
+        """P's checkpoint and trace as they are now (as a crash would leave them)."""
+        for name in (f"ckpt{p}", f"ckpt{p}.log", f"trace{p}"):
+            shutil.copy(tmp_path / name, tmp_path / f"copy-{name}")
+        return tmp_path / f"copy-ckpt{p}", tmp_path / f"copy-trace{p}"
+
+    async def main() -> tuple[bool, Path, Path]:
         nodes = [node(p) for p in range(3)]
         for n in nodes:
             await n.start()
@@ -254,14 +265,16 @@ def test_a_send_during_a_flush_is_traced_in_the_view_it_goes_out_in(tmp_path: Pa
         for n in nodes[:2]:
             n.suspect(2)
         flushing = bool(nodes[0].endpoint.flushing)
-        nodes[0].broadcast("during the flush")
+        queued = nodes[0].broadcast("during the flush")
+        assert queued == MessageId(0, 2)
+        ckpt, trace = copy(0)
         await _until(lambda: all(len(got[p]) == 2 for p in (0, 1)), "the next view's traffic")
         for n in nodes[:2]:
             await n.close()
-        return flushing
+        return flushing, ckpt, trace
 
     try:
-        flushing = asyncio.run(main())
+        flushing, ckpt, trace = asyncio.run(main())
     finally:
         for s in socks:
             s.close()
@@ -278,6 +291,12 @@ def test_a_send_during_a_flush_is_traced_in_the_view_it_goes_out_in(tmp_path: Pa
                 installed = e.view
             else:
                 assert e.view == installed, e
+    # Restored from the log, then from a base written while it waits: still unsent.
+    again = Node(founder(0), peers, KEY, checkpoint=ckpt, trace=trace)
+    assert again._tracer is not None and MessageId(0, 2) in again._tracer.unsent.waiting
+    again._compact(strict=True)
+    again = Node(founder(0), peers, KEY, checkpoint=ckpt, trace=trace)
+    assert again._tracer is not None and MessageId(0, 2) in again._tracer.unsent.waiting
 
 
 def test_join_state_false_suspicion_and_replay_in_one_process(tmp_path: Path) -> None:
