@@ -158,6 +158,9 @@ class Node:
         self._fresh = saved is None
         self.stats = NetStats()
         self.stats.sent, self.stats.delivered = done.counters()
+        self._quiet = QuietLog()
+        self.transport = Transport(self.pid, peers, key, config, self._received, self.stats,
+                                   self._quiet, member=self.member)  # fmt: skip
         trace_path = Path(config.trace) if config.trace else None
         header = b""
         if trace_path is not None:
@@ -170,14 +173,11 @@ class Node:
         self._dests = done.dests
         self._tracer = None
         if self.trace is not None:
-            self._tracer = Tracer(config.run, self.pid, done.dests, self.now, self.trace)
-            self._tracer.unsent = done.unsent
+            self._tracer = Tracer(config.run, self.pid, done.dests, self.now, self.trace,
+                                  done.unsent)  # fmt: skip
         self._engine = Engine(endpoint, done.dests, self._tracer, logged=ckpt is not None)
         self._engine.view = endpoint.view.id if self.member and endpoint.joined else None
         self._flow = Flow(endpoint, config.max_retained, peers.n)
-        self._quiet = QuietLog()
-        self.transport = Transport(self.pid, peers, key, config, self._received, self.stats,
-                                   self._quiet, member=self.member)  # fmt: skip
         self._commit = Commit(self.pid, self._journal, self._marks, self._act, self._acted,
                               self.transport.pause, self.stats, self._quiet)  # fmt: skip
         self._timer: asyncio.TimerHandle | None = None

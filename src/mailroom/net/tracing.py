@@ -201,10 +201,12 @@ class Tracer:
         dests: Destinations,
         clock: Callable[[], float],
         file: TraceFile,
+        unsent: Unsent,
     ) -> None:
         self.run, self.pid, self.dests, self.clock = run, pid, dests, clock
         self.events = file.count
-        self.unsent = Unsent()
+        #: A group's sends queued while its view changes (restored with the checkpoint).
+        self.unsent = unsent
 
     def line(
         self,
