@@ -116,6 +116,15 @@ class RawClient:
         self.sock.close()
 
 
+def live_events(path: Path) -> list[Event]:
+    """The complete lines of a live trace file, as events (its header skipped)."""
+    import json
+
+    data = path.read_bytes() if path.exists() else b""
+    rows = [json.loads(line) for line in data[: data.rfind(b"\n") + 1].splitlines() if line]
+    return [Event.from_dict(row) for row in rows if "header" not in row]
+
+
 def wait_for(predicate: Any, timeout: float, what: str) -> None:
     """Poll ``predicate`` until true; the timeout is only a safety net."""
     deadline = time.monotonic() + timeout
@@ -189,6 +198,11 @@ class Group:
     def trace(self) -> list[Event]:
         return [e for pid in range(self.n) for e in read_jsonl(self.path("trace", pid))]
 
+    def check(self) -> subprocess.CompletedProcess[str]:
+        """``mailroom check`` with no options on every process's trace: it checks what
+        the traces' headers say the protocol promises."""
+        return mailroom_check([self.path("trace", pid) for pid in range(self.n)])
+
     def stats(self, pid: int) -> dict[str, int]:
         import json
 
@@ -204,6 +218,12 @@ class Group:
         self.procs.clear()
         for s in self.socks:
             s.close()
+
+
+def mailroom_check(paths: Sequence[Path]) -> subprocess.CompletedProcess[str]:
+    """``mailroom check PATHS`` (no options) in a child process; its exit code and output."""
+    cmd = [sys.executable, "-m", "mailroom", "check", *map(str, paths)]
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=600, check=False)
 
 
 def idle_flood(port: int, count: int, timeout: float = 10.0) -> list[socket.socket]:
@@ -243,6 +263,8 @@ __all__ = [
     "group",
     "idle_flood",
     "listening_sockets",
+    "live_events",
+    "mailroom_check",
     "rss_mb",
     "table_of",
 ]

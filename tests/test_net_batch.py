@@ -14,7 +14,7 @@ from mailroom.core.messages import Message, MessageId
 from mailroom.core.stack import Stack
 from mailroom.net import Node
 from mailroom.net import frames as fr
-from mailroom.net.node import FRAME_PART, _apply, frame_parts
+from mailroom.net.steps import FRAME_PART, frame_parts, replay_op
 from mailroom.protocols import Reliable, Sequencer
 from mailroom.trace import read_jsonl
 from mailroom.trace.checkers import check
@@ -107,7 +107,7 @@ def test_frame_parts_keep_order_and_respect_the_limit() -> None:
 def test_a_logged_batch_replays_as_the_same_step() -> None:
     live, replayed = _stack(1, 3), _stack(1, 3)
     actions = live.broadcast_many(["a", {"b": [1]}])
-    assert _apply(replayed, ["m", ["a", {"b": [1]}]]) == actions
+    assert replay_op(replayed, ["m", ["a", {"b": [1]}]]) == actions
     assert replayed.snapshot() == live.snapshot()
 
 

@@ -8,9 +8,11 @@
   files (RLIMIT_NOFILE) loses nothing and keeps the genuine links;
 - before authentication a connection is bounded: a 1 MiB frame is refused at
   its header, so a flood of them leaves the node's memory (RSS) where it was;
-- a BATCH frame is all or nothing; a frame naming an impossible message id, or
-  another one than its packet carries, is garbage; the per-message tables of a
-  traced node are bounded; rejected connections are logged with a rate limit;
+- a BATCH frame is all or nothing; a frame naming an impossible message id is
+  garbage; one naming another id than its packet carries is refused, not its
+  link; trace destinations come from the sends, exactly, with nothing kept per
+  message where the endpoint fixes them; rejected connections are logged with a
+  rate limit;
 - a squatter on a down member's address gets no HELLO and no packet;
 - encrypted groups deliver; a member that does not encrypt is refused.
 """
@@ -33,6 +35,7 @@ from mailroom.core.stack import Stack
 from mailroom.net import Node, PeerTable
 from mailroom.net import frames as fr
 from mailroom.net import node as node_module
+from mailroom.net import settings as settings_module
 from mailroom.net.node import Busy
 from mailroom.net.store import CheckpointLog
 from mailroom.protocols import CBCAST, CBCASTPacket, Reliable
@@ -76,11 +79,11 @@ def test_a_failed_checkpoint_write_acts_on_nothing_and_is_retried(
     failing = {"left": 0}
     real_append = CheckpointLog.append
 
-    def append(self: CheckpointLog, records: list[Any]) -> None:
+    def append(self: CheckpointLog, records: list[Any], *tail: Any) -> None:
         if self.path.name == "p0.ckpt" and failing["left"] > 0:
             failing["left"] -= 1
             raise OSError(24, "Too many open files")
-        real_append(self, records)
+        real_append(self, records, *tail)
 
     monkeypatch.setattr(CheckpointLog, "append", append)
 
@@ -129,10 +132,10 @@ def test_a_node_that_cannot_write_resumes_from_its_checkpoint_with_nothing_lost(
     broken = {"on": False}
     real_append = CheckpointLog.append
 
-    def append(self: CheckpointLog, records: list[Any]) -> None:
+    def append(self: CheckpointLog, records: list[Any], *tail: Any) -> None:
         if broken["on"] and self.path.name == "p0.ckpt":
             raise OSError(28, "No space left on device")
-        real_append(self, records)
+        real_append(self, records, *tail)
 
     monkeypatch.setattr(CheckpointLog, "append", append)
     ckpt, trace0 = tmp_path / "p0.ckpt", tmp_path / "t0.jsonl"
@@ -288,7 +291,7 @@ def test_too_many_unauthenticated_connections_close_the_oldest(
         port = socks[0].getsockname()[1]
         idle = await asyncio.to_thread(lambda: [RawClient(port) for _ in range(10)])
         await _until(lambda: node.stats.evicted == 6)
-        waiting = len(node._unauthenticated)
+        waiting = node.transport.handshaking()
         closed = await asyncio.to_thread(idle[0].closed_by_peer, 5.0)
         for c in idle:
             c.close()
@@ -354,46 +357,82 @@ def test_a_frame_naming_an_impossible_message_id_is_garbage() -> None:
     assert asyncio.run(main()) == (0, 1)
 
 
-def test_a_frame_naming_another_message_id_than_its_packet_is_garbage(tmp_path: Path) -> None:
+def test_a_frame_naming_another_message_id_than_its_packet_is_refused_not_the_link(
+    tmp_path: Path,
+) -> None:
+    """An authentic frame whose packet carries another message than its header names
+    is refused whole and counted (``mislabeled``), the state unchanged and no receive
+    row written; the link stays up: the next frame on it is delivered."""
     socks, table = _one_node()
     trace = tmp_path / "t.jsonl"
 
-    async def main() -> tuple[int, int]:
+    async def main() -> tuple[int, int, int, int, bool]:
         node = Node(CBCAST(0, 3), table, KEY, listen=socks[0], trace=trace)
         await node.start()
-
-        def attack() -> None:
-            c = RawClient(socks[0].getsockname()[1])
-            sealer = c.hello(2, 0, table)
-            good = encode(CBCASTPacket(2, (0, 0, 1), "x"))  # carries P2#1
-            c.send(sealer.seal(good, MessageId(1, 1), fr.BROADCAST))  # a valid id, not its own
-            assert c.closed_by_peer()
-
-        await asyncio.to_thread(attack)
+        before = node.endpoint.snapshot()
+        c = await asyncio.to_thread(RawClient, socks[0].getsockname()[1])
+        sealer = await asyncio.to_thread(c.hello, 2, 0, table)
+        good = encode(CBCASTPacket(2, (0, 0, 1), "x"))  # carries P2#1
+        c.send(sealer.seal(good, MessageId(1, 1), fr.BROADCAST))  # a valid id, not its own
+        await _until(lambda: node.stats.mislabeled == 1)
+        unchanged = node.endpoint.snapshot() == before
+        c.send(sealer.seal(good, MessageId(2, 1), fr.BROADCAST))  # the same link, labelled
+        await _until(lambda: node.stats.delivered == 1)
+        c.close()
         await node.close()
-        return node.stats.delivered, node.stats.garbage
+        s = node.stats
+        return s.delivered, s.mislabeled, s.garbage, s.closed, unchanged
 
-    assert asyncio.run(main()) == (0, 1)
-    assert [e for e in read_jsonl(trace) if e.kind == "receive"] == []  # no forged row
+    assert asyncio.run(main()) == (1, 1, 0, 0, True)
+    receives = [e.message for e in read_jsonl(trace) if e.kind == "receive"]
+    assert receives == [MessageId(2, 1)]  # no row for the refused frame
 
 
-def test_a_traced_node_keeps_bounded_id_tables(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setattr(node_module, "ID_TABLE_LIMIT", 16)
-    socks, table = _one_node(2)
+def test_destinations_in_the_trace_come_from_the_sends_not_from_tables(tmp_path: Path) -> None:
+    """An endpoint that both sends and broadcasts (Fifo): each message's destinations
+    reach every trace exactly, retransmissions to a peer that came late included (the
+    node keeps a byte per own message, in its checkpoint too); one that only sends
+    keeps nothing per message."""
+    from mailroom.protocols import Fifo
 
-    async def main() -> tuple[int, int]:
-        node = Node(Reliable(0, 2), table, KEY, listen=socks[0], trace=tmp_path / "t.jsonl",
-                    max_retained=None)  # fmt: skip
-        await node.start()
-        for k in range(200):
-            node.send(k, to=1)  # P1 never comes: every id stays unacknowledged
-        carries = len(node._carries)
-        await node.close()
-        return carries, node.stats.sent
+    socks = listening_sockets(3)
+    table = table_of(socks)
+    traces = [tmp_path / f"t{p}.jsonl" for p in range(3)]
 
-    assert asyncio.run(main()) == (16, 200)
+    def node(p: int) -> Node:
+        return Node(Stack(Reliable(p, 3, rto=0.1), Fifo(p, 3)), table, KEY, listen=socks[p],
+                    trace=traces[p], checkpoint=tmp_path / f"c{p}")  # fmt: skip
+
+    async def main() -> int:
+        nodes = [node(0), node(1)]  # P2 comes late: what P0 sends it is retransmitted
+        for n in nodes:
+            await n.start()
+        nodes[0].send("to P1", to=1)
+        nodes[0].broadcast("to all")
+        nodes[0].send("to P2", to=2)
+        late = node(2)
+        await late.start()
+        nodes.append(late)
+        await _until(lambda: [n.stats.delivered for n in nodes] == [1, 2, 2])
+        for n in nodes:
+            await n.close()
+        again = Node(Stack(Reliable(0, 3), Fifo(0, 3)), table, KEY, checkpoint=tmp_path / "c0")
+        kinds = [fr.UNICAST, fr.BROADCAST, fr.UNICAST]  # kept for retransmissions
+        assert [again._dests.kind(MessageId(0, k + 1)) for k in range(3)] == kinds
+        sole = Node(Reliable(0, 3), table, KEY, trace=tmp_path / "r.jsonl")
+        for _ in range(50):
+            sole._dests.issued(fr.UNICAST)
+        return len(sole._dests.own) + len(sole._dests.held)
+
+    assert asyncio.run(main()) == 0
+    dest = {"to P1": [1], "to all": [0, 1, 2], "to P2": [2]}
+    for p, path in enumerate(traces):
+        sends = {e.message: e.payload for e in read_jsonl(path) if e.kind == "send"}
+        payload = {**sends, **{e.message: e.payload for p2 in traces for e in read_jsonl(p2)
+                               if e.kind == "send"}}  # fmt: skip
+        for e in read_jsonl(path):
+            if e.kind in ("send", "receive", "deliver"):
+                assert list(e.dest) == dest[payload[e.message]], (p, e)
 
 
 def test_rejected_connections_are_logged_with_a_rate_limit(
@@ -468,7 +507,7 @@ def test_a_squatter_on_a_down_members_address_learns_nothing() -> None:
 def test_a_squatter_that_says_nothing_is_left_and_the_link_reconnects(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setattr(node_module, "HANDSHAKE_TIMEOUT", 0.2)
+    monkeypatch.setattr(settings_module, "HANDSHAKE_TIMEOUT", 0.2)
     socks = listening_sockets(2)
     table = table_of(socks)
     squat = socks[1]
@@ -535,7 +574,7 @@ def test_sends_to_a_peer_that_is_down_are_bounded_by_default() -> None:
             while True:
                 node.broadcast("x" * 64)
                 sent += 1
-        retained = node._retained()
+        retained = node._flow.retained()
         assert not node.can_send()
         await node.close()
         return sent, retained

@@ -41,6 +41,11 @@ def test_causal_broadcast_among_three_processes(tmp_path: Path) -> None:
         assert report.ok, report.summary()
         assert sum(e.kind == "deliver" for e in g.trace()) == 9 * count
         assert all(g.stats(pid)["bad_mac"] == 0 for pid in range(3))
+        # The traces say what wrote them: `mailroom check` with no options checks what
+        # CBCAST promises (not total order), and finds it kept.
+        checked = g.check()
+        assert checked.returncode == 0, checked.stdout + checked.stderr
+        assert "promises integrity, fifo, causal, liveness" in checked.stdout
 
 
 def test_total_order_among_four_processes(tmp_path: Path) -> None:
@@ -75,6 +80,8 @@ def test_killed_process_resumes_from_its_checkpoint(tmp_path: Path) -> None:
         sends = [e for e in events if e.kind == "send"]
         assert len(sends) == 3 * count  # P1 did not send again what it had sent
         assert sum(e.kind == "deliver" for e in events) == 9 * count
+        checked = g.check()
+        assert checked.returncode == 0, checked.stdout + checked.stderr
 
 
 def _delivered(path: Path) -> int:

@@ -22,7 +22,6 @@ crash is provided at restart; bad group options are one-line CLI errors.
 from __future__ import annotations
 
 import asyncio
-import json
 import os
 import shutil
 import socket
@@ -33,6 +32,7 @@ from typing import Any
 import pytest
 
 from mailroom.core.actions import Excluded, ViewChange
+from mailroom.core.messages import MessageId
 from mailroom.net import Node
 from mailroom.net.cli import main
 from mailroom.net.membership import group_endpoint
@@ -53,6 +53,7 @@ from .net_support import (
     Group,
     group,
     listening_sockets,
+    live_events,
     table_of,
     wait_for,
     write_group,
@@ -66,12 +67,7 @@ STAGE = 40 * SUSPECT_AFTER + 20
 
 
 def _events(path: Path) -> list[Event]:
-    """The complete lines of a live trace file, as events."""
-    if not path.exists():
-        return []
-    data = path.read_bytes()
-    lines = data[: data.rfind(b"\n") + 1].splitlines()
-    return [Event.from_dict(json.loads(line)) for line in lines if line]
+    return live_events(path)
 
 
 def _views(g: Group, pid: int) -> list[Event]:
@@ -203,6 +199,10 @@ def _crash_and_rejoin(tmp_path: Path, protocol: str, order: str, victim: int) ->
         if order == "total":
             report = check(survivors_total(events, final), ["total"])
             assert report.ok, report.summary()
+        # `mailroom check` with no options checks what the traces' headers promise.
+        checked = g.check()
+        assert checked.returncode == 0, checked.stdout + checked.stderr
+        assert "view_agreement" in checked.stdout  # the header promises the view properties
         return {"detected": detected, "without": without, "back": back}
 
 
@@ -228,6 +228,75 @@ def _until(predicate: Any, what: str, timeout: float = 30.0) -> Any:
             await asyncio.sleep(0.01)
 
     return poll()
+
+
+def test_a_send_during_a_flush_is_traced_in_the_view_it_goes_out_in(tmp_path: Path) -> None:
+    """P0 broadcasts while its view changes: the group holds the message and sends it in
+    the next view; P0's trace has the send there, after that view's installation row,
+    not before it. In every process's trace each event's view is the last one the
+    process installed before it. A restart while the message waits writes it all
+    the same: the checkpoint (log or base) keeps what is unsent."""
+    socks = listening_sockets(3)
+    peers = table_of(socks)
+    got: dict[int, list[Any]] = {p: [] for p in range(3)}
+    traces = [tmp_path / f"trace{p}" for p in range(3)]
+
+    def founder(p: int) -> Group_:
+        return Group_(p, 3, "cbcast", members=[0, 1, 2], reliable=True, retry=0.1)
+
+    def node(p: int) -> Node:
+        return Node(founder(p), peers, KEY, listen=socks[p], trace=traces[p],
+                    checkpoint=tmp_path / f"ckpt{p}",
+                    on_deliver=lambda m: got[p].append(m.payload))  # fmt: skip
+
+    def copy(p: int) -> tuple[Path, Path]:
+        """P's checkpoint and trace as they are now (as a crash would leave them)."""
+        for name in (f"ckpt{p}", f"ckpt{p}.log", f"trace{p}"):
+            shutil.copy(tmp_path / name, tmp_path / f"copy-{name}")
+        return tmp_path / f"copy-ckpt{p}", tmp_path / f"copy-trace{p}"
+
+    async def main() -> tuple[bool, Path, Path]:
+        nodes = [node(p) for p in range(3)]
+        for n in nodes:
+            await n.start()
+        nodes[0].broadcast("in view 1")
+        await _until(lambda: all(got[p] == ["in view 1"] for p in range(3)), "view 1 traffic")
+        await nodes[2].close()
+        for n in nodes[:2]:
+            n.suspect(2)
+        flushing = bool(nodes[0].endpoint.flushing)
+        queued = nodes[0].broadcast("during the flush")
+        assert queued == MessageId(0, 2)
+        ckpt, trace = copy(0)
+        await _until(lambda: all(len(got[p]) == 2 for p in (0, 1)), "the next view's traffic")
+        for n in nodes[:2]:
+            await n.close()
+        return flushing, ckpt, trace
+
+    try:
+        flushing, ckpt, trace = asyncio.run(main())
+    finally:
+        for s in socks:
+            s.close()
+    assert flushing  # the message was sent while the view changed
+    rows = read_jsonl(traces[0])
+    send = next(k for k, e in enumerate(rows) if e.payload == "during the flush")
+    views = [k for k, e in enumerate(rows) if e.kind == "view"]
+    assert [rows[k].view for k in views] == [1, 2]
+    assert views[1] < send and rows[send].view == 2
+    for path in traces:
+        installed = None
+        for e in read_jsonl(path):
+            if e.kind == "view":
+                installed = e.view
+            else:
+                assert e.view == installed, e
+    # Restored from the log, then from a base written while it waits: still unsent.
+    again = Node(founder(0), peers, KEY, checkpoint=ckpt, trace=trace)
+    assert again._tracer is not None and MessageId(0, 2) in again._tracer.unsent.waiting
+    again._compact(strict=True)
+    again = Node(founder(0), peers, KEY, checkpoint=ckpt, trace=trace)
+    assert again._tracer is not None and MessageId(0, 2) in again._tracer.unsent.waiting
 
 
 def test_join_state_false_suspicion_and_replay_in_one_process(tmp_path: Path) -> None:
@@ -381,7 +450,7 @@ def test_a_member_that_never_comes_costs_nothing_once_excluded() -> None:
         nodes[1].broadcast("still here")
         await _until(lambda: all("still here" in got[p] for p in (0, 1)), "a delivery")
         await asyncio.sleep(0.5)  # 25 heartbeat intervals: none of them goes to P2
-        waiting = [len(n._links[2].outbox) for n in nodes]
+        waiting = [n.transport.queued(2) for n in nodes]
         for n in nodes:
             await n.close()
         return waiting
@@ -406,10 +475,10 @@ def test_a_state_requested_but_not_provided_before_a_crash_is_provided_at_restar
     state: list[Any] = []
     append = CheckpointLog.append
 
-    def no_answer(self: CheckpointLog, records: list[Any]) -> None:
+    def no_answer(self: CheckpointLog, records: list[Any], *tail: Any) -> None:
         if any(op[0] == "p" for r in records for op in r["ops"]):
             raise OSError(28, "No space left on device")
-        append(self, records)
+        append(self, records, *tail)
 
     def node(p: int, endpoint: Any, listen: socket.socket) -> Node:
         def on_view(change: ViewChange) -> None:

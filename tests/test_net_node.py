@@ -115,9 +115,9 @@ def test_host_must_match_the_table_entry() -> None:
     try:
         table = PeerTable.of({0: f"127.0.0.1:{s.getsockname()[1]}", 1: "localhost:9"})
         node = Node(CBCAST(0, 2), table, KEY)
-        assert node._host_matches(0, "127.0.0.1")
-        assert not node._host_matches(0, "127.0.0.2")
-        assert node._host_matches(1, "127.0.0.1") or node._host_matches(1, "::1")
+        assert node.transport.host_matches(0, "127.0.0.1")
+        assert not node.transport.host_matches(0, "127.0.0.2")
+        assert node.transport.host_matches(1, "127.0.0.1") or node.transport.host_matches(1, "::1")
     finally:
         s.close()
 
@@ -157,7 +157,7 @@ def _dup(s: socket.socket) -> socket.socket:
 
 
 def test_a_connection_that_never_authenticates_is_closed(monkeypatch: Any) -> None:
-    import mailroom.net.node as node_module
+    import mailroom.net.settings as node_module
 
     monkeypatch.setattr(node_module, "HANDSHAKE_TIMEOUT", 0.2)
     socks = listening_sockets(2)

@@ -1,6 +1,7 @@
 """mailroom.net: run any endpoint (or Stack) over real TCP sockets, authenticated.
 
-``Node(endpoint, peers, key)`` hosts one process's endpoint; ``PeerTable`` is the
+``Node(endpoint, peers, key, **options)`` hosts one process's endpoint (the options
+are the fields of ``NodeConfig``); ``PeerTable`` is the
 ``pid -> host:port`` table (``peers.toml``); ``load_key`` reads the group key
 from a file or ``$MAILROOM_KEY``; ``group_endpoint`` makes a member (or joiner) of a
 process group with views, for a node to host. ``python -m mailroom.net`` runs one
@@ -11,5 +12,15 @@ from mailroom.net.config import KEY_ENV, PeerTable, load_key
 from mailroom.net.frames import FrameError
 from mailroom.net.membership import group_endpoint
 from mailroom.net.node import NetStats, Node
+from mailroom.net.settings import NodeConfig
 
-__all__ = ["KEY_ENV", "FrameError", "NetStats", "Node", "PeerTable", "group_endpoint", "load_key"]
+__all__ = [
+    "KEY_ENV",
+    "FrameError",
+    "NetStats",
+    "Node",
+    "NodeConfig",
+    "PeerTable",
+    "group_endpoint",
+    "load_key",
+]

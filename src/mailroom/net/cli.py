@@ -37,7 +37,7 @@ from typing import Any
 
 from mailroom.core.actions import Excluded, ViewChange
 from mailroom.core.errors import LocalError
-from mailroom.core.messages import Message
+from mailroom.core.messages import Message, Payload
 from mailroom.core.registry import PROTOCOLS as REGISTRY
 from mailroom.core.stack import Stack
 from mailroom.net.config import PeerTable, load_key
@@ -183,119 +183,137 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-async def run(args: argparse.Namespace, stop: asyncio.Event | None = None) -> int:
-    """Run one process until ``stop`` is set (by default: until SIGTERM or SIGINT)."""
-    peers = PeerTable.load(args.peers)
-    key = load_key(args.key_file or peers.key_file)
-    in_group = args.members is not None or args.join is not None
-    app = GroupApp(args.pid) if in_group else None
+def endpoint_of(args: argparse.Namespace, peers: PeerTable) -> tuple[Any, list[int] | None]:
+    """The endpoint the options ask for, and the contacts of ``--join`` (else None)."""
     contacts = parse_pids(args.join, "--join") if args.join is not None else None
     if args.members is not None and args.join is not None:
         raise LocalError("--members starts a group, --join joins one: pass one of them")
-    if in_group:
-        for pid in contacts or parse_pids(args.members, "--members"):
-            if pid >= peers.n:
-                raise LocalError(f"P{pid} is not in the peer table (pids 0..{peers.n - 1})")
-        endpoint = group_endpoint(
-            args.protocol,
-            args.pid,
-            peers.n,
-            members=parse_pids(args.members, "--members") if args.members is not None else None,
-            contacts=contacts or (),
-            reliable=not args.no_reliable,
-            heartbeat=args.heartbeat,
-            suspect_after=args.suspect_after,
-        )
-    else:
+    if args.members is None and args.join is None:
         endpoint = make_endpoint(
             args.protocol, args.pid, peers.n, reliable=not args.no_reliable, rto=args.rto
         )
-    listen = socket.socket(fileno=args.listen_fd) if args.listen_fd is not None else None
-    node = Node(
-        endpoint,
-        peers,
-        key,
-        checkpoint=args.checkpoint,
-        trace=args.trace,
-        run=args.run,
-        delays=parse_delays(args.delay),
-        listen=listen,
-        encrypt=args.encrypt,
-        sync=args.sync,
-        handshake_timeout=args.handshake_timeout,
-        app_state=app.saved if app is not None else None,
-        on_view=app.on_view if app is not None else None,
-        get_state=app.state if app is not None else None,
-        on_excluded=app.on_excluded if app is not None else None,
-        rejoin=contacts,
+        return endpoint, None
+    members = parse_pids(args.members, "--members") if args.members is not None else None
+    for pid in contacts or members or []:
+        if pid >= peers.n:
+            raise LocalError(f"P{pid} is not in the peer table (pids 0..{peers.n - 1})")
+    endpoint = group_endpoint(
+        args.protocol,
+        args.pid,
+        peers.n,
+        members=members,
+        contacts=contacts or (),
+        reliable=not args.no_reliable,
+        heartbeat=args.heartbeat,
+        suspect_after=args.suspect_after,
     )
+    return endpoint, contacts
+
+
+def node_of(args: argparse.Namespace, app: GroupApp | None) -> Node:
+    """The node the options describe, hosting ``app`` (a group's application) if any."""
+    peers = PeerTable.load(args.peers)
+    key = load_key(args.key_file or peers.key_file)
+    endpoint, contacts = endpoint_of(args, peers)
+    listen = socket.socket(fileno=args.listen_fd) if args.listen_fd is not None else None
+    hooks: dict[str, Any] = {}
+    if app is not None:
+        hooks = {"app_state": app.saved, "on_view": app.on_view, "get_state": app.state,
+                 "on_excluded": app.on_excluded}  # fmt: skip
+    node = Node(endpoint, peers, key, checkpoint=args.checkpoint, trace=args.trace,
+                run=args.run, delays=parse_delays(args.delay), listen=listen,
+                encrypt=args.encrypt, sync=args.sync, handshake_timeout=args.handshake_timeout,
+                rejoin=contacts, **hooks)  # fmt: skip
     if app is not None and node.joined:  # resumed its view: the application too
         app.resume(node.resumed_state)
         app.joined.set()
-    handed = [0]
-    reached = asyncio.Event()
-    if stop is None:
-        stop = asyncio.Event()
-        loop = asyncio.get_running_loop()
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            loop.add_signal_handler(sig, stop.set)
+    return node
 
-    def delivered(m: Message) -> None:
-        handed[0] += 1
-        if app is not None:
-            app.deliver(m)
-        if args.expect and node.stats.delivered >= args.expect:
-            reached.set()
 
-    node.on_deliver = delivered
+class Workload:
+    """The scripted workload: ``--count`` sends, counting deliveries up to ``--expect``."""
 
-    async def workload() -> None:
+    def __init__(self, args: argparse.Namespace, node: Node, app: GroupApp | None) -> None:
+        self.args = args
+        self.node = node
+        self.app = app
+        self.handed = 0
+        self.reached = asyncio.Event()
+        node.on_deliver = self.delivered
+
+    def delivered(self, m: Message) -> None:
+        self.handed += 1
+        if self.app is not None:
+            self.app.deliver(m)
+        if self.args.expect and self.node.stats.delivered >= self.args.expect:
+            self.reached.set()
+
+    async def send(self) -> None:
+        """Send messages ``node.stats.sent + 1`` .. ``--count`` (a restart resumes)."""
+        args, node = self.args, self.node
         await asyncio.sleep(args.start_after)
-        broadcast = args.protocol in BROADCASTING
-        others = [p for p in range(peers.n) if p != args.pid]
         for k in range(node.stats.sent + 1, args.count + 1):
-            payload = {"from": args.pid, "k": k}
-            while True:
-                if app is not None:
-                    await app.joined.wait()  # sends wait for a view (and the state)
-                await node.wait_can_send()
-                view = node.view
-                if view is not None:  # in a group: unicasts go to the view's other members
-                    others = [p for p in view.members if p != args.pid]
-                try:
-                    if broadcast:
-                        node.broadcast(payload)
-                    elif others:
-                        node.send(payload, to=others[k % len(others)])
-                    else:
-                        raise Busy("no other member to send to")
-                    break
-                except Busy:  # the node stalled after wait_can_send returned: wait again
-                    await asyncio.sleep(0 if view is None else args.heartbeat)
-                except LocalError:  # a group whose view is changing takes no unicast now
-                    await asyncio.sleep(args.heartbeat)
+            await self._send_one({"from": args.pid, "k": k}, k)
             if args.interval:
                 await asyncio.sleep(args.interval)
             elif k % 16 == 0:
                 await asyncio.sleep(0)
 
-    async def finish() -> None:
-        if args.expect:
-            if node.stats.delivered >= args.expect:
-                reached.set()
-            await reached.wait()
-            if args.done:
-                _write(args.done, node, handed[0], app)
+    async def _send_one(self, payload: Payload, k: int) -> None:
+        args, node = self.args, self.node
+        broadcast = args.protocol in BROADCASTING
+        while True:
+            if self.app is not None:
+                await self.app.joined.wait()  # sends wait for a view (and the state)
+            await node.wait_can_send()
+            view = node.view
+            others = [p for p in range(node.peers.n) if p != args.pid]
+            if view is not None:  # in a group: unicasts go to the view's other members
+                others = [p for p in view.members if p != args.pid]
+            try:
+                if broadcast:
+                    node.broadcast(payload)
+                elif others:
+                    node.send(payload, to=others[k % len(others)])
+                else:
+                    raise Busy("no other member to send to")
+                return
+            except Busy:  # the node stalled after wait_can_send returned: wait again
+                await asyncio.sleep(0 if view is None else args.heartbeat)
+            except LocalError:  # a group whose view is changing takes no unicast now
+                await asyncio.sleep(args.heartbeat)
 
+    async def finish(self) -> None:
+        """Write ``--done`` once ``--expect`` deliveries are reached."""
+        args = self.args
+        if args.expect:
+            if self.node.stats.delivered >= args.expect:
+                self.reached.set()
+            await self.reached.wait()
+            if args.done:
+                _write(args.done, self.node, self.handed, self.app)
+
+
+async def run(args: argparse.Namespace, stop: asyncio.Event | None = None) -> int:
+    """Run one process until ``stop`` is set (by default: until SIGTERM or SIGINT)."""
+    in_group = args.members is not None or args.join is not None
+    app = GroupApp(args.pid) if in_group else None
+    node = node_of(args, app)
+    work = Workload(args, node, app)
+    if stop is None:
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, stop.set)
     asyncio.get_running_loop().set_exception_handler(_quiet_loop_errors())
     await node.start()
-    tasks = [asyncio.create_task(workload()), asyncio.create_task(finish())]
+    tasks = [asyncio.create_task(work.send()), asyncio.create_task(work.finish())]
     await stop.wait()
     for t in tasks:
         t.cancel()
     await node.close()
     if args.stats:
-        _write(args.stats, node, handed[0], app)
+        _write(args.stats, node, work.handed, app)
     return 0
 
 
@@ -342,4 +360,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
 
 
-__all__ = ["PROTOCOLS", "GroupApp", "build_parser", "main", "make_endpoint", "parse_pids", "run"]
+__all__ = [
+    "PROTOCOLS",
+    "GroupApp",
+    "Workload",
+    "build_parser",
+    "endpoint_of",
+    "main",
+    "make_endpoint",
+    "node_of",
+    "parse_pids",
+    "run",
+]

@@ -60,10 +60,21 @@ def group_endpoint(
     return HeartbeatDetector(group, interval=heartbeat, timeout=suspect_after)
 
 
-def rejoined(endpoint: Any, contacts: Collection[int]) -> Any:
+def queues_sends(endpoint: Any) -> bool:
+    """True if ``endpoint`` is a group that holds sends now (its view is changing, or it
+    is joining): they go out, with their ids, once the next view is installed."""
+    group = group_of(endpoint)
+    return group is not None and not (group.joined and not group.flushing)
+
+
+def rejoined(
+    endpoint: Any, contacts: Collection[int], *, sent: int = 0, incarnation: int = 0
+) -> Any:
     """A joiner that takes over from ``endpoint`` (a group endpoint restored from a
     checkpoint): its next incarnation, asking ``contacts`` (default: the other members
-    of its last view), its message ids counting on from the last one it used."""
+    of its last view), its message ids counting on from the last one it used. ``sent``
+    and ``incarnation``: what the process is known to have reached (a log cut after
+    them): ids start after ``sent``, the incarnation above ``incarnation``."""
     old = group_of(endpoint)
     if old is None:
         raise LocalError(f"only a group member can rejoin, not {type(endpoint).__name__}")
@@ -77,12 +88,12 @@ def rejoined(endpoint: Any, contacts: Collection[int]) -> Any:
         reliable=old.reliable,
         retry=old.retry,
         stability_every=old.stability_every,
-        incarnation=old.incarnation + 1,
+        incarnation=max(old.incarnation, incarnation) + 1,
     )
-    group.sent_count = old.sent_count
+    group.sent_count = max(old.sent_count, sent)
     if isinstance(endpoint, HeartbeatDetector):
         return HeartbeatDetector(group, interval=endpoint.interval, timeout=endpoint.timeout)
     return group
 
 
-__all__ = ["group_endpoint", "group_of", "is_member", "rejoined"]
+__all__ = ["group_endpoint", "group_of", "is_member", "queues_sends", "rejoined"]

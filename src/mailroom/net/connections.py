@@ -1,0 +1,229 @@
+"""The two kinds of TCP connection a node has: accepted (``Inbound``) and opened
+(``Outbound``), each running its side of the handshake of ``frames``.
+
+A connection reports to its ``Transport`` through the transport's public methods
+(``admit``, ``authenticated``, ``forget``, ``check_intro``, ``received``); it
+writes no field of anyone else.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+from typing import TYPE_CHECKING
+
+from mailroom.core.codec import decode
+from mailroom.core.errors import RemoteError
+from mailroom.core.wire import carried_message_id
+from mailroom.net import frames as fr
+
+if TYPE_CHECKING:
+    from mailroom.net.transport import Link, Transport
+
+#: A frame's packets, decoded: (packet, its frame entry).
+Batch = list[tuple[object, fr.Data]]
+
+
+class Mislabeled(Exception):
+    """An authentic frame whose packet carries another message than its header says."""
+
+
+class Inbound(asyncio.Protocol):
+    """An accepted connection: CHALLENGE, INTRO, PROOF, HELLO, then data frames."""
+
+    def __init__(self, transport: Transport) -> None:
+        self.owner = transport
+        self.reader = fr.FrameReader(fr.PREAUTH_LIMIT)
+        self.nonce = os.urandom(fr.NONCE_SIZE)
+        self.intro: fr.Intro | None = None
+        self.opener: fr.Opener | None = None
+        self.peer = -1
+        self.transport: asyncio.Transport | None = None
+        self.remote_host = ""
+        self.timeout: asyncio.TimerHandle | None = None
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.Transport)
+        self.transport = transport
+        name = transport.get_extra_info("peername")
+        self.remote_host = name[0] if name else ""
+        owner = self.owner
+        owner.admit(self)
+        if transport.is_closing():  # admitting it evicted it (a limit of 0)
+            return
+        transport.write(fr.frame(fr.CHALLENGE, self.nonce))
+        loop = asyncio.get_running_loop()
+        self.timeout = loop.call_later(owner.handshake_seconds(), self._no_hello)
+        if owner.paused:
+            transport.pause_reading()
+
+    def _no_hello(self) -> None:
+        if self.opener is None:
+            limit = self.owner.handshake_seconds()
+            self.reject(fr.FrameError("timeouts", f"no HELLO within {limit} s"))
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.owner.forget(self)
+        if self.timeout is not None:
+            self.timeout.cancel()
+
+    def data_received(self, data: bytes) -> None:
+        batch: Batch = []
+        try:
+            for kind, body in self.reader.frames(data):
+                if self.opener is None:
+                    self._handshake(kind, body)
+                    continue
+                if kind == fr.DATA:
+                    items = [self.opener.open(body)]
+                elif kind == fr.BATCH:
+                    items = self.opener.open_many(body)
+                else:
+                    raise fr.FrameError("garbage", f"frame type {kind} after the handshake")
+                try:
+                    batch += self._decode_all(items)  # the whole frame, or none of it
+                except Mislabeled as exc:  # authentic, numbered: refused, the link stays
+                    self.owner.refuse(self.peer, str(exc))
+        except fr.FrameError as exc:
+            self.reject(exc)
+        finally:
+            if batch:
+                self.owner.received(self.peer, batch)
+
+    def _decode_all(self, items: list[fr.Data]) -> Batch:
+        """Every packet of one frame decoded and its header's message id checked against
+        the packet: FrameError (garbage) or Mislabeled (another id than the header's)."""
+        n = self.owner.peers.n
+        out: Batch = []
+        for item in items:
+            mid = item.message_id
+            if mid is not None and not (0 <= mid.origin < n and mid.seq >= 1):
+                raise fr.FrameError("garbage", f"frame names impossible message id {mid}")
+            try:
+                packet = decode(item.packet)
+                carried = carried_message_id(packet)
+            except RemoteError as exc:
+                raise fr.FrameError("garbage", f"undecodable packet: {exc}") from None
+            if carried != mid:  # the packet, not the header, says what it carries
+                raise Mislabeled(f"frame names message id {mid}, its packet carries {carried}")
+            out.append((packet, item))
+        return out
+
+    def _handshake(self, kind: int, body: bytes) -> None:
+        owner = self.owner
+        if self.intro is None:
+            if kind != fr.INTRO:
+                raise fr.FrameError("garbage", f"expected INTRO, got frame type {kind}")
+            i = fr.read_intro(body, set(owner.peers.addresses))
+            owner.check_intro(i, self.remote_host)
+            self.intro = i
+            assert self.transport is not None
+            self.transport.write(fr.proof(owner.key, self.nonce, i))
+            return
+        if kind != fr.HELLO:
+            raise fr.FrameError("garbage", f"expected HELLO, got frame type {kind}")
+        i = self.intro
+        fr.check_hello(owner.key, self.nonce, i, body)
+        self.peer = i.sender
+        self.opener = fr.Opener(owner.key, self.nonce, i)
+        self.reader.limit = fr.MAX_FRAME
+        owner.authenticated(self)
+
+    def reject(self, exc: fr.FrameError) -> None:
+        owner = self.owner
+        owner.stats.add(exc.reason)
+        who = f"P{self.peer}" if self.peer >= 0 else self.remote_host
+        owner.quiet(logging.WARNING, "P%d: closing connection from %s: %s: %s", owner.pid,
+                    who, exc.reason, exc)  # fmt: skip
+        self.close()
+
+    def close(self) -> None:
+        self.owner.forget(self, closing=True)
+        if self.transport is not None and not self.transport.is_closing():
+            self.owner.stats.closed += 1
+            self.transport.close()
+
+    def pause(self, paused: bool) -> None:
+        """Stop (or resume) reading this connection."""
+        if self.transport is not None and not self.transport.is_closing():
+            if paused:
+                self.transport.pause_reading()
+            else:
+                self.transport.resume_reading()
+
+
+class Outbound(asyncio.Protocol):
+    """A connection this process opened to send to ``link.peer``."""
+
+    def __init__(self, link: Link) -> None:
+        self.link = link
+        self.reader = fr.FrameReader(fr.PREAUTH_LIMIT)
+        self.transport: asyncio.Transport | None = None
+        self.intro: fr.Intro | None = None
+        self.challenge = b""
+        self.sealer: fr.Sealer | None = None
+        self.timeout: asyncio.TimerHandle | None = None
+        self.lost: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self.paused = False
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.Transport)
+        self.transport = transport
+        limit = self.link.owner.handshake_seconds()
+        self.timeout = asyncio.get_running_loop().call_later(limit, self._expire)
+
+    def _expire(self) -> None:
+        """An acceptor that does not complete the handshake in time (a squatter that
+        says nothing) is left, so the link reconnects to whoever holds the address next."""
+        if self.sealer is None and self.transport is not None:
+            owner = self.link.owner
+            owner.stats.timeouts += 1
+            owner.quiet(logging.WARNING, "P%d: P%d did not complete the handshake within "
+                        "%s s", owner.pid, self.link.peer, owner.handshake_seconds())  # fmt: skip
+            self.transport.close()
+
+    def data_received(self, data: bytes) -> None:
+        owner = self.link.owner
+        peer = self.link.peer
+        assert self.transport is not None
+        try:
+            for kind, body in self.reader.frames(data):
+                if self.sealer is not None:
+                    raise fr.FrameError("garbage", f"P{peer} sent frame type {kind}")
+                if self.intro is None:
+                    if kind != fr.CHALLENGE or len(body) != fr.NONCE_SIZE:
+                        raise fr.FrameError("garbage", f"P{peer} sent frame type {kind}")
+                    self.challenge = body
+                    nonce = os.urandom(fr.NONCE_SIZE)
+                    i = fr.Intro(owner.pid, peer, owner.digest, owner.encrypt, nonce)
+                    self.intro = i
+                    self.transport.write(fr.intro(i.sender, peer, i.digest, nonce, i.encrypt))
+                    continue
+                if kind != fr.PROOF:
+                    raise fr.FrameError("garbage", f"P{peer} sent frame type {kind}")
+                fr.check_proof(owner.key, self.challenge, self.intro, body)
+                self.transport.write(fr.hello(owner.key, self.challenge, self.intro))
+                self.sealer = fr.Sealer(owner.key, self.challenge, self.intro)
+                self.link.ready(self)
+        except fr.FrameError as exc:
+            owner.stats.add(exc.reason)
+            owner.quiet(logging.WARNING, "P%d: closing connection to P%d: %s", owner.pid,
+                        peer, exc)  # fmt: skip
+            self.transport.close()
+
+    def pause_writing(self) -> None:
+        self.paused = True
+
+    def resume_writing(self) -> None:
+        self.paused = False
+        self.link.flush()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if self.timeout is not None:
+            self.timeout.cancel()
+        if not self.lost.done():
+            self.lost.set_result(None)
+
+
+__all__ = ["Batch", "Inbound", "Mislabeled", "Outbound"]

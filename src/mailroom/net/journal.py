@@ -1,0 +1,258 @@
+"""A node's files, written and read back: the trace and the checkpoint (``store``).
+
+``Journal.write`` writes steps down: their trace events, then their checkpoint log
+records (OSError: neither counts as written, and a retry writes both again from
+the same offsets). ``restore`` rebuilds a node's endpoint from a checkpoint: the
+base, then the log's inputs replayed, with what the node itself keeps (the
+messages' kinds, a group's unsent messages, the deliveries of the last step and a
+joiner's state still owed). A log cut after steps acted on is refused, or, for a
+group member, left behind: the process rejoins as its next incarnation, its ids
+counting on from the last one its head records.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import logging
+from collections.abc import Collection, Sequence
+from pathlib import Path
+from typing import Any
+
+import attrs
+
+from mailroom.core.actions import Deliver, StateRequest
+from mailroom.core.codec import decode
+from mailroom.core.errors import LocalError, RemoteError
+from mailroom.core.messages import Message, MessageId
+from mailroom.core.registry import restore_endpoint
+from mailroom.core.wire import carried_message_ids, unplain
+from mailroom.net.frames import BROADCAST, UNICAST
+from mailroom.net.membership import group_of, queues_sends, rejoined
+from mailroom.net.steps import Step, replay_op
+from mailroom.net.store import FORMAT, CheckpointLog, Saved, TraceFile, read_checkpoint
+from mailroom.net.tracing import Destinations, Unsent, stack_names
+
+log = logging.getLogger("mailroom.net")
+
+
+class Journal:
+    """The trace file and the checkpoint log of one node (either may be absent)."""
+
+    def __init__(
+        self,
+        trace: TraceFile | None,
+        ckpt: CheckpointLog | None,
+        app_state: Any,
+        resumed: Any,
+        restored: bool,
+    ) -> None:
+        self.trace, self.ckpt = trace, ckpt
+        #: Returns the application's JSON data to keep (or None).
+        self.app_state = app_state
+        self._app_json = json.dumps(resumed) if restored else None
+
+    def write(self, steps: Sequence[Step], sent: int, incarnation: int) -> None:
+        """Persist ``steps``: the trace lines, then the checkpoint log's records; the log's
+        head then counts them, with the endpoint's message count ``sent`` and group
+        ``incarnation`` after them."""
+        trace, ckpt = self.trace, self.ckpt
+        if trace is not None:
+            staged = trace.stage([line for s in steps for line in s.lines])
+        if ckpt is not None:
+            end, count = (trace.end, trace.count) if trace is not None else (0, 0)
+            records: list[dict[str, Any]] = []
+            for s in steps:
+                end += sum(len(line) for line in s.lines)
+                count += len(s.lines)
+                records.append({"ops": s.ops, "trace": count, "trace_bytes": end,
+                                "sent": s.sent, "delivered": s.delivered})  # fmt: skip
+            if self.app_state is not None:
+                text = json.dumps(self.app_state(), allow_nan=False)
+                if text != self._app_json:
+                    records[-1]["app"] = json.loads(text)
+                    self._app_json = text
+            try:
+                ckpt.append(records, (sent, incarnation, count, end))
+            except OSError:
+                self._app_json = None  # write it again with the retry
+                if trace is not None:
+                    trace.rollback()  # no event in the trace that the checkpoint lacks
+                raise
+        if trace is not None:
+            trace.confirm(*staged)
+
+    def compact(
+        self,
+        endpoint: Any,
+        counters: tuple[int, int],
+        dests: Destinations,
+        unsent: Unsent | None,
+        marks: tuple[int, int],
+    ) -> None:
+        """Write a new base: ``endpoint``'s snapshot, the node's ``counters`` (sent and
+        delivered), what it keeps beside the endpoint, the trace position and the
+        application's state; OSError if it could not be written."""
+        assert self.ckpt is not None
+        trace = self.trace
+        base: dict[str, Any] = {"format": FORMAT, "stack": stack_names(endpoint),
+                                "endpoint": endpoint.snapshot(), "sent": counters[0],
+                                "delivered": counters[1], "trace": trace.count if trace
+                                else 0, "trace_bytes": trace.end if trace else 0}  # fmt: skip
+        kinds = dests.saved()
+        if kinds is not None:
+            base["kinds"] = kinds
+        if unsent is not None and unsent.waiting:
+            base["unsent"] = unsent.saved()
+        if self.app_state is not None:
+            base["app"] = self.app_state()
+        self.ckpt.compact(base, (*marks, base["trace"], base["trace_bytes"]))
+        self._app_json = json.dumps(base.get("app"))
+
+    def close(self) -> None:
+        if self.ckpt is not None:
+            self.ckpt.close()
+        if self.trace is not None:
+            self.trace.close()
+
+
+@attrs.define
+class Restored:
+    """A node's endpoint and what the node keeps beside it, as of its last step."""
+
+    endpoint: Any
+    dests: Destinations
+    unsent: Unsent
+    #: Deliveries of the last logged step: the application state saved with it predates them.
+    redelivered: list[Message] = attrs.Factory(list)
+    #: A joiner's state requested in the last logged steps and not provided yet.
+    owed: int | None = None
+    #: What ``app_state`` returned last.
+    resumed_state: Any = None
+    #: The endpoint was replaced (a rejoin): a new base is due at start.
+    rebase: bool = False
+    #: The checkpoint it came from (None: a fresh start).
+    saved: Saved | None = None
+
+    def counters(self) -> tuple[int, int]:
+        """The node's counts of messages sent and delivered, as of the last step (after a
+        cut log, at least the ids its head says were used)."""
+        last: dict[str, Any] = self.saved.last if self.saved is not None else {}
+        sent = int(last.get("sent", 0))
+        if self.rebase and self.saved is not None and self.saved.marks is not None:
+            sent = max(sent, self.saved.marks.sent)
+        return sent, int(last.get("delivered", 0))
+
+
+def resume(path: Path | None, fresh: Any, n: int, rejoin: Collection[int] | None) -> Restored:
+    """The node's endpoint (and what it keeps) from the checkpoint at ``path`` if there
+    is one, else ``fresh`` as it is."""
+    saved = read_checkpoint(path) if path is not None else None
+    if saved is None:
+        return Restored(fresh, Destinations(fresh.pid, n, fresh), Unsent())
+    return restore(saved, fresh, f"checkpoint {path}", rejoin)
+
+
+def restore(saved: Saved, fresh: Any, where: str, rejoin: Collection[int] | None) -> Restored:
+    """The endpoint of checkpoint ``saved`` with its log replayed; LocalError if it is
+    not a checkpoint of ``fresh``'s process and protocol stack, or if its log was cut
+    and the process cannot rejoin as a new incarnation."""
+    want = stack_names(fresh)
+    named = saved.base.get("stack")
+    if named is not None and named != want:
+        raise LocalError(f"{where} is of protocol stack {named}, not {want}")
+    try:
+        endpoint = restore_endpoint(saved.base["endpoint"])
+        done = Restored(endpoint, Destinations(fresh.pid, fresh.n, endpoint), Unsent())
+        done.dests.load(saved.base.get("kinds"))
+        done.unsent.load(saved.base.get("unsent"))
+    except LocalError as exc:
+        raise LocalError(f"{where}: {exc}") from None
+    except (TypeError, ValueError, KeyError, IndexError, AttributeError, OverflowError) as exc:
+        raise LocalError(f"{where}: bad endpoint snapshot: {type(exc).__name__}: {exc}") from None
+    except RecursionError:
+        raise LocalError(f"{where}: endpoint snapshot nested too deeply") from None
+    if stack_names(endpoint) != want:
+        raise LocalError(f"{where} is of protocol stack {stack_names(endpoint)}, not {want}")
+    if (endpoint.pid, endpoint.n) != (fresh.pid, fresh.n):
+        raise LocalError(
+            f"{where} is of P{endpoint.pid} of {endpoint.n}, not P{fresh.pid} of {fresh.n}"
+        )
+    done.saved = saved
+    for k, step in enumerate(saved.steps):
+        try:
+            _replay(done, step["ops"])
+        except (LocalError, TypeError, ValueError, KeyError, IndexError) as exc:
+            raise LocalError(f"{where}: log step {k + 1} does not replay: {exc}") from None
+    apps = [s["app"] for s in saved.steps if "app" in s]  # logged when it changed
+    done.resumed_state = apps[-1] if apps else saved.base.get("app")
+    if saved.cut is not None:
+        if group_of(done.endpoint) is None or saved.marks is None:
+            raise LocalError(f"{saved.cut}; resuming would hand its messages again and "
+                             "reuse their ids (restore the log, or start afresh)")  # fmt: skip
+        log.warning("%s; P%d rejoins its group as a new incarnation, its message ids after "
+                    "%d", saved.cut, fresh.pid, saved.marks.sent)  # fmt: skip
+        rejoin = rejoin or ()
+    if rejoin is not None:
+        marks = saved.marks
+        done.endpoint = rejoined(done.endpoint, rejoin, sent=marks.sent if marks else 0,
+                                 incarnation=marks.incarnation if marks else 0)  # fmt: skip
+        done.redelivered, done.owed, done.rebase = [], None, True
+        done.unsent = Unsent()
+    return done
+
+
+def _replay(done: Restored, ops: list[Any]) -> None:
+    """Replay one logged step's inputs on ``done``'s endpoint and bookkeeping."""
+    endpoint, dests = done.endpoint, done.dests
+    delivered: list[Message] = []
+    for op in ops:
+        kind = op[0]
+        if kind in ("b", "s") and queues_sends(endpoint):
+            mid = MessageId(endpoint.pid, endpoint.sent_count + 1)
+            dest = dests.everyone if kind == "b" else (int(op[2]),)
+            done.unsent.add(mid, dest, unplain(op[1]))
+        actions = replay_op(endpoint, op)
+        if kind == "b" or kind == "s":
+            dests.issued(BROADCAST if kind == "b" else UNICAST)
+        elif kind == "m":
+            dests.issued(BROADCAST, len(op[1]))
+        elif kind == "r" and len(op) > 2:  # the kind its frame said (both kinds possible)
+            for mid in _carried(op[1]):
+                dests.held[mid] = int(op[2])
+        elif kind == "p":
+            done.owed = None
+        for a in actions:
+            if isinstance(a, Deliver):
+                delivered.append(a.message)
+                if dests.fixed is None:
+                    dests.delivered(a.message.id)
+            elif isinstance(a, StateRequest):
+                done.owed = a.view
+        done.unsent.replayed(actions)
+    done.redelivered = delivered
+
+
+def _carried(packet: str) -> tuple[MessageId, ...]:
+    try:
+        return carried_message_ids(decode(base64.b64decode(packet, validate=True)))
+    except RemoteError:
+        return ()
+
+
+def open_files(
+    saved: Saved | None, checkpoint: Path | None, trace: Path | None, header: bytes, sync: bool
+) -> tuple[TraceFile | None, CheckpointLog | None]:
+    """The trace (cut at the checkpoint's position) and the checkpoint log to continue."""
+    last: dict[str, Any] = saved.last if saved is not None else {}
+    if saved is not None and saved.cut is not None and saved.marks is not None:
+        last = saved.marks.counters()  # the events of the steps acted on stay
+    trace_file = None
+    if trace is not None:
+        keep, keep_bytes = int(last.get("trace", 0)), last.get("trace_bytes")
+        trace_file = TraceFile(trace, keep, keep_bytes, sync=sync, header=header)
+    ckpt = CheckpointLog(checkpoint, saved, sync=sync) if checkpoint is not None else None
+    return trace_file, ckpt
+
+
+__all__ = ["Journal", "Restored", "open_files", "restore", "resume"]

@@ -1,0 +1,100 @@
+"""A node's settings (``NodeConfig``) and the runtime's default bounds.
+
+``Node(endpoint, peers, key, **options)`` takes the fields of ``NodeConfig`` as
+keyword arguments (or ``config=NodeConfig(...)``); each is described here once.
+"""
+
+from __future__ import annotations
+
+import socket
+from collections.abc import Callable, Collection, Mapping
+from pathlib import Path
+from typing import Any
+
+import attrs
+
+from mailroom.core.actions import Excluded, ViewChange
+from mailroom.core.messages import Message, MessageId, Payload
+from mailroom.trace.header import TraceHeader
+
+#: Seconds an accepted connection has to authenticate before it is closed.
+HANDSHAKE_TIMEOUT = 10.0
+#: Accepted connections allowed in their handshake at once; one more closes the oldest.
+MAX_UNAUTHENTICATED = 64
+#: Default bound on the packets the reliable layer keeps for unacknowledged sends.
+MAX_RETAINED = 4096
+#: First pause before retrying a failed checkpoint or trace write (doubles up to 1 s).
+IO_RETRY = 0.05
+#: Default outbox bound per peer (frames waiting for a connection).
+OUTBOX_LIMIT = 100_000
+#: Default outbox bound per peer for group endpoints: a dead member costs no more.
+GROUP_OUTBOX = 1024
+
+
+def _delays(value: Mapping[int, float] | None) -> dict[int, float]:
+    return dict(value or {})
+
+
+@attrs.frozen(kw_only=True)
+class NodeConfig:
+    """Everything a ``Node`` is told besides its endpoint, peer table and key."""
+
+    #: A file to resume from (if it exists) and to keep up to date.
+    checkpoint: str | Path | None = None
+    #: A JSON Lines file of this process's send/receive/deliver/view events.
+    trace: str | Path | None = None
+    #: The run name in the trace.
+    run: str = "run"
+    #: Called with each delivered message; otherwise read ``Node.deliveries()``.
+    on_deliver: Callable[[Message], None] | None = None
+    #: Returns JSON data to keep in the checkpoint (``Node.resumed_state`` after a restart).
+    app_state: Callable[[], Any] | None = None
+    #: Seconds to hold frames to a peer back (a slow link).
+    delays: dict[int, float] = attrs.field(factory=dict, converter=_delays)
+    #: A listening socket to use instead of binding the peer-table address.
+    listen: socket.socket | None = None
+    #: Frames kept per unconnected peer (None: ``GROUP_OUTBOX`` or ``OUTBOX_LIMIT``).
+    outbox_limit: int | None = None
+    #: Seal data frames with ChaCha20-Poly1305 (every member must agree).
+    encrypt: bool = False
+    #: ``fsync`` the trace and the checkpoint log at every step.
+    sync: bool = False
+    #: Sends raise ``Busy`` while the reliable layer keeps this many packets (None: no bound).
+    max_retained: int | None = MAX_RETAINED
+    #: Accepted connections allowed in their handshake at once.
+    max_unauthenticated: int = MAX_UNAUTHENTICATED
+    #: Seconds a connection has to authenticate (None: ``HANDSHAKE_TIMEOUT``).
+    handshake_timeout: float | None = None
+    #: Called with the ids of each ``Stable`` report.
+    on_stable: Callable[[tuple[MessageId, ...]], None] | None = None
+    #: A group endpoint's view changes, at their place among the deliveries.
+    on_view: Callable[[ViewChange], None] | None = None
+    #: The application's state for a joiner, taken right after the view change.
+    get_state: Callable[[int], Payload] | None = None
+    #: Called when the group excluded this process.
+    on_excluded: Callable[[Excluded], None] | None = None
+    #: Contacts: a member restored from ``checkpoint`` joins again as its next incarnation.
+    rejoin: Collection[int] | None = None
+    #: The trace's header (None: what the hosted protocol promises, found in the registry).
+    trace_header: TraceHeader | None = None
+
+    def handshake_seconds(self) -> float:
+        """Seconds a connection has to complete its handshake."""
+        return self.handshake_timeout if self.handshake_timeout else HANDSHAKE_TIMEOUT
+
+    def outbox_for(self, member: bool) -> int:
+        """Frames kept per unconnected peer (a group endpoint repairs losses itself)."""
+        if self.outbox_limit is not None:
+            return self.outbox_limit
+        return GROUP_OUTBOX if member else OUTBOX_LIMIT
+
+
+__all__ = [
+    "GROUP_OUTBOX",
+    "HANDSHAKE_TIMEOUT",
+    "IO_RETRY",
+    "MAX_RETAINED",
+    "MAX_UNAUTHENTICATED",
+    "OUTBOX_LIMIT",
+    "NodeConfig",
+]

@@ -1,0 +1,208 @@
+"""A step of the hosted endpoint, and how a checkpoint's log replays one.
+
+Every step (a send by the application, the packets of one read, a timer, a
+host input) is handled the same way: persist, then act. ``Engine.run`` sorts the
+endpoint's actions into what the step will do (``Step``: the trace lines and
+logged inputs to write first, then the packets to send, the packets to loop back
+and what to hand to the application) without doing any of it and without
+touching its inputs; the node writes the step down, then acts on it.
+
+An endpoint with explicit consumption is told the application takes each
+delivery in the step that delivers it (the consumption is logged with the step);
+what it answers belongs to the same step.
+"""
+
+from __future__ import annotations
+
+import base64
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import attrs
+
+from mailroom.core import Deliver, Excluded, StateRequest
+from mailroom.core.actions import Action, Stable, Transmit, ViewChange
+from mailroom.core.codec import decode, encode, value_size
+from mailroom.core.endpoint import broadcast_batch, consumer
+from mailroom.core.errors import RemoteError
+from mailroom.core.messages import Message, MessageId, Payload
+from mailroom.core.wire import unplain
+from mailroom.net import frames as fr
+from mailroom.net.tracing import Destinations, Tracer
+from mailroom.net.transport import Send
+
+#: What a step hands to the application, in stream order.
+Handed = Message | ViewChange | StateRequest | Excluded
+
+
+@attrs.define
+class Step:
+    """What one step did: written down first (``ops``, ``lines``), then acted on."""
+
+    #: the step's inputs, as the checkpoint log keeps them
+    ops: list[Any]
+    #: its trace events
+    lines: list[bytes]
+    #: packets for the peers: (peer, bytes, message id, what the frame says it carries)
+    sends: list[Send]
+    #: packets for this process itself
+    loopback: list[object]
+    #: what the application gets, in order: messages, view changes, state requests
+    handed: list[Handed]
+    #: Stable reports
+    stable: list[tuple[MessageId, ...]]
+    #: the counters after the step
+    sent: int
+    delivered: int
+
+
+class Engine:
+    """Sorts an endpoint's actions into ``Step`` values; keeps the view events happen in."""
+
+    def __init__(
+        self, endpoint: Any, dests: Destinations, tracer: Tracer | None, *, logged: bool
+    ) -> None:
+        self.endpoint = endpoint
+        self.pid: int = endpoint.pid
+        self.dests = dests
+        self.tracer = tracer
+        self.logged = logged
+        self.consumer = consumer(endpoint)
+        #: The view this process's events happen in (None: no group, or not a member).
+        self.view: int | None = None
+
+    def run(
+        self,
+        actions: Sequence[Action],
+        ops: Sequence[Any],
+        lines: Sequence[bytes],
+        sent: int,
+        delivered: int,
+    ) -> Step:
+        """The step of ``actions``, after inputs ``ops`` and trace ``lines``; ``sent`` and
+        ``delivered`` are the counters before it."""
+        pid, dests, tracer, eater = self.pid, self.dests, self.tracer, self.consumer
+        fixed = dests.fixed
+        waiting = tracer.unsent.waiting if tracer is not None else None
+        out_lines = list(lines)
+        out_ops = list(ops)
+        sends: list[Send] = []
+        loopback: list[object] = []
+        handed: list[Handed] = []
+        stable: list[tuple[MessageId, ...]] = []
+        count = 0
+        todo: Sequence[Action] = actions
+        while todo:
+            more: list[Action] = []  # what consumptions answer: the same step, after
+            for a in todo:
+                if isinstance(a, Transmit):
+                    mid = a.message_id
+                    if waiting and mid in waiting:  # a queued send goes out: write it now
+                        out_lines.append(self._sent_now(mid))
+                    if a.to == pid:
+                        loopback.append(a.packet)
+                    else:
+                        kind = fr.CONTROL if mid is None else fixed or dests.kind(mid)
+                        sends.append((a.to, encode(a.packet), mid, kind))
+                elif isinstance(a, Deliver):
+                    m = a.message
+                    handed.append(m)
+                    count += 1
+                    if tracer is not None:
+                        if waiting and m.id in waiting:
+                            out_lines.append(self._sent_now(m.id))
+                        out_lines.append(tracer.deliver(m, self.view))
+                    if eater is not None:  # the application takes m in this step
+                        more += eater.consume(m.id)
+                        if self.logged:
+                            out_ops.append(["c", [m.id.origin, m.id.seq]])
+                elif isinstance(a, Stable):
+                    stable.append(a.messages)
+                elif isinstance(a, ViewChange):
+                    self.view = a.view.id  # later events happen in this view
+                    handed.append(a)
+                    if tracer is not None:
+                        out_lines.append(tracer.view(a.view.id, a.view.members))
+                elif isinstance(a, StateRequest | Excluded):
+                    if isinstance(a, Excluded):
+                        self.view = None
+                        if tracer is not None:
+                            tracer.unsent.dropped(a.dropped)
+                    handed.append(a)  # a StateRequest is answered once the app is here
+                # Backpressure: the layer keeps the packet; can_send() says when to resume
+            todo = more
+        return Step(out_ops, out_lines, sends, loopback, handed, stable, sent, delivered + count)
+
+    def _sent_now(self, mid: MessageId | None) -> bytes:
+        assert self.tracer is not None and mid is not None
+        return self.tracer.sent_now(mid, self.view)
+
+
+#: Payload bytes (an upper estimate) that one part of a batch may carry: half a frame,
+#: the rest is room for the layers' headers.
+FRAME_PART = fr.MAX_FRAME // 2
+
+
+def _size_estimate(payload: Payload) -> int:
+    """An upper bound on ``payload``'s encoded bytes, cheap for strings and ints."""
+    if type(payload) is str:
+        return (len(payload) if payload.isascii() else 4 * len(payload)) + 10
+    if type(payload) is int:
+        return 11
+    return value_size(payload)
+
+
+def frame_parts(payloads: list[Payload], limit: int = FRAME_PART) -> list[list[Payload]]:
+    """``payloads`` cut into consecutive parts of at most ``limit`` estimated bytes each
+    (a payload larger than that alone is a part of its own)."""
+    parts: list[list[Payload]] = [[]]
+    size = 0
+    for payload in payloads:
+        cost = _size_estimate(payload)
+        if parts[-1] and size + cost > limit:
+            parts.append([])
+            size = 0
+        parts[-1].append(payload)
+        size += cost
+    return parts
+
+
+def replay_op(endpoint: Any, op: Any) -> list[Action]:
+    """Run one logged input on ``endpoint`` (a checkpoint log's replay). Inputs: ``["r",
+    base64 packet]`` received (with the kind its frame said, for an endpoint that both
+    broadcasts and sends), ``["b", payload]`` broadcast, ``["m", [payloads]]``
+    broadcast as a batch, ``["s", payload, to]`` sent, ``["t", now]`` tick, ``["c",
+    [origin, seq] or None]`` consumed; for group endpoints ``["p", view, state]`` state
+    provided, ``["j"]`` join, ``["x", pid]`` suspect, ``["l"]`` leave."""
+    kind = op[0]
+    if kind == "r":
+        try:
+            return list(endpoint.receive(decode(base64.b64decode(op[1], validate=True))))
+        except RemoteError:
+            return []  # refused then too: nothing changed
+    if kind == "b":
+        return list(endpoint.broadcast(unplain(op[1])))
+    if kind == "m":  # one broadcast_many call (a batch is logged per frame-sized part)
+        return broadcast_batch(endpoint, [unplain(p) for p in op[1]])
+    if kind == "s":
+        return list(endpoint.send(unplain(op[1]), to=op[2]))
+    if kind == "t":
+        if not isinstance(op[1], (int, float)) or not math.isfinite(op[1]):
+            raise ValueError(f"tick at {op[1]!r}")
+        return list(endpoint.tick(float(op[1])))
+    if kind == "c":  # the application consumed a delivery (explicit consumption)
+        mid = MessageId(int(op[1][0]), int(op[1][1])) if op[1] is not None else None
+        return list(endpoint.consume(mid))
+    if kind == "p":
+        return list(endpoint.provide_state(int(op[1]), unplain(op[2])))
+    if kind == "j":
+        return list(endpoint.join())
+    if kind == "x":
+        return list(endpoint.suspect(int(op[1])))
+    if kind == "l":
+        return list(endpoint.leave())
+    raise ValueError(f"unknown input {kind!r}")
+
+
+__all__ = ["FRAME_PART", "Engine", "Handed", "Step", "frame_parts", "replay_op"]

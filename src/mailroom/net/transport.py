@@ -1,0 +1,290 @@
+"""A node's network side: it listens, keeps a connection to every peer, and moves
+frames (see ``frames`` for the format and the handshake, ``connections`` for the
+two ends of a connection).
+
+Rules, in words:
+
+- Each process listens on its peer-table address and keeps one outgoing
+  connection to every other peer (a ``Link``), reconnecting (with a short,
+  growing pause) whenever it breaks or the peer is not up yet. It sends only on
+  connections it opened and receives only on connections it accepted.
+- At most ``max_unauthenticated`` accepted connections may be in their handshake
+  at once; another one closes the oldest (counted in ``evicted``). Rejected
+  connections are logged at most ``LOG_BURST`` times per ``LOG_WINDOW`` seconds.
+- Frames to a peer that is not connected wait in its outbox (at most
+  ``outbox_limit``; beyond that the oldest are dropped and counted). ``delays``
+  holds frames to a peer back for a while, to stage a slow link.
+- The packets for one peer that pile up while the event loop is busy go out in
+  one write, as one ``BATCH`` frame (one counter, one MAC).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import contextlib
+import logging
+import socket
+from collections.abc import Callable, Iterable
+
+from mailroom.core.messages import MessageId
+from mailroom.net import frames as fr
+from mailroom.net.config import PeerTable
+from mailroom.net.connections import Batch, Inbound, Outbound
+from mailroom.net.settings import NodeConfig
+from mailroom.net.stats import NetStats, QuietLog
+
+log = logging.getLogger("mailroom.net")
+
+#: One packet to send: (peer, codec bytes, the message id it carries, what it carries).
+Send = tuple[int, bytes, MessageId | None, int]
+
+
+class Link:
+    """The outgoing side to one peer: its outbox and the task that keeps it connected."""
+
+    def __init__(self, owner: Transport, peer: int) -> None:
+        self.owner = owner
+        self.peer = peer
+        self.outbox: collections.deque[tuple[bytes, MessageId | None, int]] = collections.deque()
+        self.conn: Outbound | None = None
+        self.delay = owner.config.delays.get(peer, 0.0)
+        self.task: asyncio.Task[None] | None = None
+        self._flush_pending = False
+
+    def push(self, packet: bytes, mid: MessageId | None, carries: int) -> None:
+        if self.delay > 0:
+            loop = asyncio.get_running_loop()
+            loop.call_later(self.delay, self._push_now, packet, mid, carries)
+        else:
+            self._push_now(packet, mid, carries)
+
+    def _push_now(self, packet: bytes, mid: MessageId | None, carries: int) -> None:
+        self.outbox.append((packet, mid, carries))
+        if len(self.outbox) > self.owner.outbox_limit:
+            self.outbox.popleft()
+            self.owner.stats.outbox_dropped += 1
+        if self.delay > 0:
+            self.flush_soon()
+
+    def ready(self, conn: Outbound) -> None:
+        self.conn = conn
+        self.owner.stats.connected += 1
+        log.info("P%d: connected to P%d", self.owner.pid, self.peer)
+        self.flush()
+
+    def flush_soon(self) -> None:
+        """Flush once the current callback is over: one write for a burst of steps."""
+        if not self._flush_pending:
+            self._flush_pending = True
+            asyncio.get_running_loop().call_soon(self.flush)
+
+    def flush(self) -> None:
+        self._flush_pending = False
+        conn = self.conn
+        if conn is None or conn.sealer is None or conn.paused or conn.transport is None:
+            return
+        if conn.transport.is_closing() or not self.outbox:
+            return
+        items = list(self.outbox)
+        self.outbox.clear()
+        self.owner.stats.frames_out += len(items)
+        conn.transport.write(conn.sealer.seal_many(items))  # one MAC for the whole write
+
+    async def run(self) -> None:
+        host, port = self.owner.peers.addresses[self.peer]
+        loop = asyncio.get_running_loop()
+        pause = 0.05
+        while True:
+            try:
+                _, proto = await loop.create_connection(lambda: Outbound(self), host, port)
+            except OSError:
+                await asyncio.sleep(pause)
+                pause = min(pause * 2, 1.0)
+                continue
+            assert isinstance(proto, Outbound)
+            try:
+                await proto.lost
+            finally:
+                if proto.transport is not None:
+                    proto.transport.close()
+                if self.conn is proto:
+                    self.conn = None
+            # A peer that hangs up before the handshake completes is refusing us:
+            # back off as if it were down. Otherwise come back at once.
+            pause = 0.05 if proto.sealer is not None else min(pause * 2, 1.0)
+            await asyncio.sleep(pause)
+
+
+class Transport:
+    """Connections to and from the peers; authenticated frames in, packets out.
+
+    ``on_frames(peer, batch)`` gets the decoded packets of the frames that one read
+    brought from ``peer`` (every packet of a frame checked before any is passed on).
+    """
+
+    def __init__(
+        self,
+        pid: int,
+        peers: PeerTable,
+        key: bytes,
+        config: NodeConfig,
+        on_frames: Callable[[int, Batch], None],
+        stats: NetStats,
+        quiet: QuietLog,
+        *,
+        member: bool,
+    ) -> None:
+        self.pid = pid
+        self.peers = peers
+        self.key = key
+        self.config = config
+        self.digest = fr.table_digest(peers.entries())
+        self.encrypt = config.encrypt
+        self.outbox_limit = config.outbox_for(member)
+        self.stats = stats
+        self.quiet = quiet
+        self._on_frames = on_frames
+        self._server: asyncio.Server | None = None
+        self._links: dict[int, Link] = {}
+        self._inbound: set[Inbound] = set()
+        self._unauthenticated: dict[Inbound, None] = {}
+        self._paused = False
+        if config.encrypt:
+            fr._aead(bytes(32))  # LocalError now, not at the first connection
+
+    # -- what the connections report -------------------------------------------------------
+    def handshake_seconds(self) -> float:
+        return self.config.handshake_seconds()
+
+    @property
+    def paused(self) -> bool:
+        """True while the node cannot write its files: accepted connections are not read."""
+        return self._paused
+
+    def admit(self, conn: Inbound) -> None:
+        """An accepted connection starts its handshake; one too many closes the oldest."""
+        self.stats.accepted += 1
+        self._inbound.add(conn)
+        waiting = self._unauthenticated
+        waiting[conn] = None
+        if len(waiting) > self.config.max_unauthenticated:
+            oldest = next(iter(waiting))
+            oldest.reject(fr.FrameError("evicted", "too many connections in their handshake"))
+
+    def authenticated(self, conn: Inbound) -> None:
+        """``conn`` completed its handshake: an older connection from its peer is dead."""
+        self._unauthenticated.pop(conn, None)
+        for other in [c for c in self._inbound if c is not conn and c.peer == conn.peer]:
+            other.close()  # the peer restarted or reconnected
+
+    def forget(self, conn: Inbound, closing: bool = False) -> None:
+        """``conn`` is closing (or closed): it no longer counts."""
+        self._unauthenticated.pop(conn, None)
+        if not closing:
+            self._inbound.discard(conn)
+
+    def check_intro(self, i: fr.Intro, remote_host: str) -> None:
+        """FrameError("refused") unless the INTRO is meant for this process and its group."""
+        if i.dest != self.pid:
+            raise fr.FrameError("refused", f"P{i.sender} meant to reach P{i.dest}, not us")
+        if i.digest != self.digest:
+            raise fr.FrameError("refused", f"P{i.sender} has a different peer table")
+        if i.encrypt != self.encrypt:
+            raise fr.FrameError(
+                "refused", f"P{i.sender} {'does' if i.encrypt else 'does not'} encrypt"
+            )
+        if not self.host_matches(i.sender, remote_host):
+            raise fr.FrameError(
+                "refused",
+                f"P{i.sender}'s table entry is {self.peers.entries()[i.sender]}, "
+                f"but it connects from {remote_host}",
+            )
+
+    def host_matches(self, pid: int, remote: str) -> bool:
+        """True if ``remote`` is (an address of) ``pid``'s peer-table host."""
+        host = self.peers.addresses[pid][0]
+        if host == remote:
+            return True
+        try:
+            infos = socket.getaddrinfo(host, None)
+        except OSError:
+            return False
+        return any(info[4][0] == remote for info in infos)
+
+    def received(self, peer: int, batch: Batch) -> None:
+        self.stats.frames_in += len(batch)
+        self._on_frames(peer, batch)
+
+    def refuse(self, peer: int, why: str) -> None:
+        """An authentic frame was refused whole; the connection stays up."""
+        self.stats.mislabeled += 1
+        self.quiet(logging.WARNING, "P%d: refused a frame from P%d: %s", self.pid, peer, why)
+
+    # -- what the node asks -----------------------------------------------------------------
+    async def start(self) -> None:
+        """Listen and start a link to every other peer."""
+        loop = asyncio.get_running_loop()
+        listen = self.config.listen
+        if listen is not None:
+            self._server = await loop.create_server(lambda: Inbound(self), sock=listen)
+        else:
+            host, port = self.peers.addresses[self.pid]
+            self._server = await loop.create_server(
+                lambda: Inbound(self), host, port, reuse_address=True
+            )
+        for peer in range(self.peers.n):
+            if peer != self.pid:
+                link = Link(self, peer)
+                link.task = asyncio.create_task(link.run())
+                self._links[peer] = link
+
+    def send(self, sends: Iterable[Send]) -> None:
+        """Queue packets on their peers' links; each link writes once the callback is over."""
+        links = self._links
+        touched = set()
+        for to, data, mid, carries in sends:
+            links[to].push(data, mid, carries)
+            touched.add(to)
+        for to in touched:
+            links[to].flush_soon()
+
+    def drop_outbox(self, peer: int) -> None:
+        """Forget the frames waiting for ``peer`` (it left the group)."""
+        if peer in self._links:
+            self._links[peer].outbox.clear()
+
+    def queued(self, peer: int) -> int:
+        """Frames waiting in ``peer``'s outbox."""
+        return len(self._links[peer].outbox)
+
+    def handshaking(self) -> int:
+        """Accepted connections still in their handshake."""
+        return len(self._unauthenticated)
+
+    def pause(self, paused: bool) -> None:
+        """Stop (or resume) reading every accepted connection."""
+        if paused != self._paused:
+            self._paused = paused
+            for conn in self._inbound:
+                conn.pause(paused)
+
+    async def close(self) -> None:
+        """Write what waits, stop the links, close every connection, stop listening."""
+        for link in self._links.values():
+            link.flush()
+            if link.task is not None:
+                link.task.cancel()
+        for link in self._links.values():
+            if link.task is not None:
+                with contextlib.suppress(asyncio.CancelledError):
+                    await link.task
+        for conn in list(self._inbound):
+            conn.close()
+        if self._server is not None:
+            self._server.close()
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(self._server.wait_closed(), 1.0)
+
+
+__all__ = ["Link", "Send", "Transport"]
