@@ -2,20 +2,25 @@
 
 from __future__ import annotations
 
+import json
 import os
 import random
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from mailroom.codec import decode, encode
 from mailroom.core.actions import Deliver, Excluded, StateRequest, Transmit, View, ViewChange
+from mailroom.core.endpoint import same_data
 from mailroom.core.errors import LocalError, RemoteError
 from mailroom.core.messages import MessageId
 from mailroom.core.registry import restore_endpoint
 from mailroom.protocols.membership import Group, GroupData, Prepare
 
 SEEDS = int(os.environ.get("GROUP_SEEDS", "8"))
+#: Snapshots written by the Group of an earlier release (see data/membership/README.md).
+EARLIER = Path(__file__).parent / "data" / "membership" / "snapshots-before-split.json"
 
 
 class Net:
@@ -251,6 +256,15 @@ def test_snapshot_round_trip_mid_flush() -> None:
     net.down.add(2)
     net.run()
     assert net.eps[0].view == View(2, (0, 1))
+
+
+def test_checkpoints_of_an_earlier_release_restore_exactly() -> None:
+    earlier = json.loads(EARLIER.read_text())
+    assert len(earlier) == 27
+    for data in earlier:
+        again = restore_endpoint(data)
+        assert same_data(again.snapshot(), data)
+        again.tick(data.get("now") or 0.0)  # and it runs
 
 
 def test_bad_packets_are_remote_errors_and_change_nothing() -> None:
