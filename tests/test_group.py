@@ -372,7 +372,7 @@ def test_steady_traffic_keeps_the_flush_log_bounded() -> None:
             if net.queue:
                 to, data = net.queue.pop(rng.randrange(len(net.queue)))
                 net.apply(to, net.eps[to].receive(decode(data)))
-        longest = max(longest, *(len(net.eps[p]._log) for p in range(3)))
+        longest = max(longest, *(len(net.eps[p]._epoch.installed.log) for p in range(3)))
     net.run()
     assert len(net.delivered(0)) == 3000
     assert longest < 200  # about stability_every x n plus what is in flight, not 3000
