@@ -267,6 +267,34 @@ def test_checkpoints_of_an_earlier_release_restore_exactly() -> None:
         again.tick(data.get("now") or 0.0)  # and it runs
 
 
+def test_an_excluded_process_checkpoints_and_restores() -> None:
+    """Once out (it left, or it waits to rejoin), a process keeps nothing of its old
+    view: its snapshot restores exactly, and the restored joiner gets back in."""
+    net = group(3)
+    net.do(1, "broadcast", "x")
+    net.do(2, "leave")
+    net.run()
+    assert net.eps[2].view is None and net.eps[2].snapshot()["bases"] == []
+    restore_endpoint(net.eps[2].snapshot())
+    net = group(3)
+    for p in (0, 1):
+        net.do(p, "suspect", 2)
+    net.down.add(2)
+    net.run()  # views 2 without P2; the Commit to P2 is lost
+    net.down.discard(2)
+    net.do(2, "broadcast", "late")  # stale: the others tell P2 it is out
+    for _ in range(10):  # until P2 gets that Commit (and asks to join again)
+        if any(isinstance(a, Excluded) for a in net.log[2]):
+            break
+        net.run(limit=1)
+    assert net.eps[2].view is None and net.eps[2].incarnation == 1
+    again = restore_endpoint(net.eps[2].snapshot())
+    assert same_data(again.snapshot(), net.eps[2].snapshot())
+    net.eps[2] = again
+    net.run()
+    assert all(net.eps[p].view == View(3, (0, 1, 2)) for p in range(3))
+
+
 def test_bad_packets_are_remote_errors_and_change_nothing() -> None:
     net = group(3)
     ep = net.eps[0]
