@@ -13,6 +13,15 @@ such suspicion is applied once the choices run out. Choice c picks event c mod (
 number of events). When the choices run out the network drains oldest-first, the
 remaining suspicions are applied and timers fire until nothing is left to do.
 
+With ``joiners`` the last processes start outside the group and join it when their
+timer fires. With ``hold_state`` the network holds each state transfer until its
+receiver is frozen in a further flush, when its arrival becomes one of the events (so
+Hypothesis chooses whether it comes before the joiner promises, between its promise and
+the Commit, or after); a held state that is never chosen arrives after every other
+packet. In that mode "every packet in flight arrives" is an event too, each process
+issues its own operations in order once it can send (a joiner's while it waits for its
+state), and at least one fault is drawn when the budget allows.
+
 The budget (crashes + false suspicions + leaves + partitions) is below half the group, so a
 majority always survives and the primary partition can go on (a minority blocks by
 design). ``view_problems`` checks the run: the view properties (view agreement,
@@ -37,7 +46,8 @@ from mailroom.core.errors import RemoteError
 from mailroom.core.messages import MessageId
 from mailroom.core.registry import entry
 from mailroom.protocols.membership.group import Group
-from mailroom.sim.simulation import Simulation, view_of
+from mailroom.protocols.membership.packets import StateTransfer
+from mailroom.sim.simulation import InFlight, Simulation, view_of
 from mailroom.trace.checkers import (
     Violation,
     check,
@@ -81,7 +91,10 @@ class GroupScenario:
     """A membership run for Hypothesis to choose: ``faults`` is the fault budget and
     ``kinds`` the faults it may be spent on ("crash", "suspect", "partition", "leave"); with
     ``joiner`` the last of the ``n`` processes joins the running group (its first
-    Join goes out when its timer first fires, which Hypothesis chooses)."""
+    Join goes out when its timer first fires, which Hypothesis chooses), with
+    ``joiners`` the last that many do. With ``hold_state`` the network holds each state
+    transfer until Hypothesis chooses its arrival ("the state for P arrives"), so it
+    may come before, during or after further view changes."""
 
     n: int
     protocol: str
@@ -92,6 +105,14 @@ class GroupScenario:
     duplicate: bool = True
     #: the last process starts outside the group and joins it (state transfer)
     joiner: bool = False
+    #: the last ``joiners`` processes start outside the group and join it
+    joiners: int = 0
+    hold_state: bool = False
+
+    @property
+    def joining(self) -> int:
+        """How many of the processes start outside the group and join it."""
+        return max(self.joiners, 1 if self.joiner else 0)
 
 
 @st.composite
@@ -105,22 +126,39 @@ def group_scenarios(
     kinds: Sequence[str] = ("crash", "suspect"),
     duplicate: bool = True,
     joiner: bool = False,
+    joiners: int | tuple[int, int] = 0,
+    hold_state: bool = False,
 ) -> GroupScenario:
-    """Hypothesis strategy for membership scenarios over ``protocol`` (or one of several)."""
+    """Hypothesis strategy for membership scenarios over ``protocol`` (or one of several);
+    ``joiners`` processes (or a number in that range) join the running group."""
     name = protocol if isinstance(protocol, str) else draw(st.sampled_from(list(protocol)))
     size = n if isinstance(n, int) else draw(st.integers(*n))
+    outside = joiners if isinstance(joiners, int) else draw(st.integers(*joiners))
     unicast = entry(name).mode == "unicast"
+    initial = size - max(outside, 1 if joiner else 0)
     ops = []
     for i in range(draw(st.integers(1, max_ops))):
-        pid = draw(st.integers(0, size - 1))
+        if hold_state and initial < size and draw(st.booleans()):  # a joiner's, which
+            pid = draw(st.integers(initial, size - 1))  # may wait for its state
+        else:
+            pid = draw(st.integers(0, size - 1))
         to = draw(st.sampled_from([q for q in range(size) if q != pid])) if unicast else None
         ops.append(GroupOp(pid, to, f"m{i}"))
-    initial = size - 1 if joiner else size
-    faults = draw(st.integers(0, (initial - 1) // 2)) if kinds else 0
+    most = (initial - 1) // 2  # with held states, at least one further view change
+    faults = draw(st.integers(min(1 if hold_state else 0, most), most)) if kinds else 0
     length = draw(st.integers(0, max_choices))  # lists alone would stay short
     choices = draw(st.lists(st.integers(0, 255), min_size=length, max_size=length))
     return GroupScenario(
-        size, name, tuple(ops), tuple(choices), faults, frozenset(kinds), duplicate, joiner
+        size,
+        name,
+        tuple(ops),
+        tuple(choices),
+        faults,
+        frozenset(kinds),
+        duplicate,
+        joiner,
+        outside,
+        hold_state,
     )
 
 
@@ -141,7 +179,9 @@ class GroupRun:
     crashed: frozenset[int] = frozenset()
     #: what happened, for coverage: "crash", "crash mid-flush", "coordinator crash",
     #: "coordinator crash mid-flush", "false suspicion", "rejoin", "partition", "view change",
-    #: "join" (the joiner got in), "leave"
+    #: "join" (a joiner got in), "leave", "sent without the state" (a joiner issued a
+    #: message while it waited for the state), "late state" (a state transfer arrived
+    #: while its receiver was frozen in a further flush)
     notes: frozenset[str] = frozenset()
 
     @property
@@ -173,7 +213,7 @@ class _Replay:
     def __init__(self, scenario: GroupScenario, factory: GroupFactory) -> None:
         n = scenario.n
         self.scenario = scenario
-        members = tuple(range(n - 1 if scenario.joiner else n))
+        members = tuple(range(n - scenario.joining))
         #: P -> whom P's failure detector will suspect
         self.cause: dict[int, set[int]] = defaultdict(set)
         self.excluded_seen = 0
@@ -190,6 +230,8 @@ class _Replay:
         self.done: set[tuple[int, int, int]] = set()
         self.cut: list[int] = []
         self.notes: set[str] = set()
+        #: operations issued (or skipped); ``next_op`` is the first one left
+        self.issued: set[int] = set()
         self.next_op = 0
 
     # -- the failure detectors the test plays --------------------------------------------------
@@ -234,8 +276,13 @@ class _Replay:
         packets = sim.packets()
         live = [q for q in range(scenario.n) if self.up(q)]
         events: list[tuple[str, Any]] = []
-        if self.next_op < len(scenario.ops):
-            events.append(("op", self.next_op))
+        events += [("op", k) for k in self._issuable()]
+        held: list[tuple[str, Any]] = []
+        if scenario.hold_state:  # held until the receiver is in a further flush; then
+            held = [("state", p.id) for p in packets if self._frozen_for(p)]  # it's a choice
+            packets = [p for p in packets if type(p.packet) is not StateTransfer]
+            if packets:  # and the rest may arrive at once, so few are in flight after
+                events.append(("deliver_all", None))
         events += [("arrive", p.id) for p in packets]
         if scenario.duplicate:
             events += [("duplicate", p.id) for p in packets]
@@ -243,7 +290,29 @@ class _Replay:
         events += [("suspect", pq) for pq in self.due()]
         if self.budget > 0:
             events += self._faults(live)
-        return events
+        return events + held
+
+    def _frozen_for(self, p: InFlight) -> bool:
+        """``p`` is a state transfer whose receiver is frozen in a further flush."""
+        receiver = self.sim.endpoints[p.dst]
+        return type(p.packet) is StateTransfer and bool(getattr(receiver, "flushing", False))
+
+    def _issuable(self) -> list[int]:
+        """The operations Hypothesis may issue now: the next one; with held states, each
+        process's next one, once that process can send (so a joiner may issue one while
+        it waits for its state, or while it is frozen in a further flush)."""
+        ops = self.scenario.ops
+        if not self.scenario.hold_state:
+            return [self.next_op] if self.next_op < len(ops) else []
+        firsts: dict[int, int] = {}
+        for k, op in enumerate(ops):
+            if k not in self.issued:
+                firsts.setdefault(op.pid, k)
+        return [
+            k
+            for k in sorted(firsts.values())
+            if not self.up(ops[k].pid) or _can_send(self.sim.endpoints[ops[k].pid], ops[k])
+        ]
 
     def _faults(self, live: list[int]) -> list[tuple[str, Any]]:
         kinds, endpoints = self.scenario.kinds, self.sim.endpoints
@@ -275,7 +344,9 @@ class _Replay:
 
     def _op(self, k: int) -> None:
         self.issue(self.scenario.ops[k])
-        self.next_op += 1
+        self.issued.add(k)
+        while self.next_op in self.issued:
+            self.next_op += 1
 
     def issue(self, op: GroupOp) -> None:
         sim = self.sim
@@ -283,14 +354,30 @@ class _Replay:
         if not self.up(op.pid) or not _can_send(ep, op):
             self.steps.append(f"{op.describe()}: skipped (it cannot send now)")
             return
+        if not getattr(ep, "joined", True):
+            self.notes.add("sent without the state")  # it is queued: the joiner waits
         if op.to is None:
             mid = sim.broadcast(op.pid, op.payload)
         else:
             mid = sim.send(op.pid, op.payload, to=op.to)
         self.steps.append(f"{op.describe()} ({mid}) in view {sim.trace[-1].view}")
 
+    def _state(self, packet_id: int) -> None:
+        self._arrive(packet_id)
+
+    def _deliver_all(self, arg: None, limit: int = 1_000) -> None:
+        """Every packet in flight arrives, oldest first, but the held state transfers."""
+        self.steps.append("every packet in flight arrives, oldest first (states are held):")
+        for _ in range(limit):
+            ready = [p for p in self.sim.packets() if type(p.packet) is not StateTransfer]
+            if not ready:
+                return
+            self._arrive(ready[0].id)
+
     def _arrive(self, packet_id: int) -> None:
         p = self.sim.in_flight[packet_id]
+        if self._frozen_for(p):
+            self.notes.add("late state")  # the state arrives while a further flush runs
         what = f"{p.message_id}" if p.message_id is not None else type(p.packet).__name__
         name = f"packet {packet_id} ({what} P{p.src}->P{p.dst})"
         try:
@@ -355,16 +442,20 @@ class _Replay:
 
     # -- after the choices -----------------------------------------------------------------------
     def settle(self, max_steps: int) -> None:
-        """Heal; then operations, packets oldest first, owed suspicions, timers."""
+        """Heal; then operations, packets oldest first (held states last), owed
+        suspicions, timers."""
         sim = self.sim
         if self.cut:
             sim.partitions = []
             self.steps.append(f"the partition heals at {sim.now:g}")
+        held = self.scenario.hold_state
         for _ in range(max_steps):
             if self.next_op < len(self.scenario.ops):
                 self._op(self.next_op)
                 continue
             packets = sim.packets()
+            if held and any(type(p.packet) is not StateTransfer for p in packets):
+                packets = [p for p in packets if type(p.packet) is not StateTransfer]
             if packets:
                 self._arrive(packets[0].id)
                 continue
@@ -384,11 +475,11 @@ class _Replay:
 
     def result(self) -> GroupRun:
         sim, n = self.sim, self.scenario.n
-        if any(sim.views[q][-1].id >= out.view.id for q, out in sim.excluded):
+        if any(sim.views[q] and sim.views[q][-1].id >= out.view.id for q, out in sim.excluded):
             self.notes.add("rejoin")
         if any(len(v) > 1 for v in sim.views):
             self.notes.add("view change")
-        if self.scenario.joiner and sim.views[n - 1]:
+        if any(sim.views[q] for q in range(n - self.scenario.joining, n)):
             self.notes.add("join")
         crashed = frozenset(sim.stopped)
         return GroupRun(

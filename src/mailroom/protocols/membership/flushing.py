@@ -46,8 +46,19 @@ class Flushing(Member):
             return self._elsewhere(p, p.view, p.sender)
         ballot = _ballot(p)
         check.members(p.members, self.n)
+        running = not self.flushing
         higher = self._epoch.flush.promise(ballot)
+        self._froze(running)
         return self._answer(p, higher, lambda: self._promise(ballot))
+
+    def _froze(self, running: bool) -> None:
+        """If this member was running and is frozen now, the messages it issued for the
+        view and could not send yet (it waits for the state) travel in the flush as its
+        own: the flush log delivers them in this view (flush.py, "Sends")."""
+        installed = self._epoch.installed
+        if running and self.flushing and self._outbox and installed is not None:
+            installed.carry(self._outbox, self.sent_count - len(self._outbox))
+            self._outbox = []
 
     def _answer(self, p: Prepare | Accept, higher: Ballot | None, reply: Any) -> list[Action]:
         """A Nack if a ``higher`` ballot was promised, else ``reply()`` (and the retry
@@ -76,7 +87,9 @@ class Flushing(Member):
             return self._elsewhere(p, p.view, p.sender)
         ballot = _ballot(p)
         value = check.next_view(p.members, p.bases, p.incarnations, p.needs, p.log, self.n)
+        running = not self.flushing
         higher = self._epoch.flush.accept(ballot, value)
+        self._froze(running)
         return self._answer(p, higher, lambda: Accepted(p.view, self.pid, *ballot))
 
     def _on_commit(self, p: Commit) -> list[Action]:
@@ -133,7 +146,9 @@ class Flushing(Member):
             return []  # primary partition: a minority does not install views
         prepare = flush.open(installed.view.id, proposal)
         actions: list[Action] = [control(m, prepare) for m in self.flush_quorum() if m != self.pid]
+        running = not self.flushing
         flush.promise(flush.ballot)  # its own ballot is above every one it promised
+        self._froze(running)
         self._arm()
         return actions + self._on_promise(self._promise(flush.ballot))
 
@@ -215,7 +230,15 @@ class Flushing(Member):
         return actions + self._after_install()
 
     def _after_install(self) -> list[Action]:
-        """Send what was queued for this view, replay its early packets, coordinate."""
+        """The view is installed with its state: send what was queued for it (unless a
+        flush froze it meanwhile), replay its early packets, coordinate."""
+        actions = self._send_queued() if self._ready() else []
+        actions += self._replay_future()
+        if self._ready():
+            actions += self._coordinate()
+        return actions
+
+    def _send_queued(self) -> list[Action]:
         actions: list[Action] = []
         queued, self._outbox = self._outbox, []
         first = self.sent_count - len(queued)
@@ -223,9 +246,6 @@ class Flushing(Member):
             self.sent_count = first + k + 1
             actions += self._send_now(payload, to)
         self.sent_count = first + len(queued)
-        actions += self._replay_future()
-        if self._ready():
-            actions += self._coordinate()
         return actions
 
     def _replay_future(self) -> list[Action]:

@@ -172,6 +172,16 @@ class InstalledView:
                 actions.append(Deliver(Message(MessageId(origin, seq), origin, payload)))
         return actions
 
+    def carry(self, queued: list[tuple[Payload, int | None]], first: int) -> None:
+        """This process's messages ``first + 1``, ``first + 2``... of the view, issued but
+        never sent, go into the flush with its own (broadcasts only: a unicast is never
+        queued)."""
+        base = self.bases[self.rank]
+        for k, (payload, to) in enumerate(queued):
+            assert to is None, "a unicast is never queued"
+            seq = first + k + 1
+            self.own[seq - base] = [self.pid, seq, payload]
+
     def own_ids(self) -> list[MessageId]:
         """This process's messages of the view that it has not delivered (yet)."""
         base = self.bases[self.rank]
