@@ -177,6 +177,10 @@ class HeartbeatDetector(EndpointBase):
         self._offers("can_send")
         return bool(self.group.can_send(to))
 
+    def status(self) -> Any:
+        """The group's ``status()`` (a ``GroupStatus``)."""
+        return self.group.status()
+
     def suspect(self, pid: int) -> list[Action]:
         """Another detector's (or the host's) suspicion, passed on to the group."""
         return list(self.group.suspect(pid))

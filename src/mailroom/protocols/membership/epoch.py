@@ -58,12 +58,14 @@ class Epoch:
 
 @attrs.define
 class Retries:
-    """When this process next repeats its requests, and whom it asked about a later view
-    or told they were excluded since the last installation (once each)."""
+    """When this process next repeats its requests, whom it asked about a later view or
+    told they were excluded since the last installation (once each), and since when it
+    has waited for a majority (host time; not in snapshots)."""
 
     at: float | None = None
     asked: set[int] = attrs.Factory(set)
     told: set[int] = attrs.Factory(set)
+    waiting_since: float | None = None
 
     persistent = (Field("retry_at", "at", TIME.optional()),)
 

@@ -42,6 +42,7 @@ from mailroom.protocols.membership.epoch import Epoch, Retries, lift
 from mailroom.protocols.membership.flushing import Flushing
 from mailroom.protocols.membership.member import control
 from mailroom.protocols.membership.packets import Commit, Leave, Suspect
+from mailroom.protocols.membership.status import GroupStatus
 from mailroom.protocols.membership.values import PACKET
 
 
@@ -76,6 +77,41 @@ class Group(Flushing):
     @property
     def suspects(self) -> frozenset[int]:
         return frozenset(self._changes.suspects)
+
+    def status(self) -> GroupStatus:
+        """What this member sees of its group, for the host to log or show (read-only):
+        its view, the coordinator, where the flush stands, the wanted changes, and
+        whether it waits for a majority and since when (the host time of the first tick
+        that found it so; a restore starts counting again)."""
+        installed, flush, changes = self._epoch.installed, self._epoch.flush, self._changes
+        view = self.view
+        found = None if view is None else changes.next_members(view)
+        staying = found[0] if found is not None else view.members if view is not None else ()
+        return GroupStatus(
+            pid=self.pid,
+            incarnation=self.incarnation,
+            view=view,
+            incarnations=() if installed is None else installed.incarnations,
+            joined=self.joined,
+            coordinator=self.coordinator,
+            flush=flush.freeze,
+            round=flush.round,
+            suspects=tuple(sorted(changes.suspects)),
+            leaving=tuple(sorted(changes.leaving)),
+            joiners=tuple(sorted(changes.joiners)),
+            staying=tuple(staying),
+            waiting_for_majority=self._lacks_majority(),
+            waiting_since=self._retries.waiting_since,
+            future=len(self._future),
+            queued=len(self._outbox),
+            flush_log=0 if installed is None else len(installed.log),
+            gone=self._gone,
+        )
+
+    def _lacks_majority(self) -> bool:
+        """A view change is wanted that no flush can make: too few members would stay."""
+        view = self.view
+        return view is not None and not self._gone and self._changes.lacks_majority(view)
 
     # -- the application's side ---------------------------------------------------------
     def broadcast(self, payload: Payload) -> list[Action]:
@@ -169,6 +205,11 @@ class Group(Flushing):
         elif now >= retries.at:
             retries.at = now + self.retry if self._waiting() else None
             actions += self._resend()
+        retries = self._retries  # a new one if a view was installed
+        if not self._lacks_majority():
+            retries.waiting_since = None
+        elif retries.waiting_since is None:
+            retries.waiting_since = now
         return actions
 
     def next_deadline(self) -> float | None:
