@@ -46,6 +46,8 @@ class Changes:
 
     def lacks_majority(self, view: View) -> bool:
         """A change of ``view`` is wanted, but those that would stay are no majority of it."""
+        if not self.wanted:
+            return False  # (the common case, at every tick)
         found = self.next_members(view)
         return found is not None and not has_majority(found[0], view)
 

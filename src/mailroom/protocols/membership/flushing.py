@@ -60,7 +60,9 @@ class Flushing(Member):
             installed.carry(self._outbox, self.sent_count - len(self._outbox))
             self._outbox = []
 
-    def _answer(self, p: Prepare | Accept, higher: Ballot | None, reply: Any) -> list[Action]:
+    def _answer(
+        self, p: Prepare | Accept, higher: Ballot | None, reply: Callable[[], object]
+    ) -> list[Action]:
         """A Nack if a ``higher`` ballot was promised, else ``reply()`` (and the retry
         timer runs: a frozen member waits for the Commit)."""
         if higher is not None:

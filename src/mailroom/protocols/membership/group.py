@@ -196,8 +196,9 @@ class Group(Flushing):
         now = float(now)
         self._now = now
         actions: list[Action] = []
-        if self.inner is not None:
-            actions += self._translate(self.inner.tick(now))
+        installed = self._epoch.installed
+        if installed is not None:
+            actions += self._translate(installed.inner.tick(now))
         retries = self._retries
         if retries.at is None:
             if self._waiting():
@@ -213,7 +214,8 @@ class Group(Flushing):
         return actions
 
     def next_deadline(self) -> float | None:
-        inner: float | None = self.inner.next_deadline() if self.inner is not None else None
+        installed = self._epoch.installed
+        inner: float | None = None if installed is None else installed.inner.next_deadline()
         own: float | None = None
         if self._waiting():
             own = self._retries.at if self._retries.at is not None else (self._now or 0.0)
@@ -222,10 +224,12 @@ class Group(Flushing):
         return inner if own is None else min(inner, own)
 
     def pending(self) -> list[Pending]:
-        return [] if self.inner is None else list(self.inner.pending())
+        installed = self._epoch.installed
+        return [] if installed is None else list(installed.inner.pending())
 
     def buffered(self) -> int:
-        inner = 0 if self.inner is None else int(self.inner.buffered())
+        installed = self._epoch.installed
+        inner = 0 if installed is None else int(installed.inner.buffered())
         return inner + len(self._outbox) + len(self._future)
 
     # -- snapshots: the parts' fields (each part declares its own) ----------------------------

@@ -163,11 +163,12 @@ class Member(EndpointBase):
     def _on_data(self, p: GroupData) -> list[Action]:
         if not self._current(p.view, p.sender):
             return self._elsewhere(p, p.view, p.sender)
-        installed = self._epoch.installed
+        epoch = self._epoch
+        installed = epoch.installed
         assert installed is not None
-        if self.flushing:
+        if epoch.flush.frozen:
             return []  # frozen: what matters of this view comes with the Commit
-        if self._epoch.transfer.needs_state:
+        if epoch.transfer.needs_state:
             return self._hold(p)
         installed.check_data(p)
         return self._translate(installed.inner.receive(p.payload))
@@ -184,8 +185,10 @@ class Member(EndpointBase):
         check.counter(view, "view")
         check.counter(sender, "sender")
         check.sender(sender, self.n)
-        mine = self.view
-        return mine is not None and view == mine.id and sender in mine.members
+        installed = self._epoch.installed
+        return (
+            installed is not None and view == installed.view.id and sender in installed.view.members
+        )
 
     # -- packets of other views -------------------------------------------------------------
     def _elsewhere(self, p: object, view: int, sender: int) -> list[Action]:
@@ -310,9 +313,10 @@ class Member(EndpointBase):
         """Something this process waits for from others, so it repeats its request."""
         if self._gone:
             return False
-        if self.view is None:
+        epoch = self._epoch
+        if epoch.installed is None:
             return bool(self.contacts)
-        return self.flushing or self._epoch.transfer.needs_state or self._changes.wanted
+        return epoch.flush.frozen or epoch.transfer.needs_state or self._changes.wanted
 
     def _arm(self) -> None:
         if self._retries.at is None and self._now is not None:

@@ -160,10 +160,10 @@ def snap_next_view(value: object, n: int, what: str) -> NextView:
         raise LocalError(f"snapshot field {what} holds a bad view value: {exc}") from None
 
 
-def snap_ballot(value: object, n: int, what: str, *, none: bool = True) -> Ballot:
-    """[attempt, coord], coord None for NO_BALLOT's -1 (if ``none``)."""
+def snap_ballot(value: object, n: int, what: str) -> Ballot:
+    """[attempt, coord], coord None for NO_BALLOT's -1."""
     attempt, coord = snap_list(value, what, 2)
-    if coord is None and none:
+    if coord is None:
         return (snap_counter(attempt, what), -1)
     if type(coord) is not int or not 0 <= coord < n:
         raise LocalError(f"snapshot field {what} names coordinator {coord!r}")
