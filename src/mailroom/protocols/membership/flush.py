@@ -163,7 +163,8 @@ class Flush:
         return None
 
     def accepted_data(self) -> list[Any] | None:
-        """The accepted value as a Promise reports it: [attempt, coord, *value data]."""
+        """The accepted value as a Promise reports it: the ballot's attempt and coord, then
+        the value's data (``NextView.data()``)."""
         if self.accepted is None:
             return None
         ballot, value = self.accepted

@@ -121,7 +121,7 @@ def next_view_of(parts: list[Any], n: int) -> NextView:
 
 
 def accepted(value: object, n: int) -> tuple[Ballot, NextView] | None:
-    """A Promise's ``accepted``: [attempt, coord, *value data], or None."""
+    """A Promise's ``accepted`` (attempt, coord, then ``NextView.data()``), or None."""
     if value is None:
         return None
     if not isinstance(value, list) or len(value) != 7:
