@@ -373,6 +373,18 @@ def test_status_shows_the_flush_the_changes_and_what_is_held() -> None:
     )
 
 
+def test_a_snapshot_that_queues_a_unicast_is_refused() -> None:
+    """Only broadcasts wait for a view (a send to one member while none is ready is a
+    LocalError), so a snapshot whose queue holds a unicast was not written by a Group."""
+    joiner = Group(3, 4, "cbcast", contacts=[0])
+    joiner.broadcast("early")
+    data = joiner.snapshot()
+    assert data["outbox"] == [["early", None]]
+    assert same_data(restore_endpoint(data).snapshot(), data)
+    with pytest.raises(LocalError, match="queues a unicast"):
+        restore_endpoint({**data, "outbox": [["early", 1]]})
+
+
 def test_bad_packets_are_remote_errors_and_change_nothing() -> None:
     net = group(3)
     ep = net.eps[0]

@@ -246,7 +246,9 @@ class Group(Flushing):
     def _load_outbox(self, data: object) -> None:
         for payload, to in snap_list(data, "outbox"):
             check_payload(payload)
-            self._outbox.append((payload, None if to is None else self._check_dest(to)))
+            if to is not None:  # a unicast is refused, never queued
+                raise LocalError("snapshot field outbox queues a unicast")
+            self._outbox.append((payload, None))
 
     def _load_future(self, data: object) -> None:
         self._future = [PACKET.load(d, self, "future") for d in snap_list(data, "future")]

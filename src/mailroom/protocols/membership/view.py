@@ -174,11 +174,10 @@ class InstalledView:
 
     def carry(self, queued: list[tuple[Payload, int | None]], first: int) -> None:
         """This process's messages ``first + 1``, ``first + 2``... of the view, issued but
-        never sent, go into the flush with its own (broadcasts only: a unicast is never
+        never sent, go into the flush with its own (broadcasts: a unicast is never
         queued)."""
         base = self.bases[self.rank]
-        for k, (payload, to) in enumerate(queued):
-            assert to is None, "a unicast is never queued"
+        for k, (payload, _) in enumerate(queued):
             seq = first + k + 1
             self.own[seq - base] = [self.pid, seq, payload]
 
