@@ -71,6 +71,30 @@ def test_a_process_joins_the_running_group_and_gets_its_state(
     assert_group_properties(scenario)
 
 
+@pytest.mark.parametrize("protocol", PROTOCOLS)
+@settings(max_examples=examples(60))
+@given(data=st.data())
+def test_a_joiners_state_may_arrive_during_a_further_view_change(
+    protocol: str, data: st.DataObject
+) -> None:
+    """One or two joiners issue messages while they wait for the application state; the
+    network holds each state transfer until its receiver is frozen in a further flush
+    (a leave, a crash, a false suspicion or the other join), and Hypothesis chooses when
+    within that flush it arrives (or the flush ends first)."""
+    scenario = data.draw(
+        group_scenarios(
+            protocol,
+            n=(4, 6),
+            joiners=(1, 2),
+            hold_state=True,
+            kinds=("crash", "suspect", "leave"),
+            max_ops=10,
+            max_choices=120,
+        )
+    )
+    assert_group_properties(scenario)
+
+
 @pytest.mark.parametrize("protocol", ("cbcast", "sequencer", "skeen", "rst"))
 @settings(max_examples=examples(40))
 @given(data=st.data())
@@ -97,6 +121,18 @@ def test_the_strategy_reaches(note: str) -> None:
     )
     run = assert_group_properties(found)
     assert note in run.notes
+
+
+def test_the_strategy_reaches_a_state_that_arrives_during_a_further_flush() -> None:
+    """A joiner that issued a message without the state gets the state while it is
+    frozen in the next flush, and a correct group survives it."""
+    wanted = {"sent without the state", "late state"}
+    found = find(
+        group_scenarios("cbcast", n=(4, 6), joiners=(1, 2), hold_state=True, kinds=("leave",)),
+        lambda s: wanted <= replay_group(s).notes,
+        settings=SEARCH,
+    )
+    assert wanted <= assert_group_properties(found).notes
 
 
 def test_a_partition_heals_and_the_cut_off_process_rejoins() -> None:
@@ -193,6 +229,31 @@ def test_a_coordinator_outbid_between_its_promises_and_its_accept_waits() -> Non
         joiner=True,
     )
     assert_group_properties(scenario)
+
+
+def test_a_joiner_that_promises_before_its_state_arrives_keeps_its_message_in_its_view() -> None:
+    """P2 and P3 join {0, 1} one after the other. P2, admitted to view 2, issues m2 while
+    it waits for its state; P3's join starts the flush of view 2 and P2 promises in it
+    without the state. m2 belongs to view 2: it travels in P2's promise and the flush
+    log delivers it there. Before the fix P2 sent it in view 3 (same-view delivery)."""
+    scenario = GroupScenario(
+        n=4,
+        protocol="cbcast",
+        ops=(GroupOp(0, None, "m0"), GroupOp(0, None, "m1"), GroupOp(2, None, "m2")),
+        choices=(0, 0, 0, 0, 0, 0, 0, 1, 1),
+        faults=0,
+        kinds=frozenset({"crash", "leave", "suspect"}),
+        joiners=2,
+        hold_state=True,
+    )
+    run = assert_group_properties(scenario)
+    m2 = [(e.process, e.message, e.view) for e in run.trace if e.payload == "m2"]
+    sent = MessageId(2, 1)
+    # sent in view 2, delivered there by the members that had the state; P2's state
+    # arrives after that flush (it is frozen without it), and the state of view 3 has m2
+    assert sorted(m2) == [(0, sent, 2), (1, sent, 2), (2, sent, 2)]
+    assert [e.kind for e in run.trace if e.payload == "m2"].count("send") == 1
+    assert [2, 1] in run.sim.app_state[2] and [2, 1] in run.sim.app_state[3]
 
 
 # -- the checks themselves can fail --------------------------------------------------------------

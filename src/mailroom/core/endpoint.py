@@ -379,7 +379,8 @@ class EndpointBase:
         return ep
 
     @classmethod
-    def _from_header(cls, data: Snapshot) -> Self:
+    def _check_header(cls, data: Snapshot) -> None:
+        """LocalError unless ``data`` is a snapshot of this protocol and version."""
         if not isinstance(data, dict):
             raise LocalError(f"a snapshot is a dict, got {type(data).__name__}")
         if data.get("protocol") != cls.protocol:
@@ -389,6 +390,10 @@ class EndpointBase:
         n = data.get("n")
         if type(n) is int and n > MAX_GROUP:
             raise LocalError(f"snapshot names a group of {n} processes (at most {MAX_GROUP})")
+
+    @classmethod
+    def _from_header(cls, data: Snapshot) -> Self:
+        cls._check_header(data)
         try:
             ep = cls(data["pid"], data["n"])
             ep.sent_count = snap_counter(data["sent_count"], "sent_count")

@@ -29,19 +29,20 @@ import attrs
 
 from mailroom.core import validate
 from mailroom.core.actions import Action, Transmit, View
-from mailroom.core.endpoint import (
-    Endpoint,
-    EndpointBase,
-    Snapshot,
-    capabilities,
-    snap_counter,
+from mailroom.core.endpoint import Endpoint, EndpointBase, Snapshot, capabilities
+from mailroom.core.errors import LocalError, RemoteError
+from mailroom.core.messages import MessageId, Payload
+from mailroom.core.pending import Pending
+from mailroom.core.persist import (
+    COUNTER,
+    PIDS,
+    TIME,
+    Field,
+    Kind,
     snap_list,
     snap_pid,
     snap_time,
 )
-from mailroom.core.errors import LocalError, RemoteError
-from mailroom.core.messages import MessageId, Payload
-from mailroom.core.pending import Pending
 from mailroom.core.registry import restore_endpoint
 from mailroom.core.wire import packet
 
@@ -72,12 +73,40 @@ class GroupLike(Endpoint, Protocol):
     def suspect(self, pid: int) -> list[Action]: ...
 
 
-def _check_time(value: object, what: str) -> float:
+def _built(detector: HeartbeatDetector, data: object) -> None:
+    """A field ``restore`` builds the detector from: nothing more to load."""
+
+
+def _view_id(data: object, ep: object, key: str) -> int | None:
+    if data is not None and (type(data) is not int or data < 0):
+        raise LocalError(f"snapshot field {key} holds {data!r}, not a view id")
+    return data
+
+
+#: A view id, or None.
+VIEW_ID = Kind(lambda v: v, _view_id)
+
+
+def _of_group(name: str) -> Any:
+    """The wrapped group's attribute ``name``: read here, never set here."""
+
+    def read(self: HeartbeatDetector) -> Any:
+        return getattr(self.group, name)
+
+    def refuse(self: HeartbeatDetector, value: object) -> None:
+        raise LocalError(f"a HeartbeatDetector's {name} is its group's")
+
+    return property(read, refuse, doc=f"The group's ``{name}``.")
+
+
+def _check_time(value: object, what: str, *, zero: bool = False) -> float:
+    """A finite time up to MAX_TIME: positive (an interval), or from 0 (with ``zero``)."""
     if type(value) is int or type(value) is float:
         number = float(value)
-        if math.isfinite(number) and 0 < number <= MAX_TIME:
+        if math.isfinite(number) and (number > 0 or (zero and number == 0)) and number <= MAX_TIME:
             return number
-    raise LocalError(f"{what} must be a positive finite number, got {value!r}")
+    lowest = "non-negative" if zero else "positive"
+    raise LocalError(f"{what} must be a {lowest} finite number up to {MAX_TIME:g}, got {value!r}")
 
 
 class HeartbeatDetector(EndpointBase):
@@ -112,39 +141,13 @@ class HeartbeatDetector(EndpointBase):
     def __repr__(self) -> str:
         return f"HeartbeatDetector({self.group!r})"
 
-    # -- the group's counters are the endpoint's ------------------------------------------
-    @property
-    def sent_count(self) -> int:
-        return int(self.group.sent_count)
-
-    @sent_count.setter
-    def sent_count(self, value: int) -> None:
-        raise LocalError("a HeartbeatDetector's sent_count is its group's")
-
-    @property
-    def duplicates(self) -> int:
-        return int(self.group.duplicates)
-
-    @duplicates.setter
-    def duplicates(self, value: int) -> None:
-        raise LocalError("a HeartbeatDetector's duplicates are its group's")
-
-    # -- the group's surface, passed through ----------------------------------------------
-    @property
-    def view(self) -> View | None:
-        return self.group.view  # type: ignore[no-any-return]
-
-    @property
-    def flushing(self) -> bool:
-        return bool(self.group.flushing)
-
-    @property
-    def sending_view(self) -> int | None:
-        return self.group.sending_view  # type: ignore[no-any-return]
-
-    @property
-    def joined(self) -> bool:
-        return bool(self.group.joined)
+    # -- the group's counters and surface, passed through ----------------------------------
+    sent_count = _of_group("sent_count")
+    duplicates = _of_group("duplicates")
+    view = _of_group("view")
+    flushing = _of_group("flushing")
+    sending_view = _of_group("sending_view")
+    joined = _of_group("joined")
 
     @property
     def needs_consume(self) -> bool:
@@ -173,6 +176,10 @@ class HeartbeatDetector(EndpointBase):
     def can_send(self, to: int | None = None) -> bool:
         self._offers("can_send")
         return bool(self.group.can_send(to))
+
+    def status(self) -> Any:
+        """The group's ``status()`` (a ``GroupStatus``)."""
+        return self.group.status()
 
     def suspect(self, pid: int) -> list[Action]:
         """Another detector's (or the host's) suspicion, passed on to the group."""
@@ -227,16 +234,13 @@ class HeartbeatDetector(EndpointBase):
 
     def tick(self, now: float) -> list[Action]:
         """The group's timers, then heartbeats due and suspicions of silent members."""
-        if type(now) not in (int, float) or not math.isfinite(now) or not 0 <= now <= MAX_TIME:
-            raise LocalError(f"now must be a finite time in 0..{MAX_TIME:g}, got {now!r}")
-        now = float(now)
+        _check_time(now, "now", zero=True)  # before anything changes
+        actions: list[Action] = list(self.group.tick(now))
         if now < self.now:
             self._shift(now - self.now)
         self._rebase = False
-        self.now = now
-        actions: list[Action] = list(self.group.tick(now))
-        actions += self._watch()
-        return actions
+        self.now = float(now)
+        return actions + self._watch()
 
     def _watch(self) -> list[Action]:
         """Bring the schedule to the group's view; beat and suspect what is due now."""
@@ -284,31 +288,13 @@ class HeartbeatDetector(EndpointBase):
     def pending(self) -> list[Pending]:
         return list(self.group.pending())
 
-    def snapshot(self) -> Snapshot:
-        data = self._header()
-        data["params"] = {"interval": self.interval, "timeout": self.timeout}
-        data["now"] = self.now
-        data["watching"] = self.watching
-        data["next_beat"] = self.next_beat
-        data["heard"] = [[q, t] for q, t in sorted(self.heard.items())]
-        data["fresh"] = sorted(self.fresh)
-        data["suspected"] = sorted(self.suspected)
-        data["heartbeats_sent"] = self.heartbeats_sent
-        data["group"] = self.group.snapshot()
-        return data
-
     @classmethod
     def restore(cls, data: Snapshot) -> Self:
         """Rebuild the detector and its group from ``snapshot()`` data (LocalError if
         it does not fit)."""
 
         def build() -> HeartbeatDetector:
-            if not isinstance(data, dict):
-                raise LocalError(f"a snapshot is a dict, got {type(data).__name__}")
-            if data.get("protocol") != cls.protocol:
-                raise LocalError(f"snapshot is of {data.get('protocol')!r}, not {cls.protocol!r}")
-            if data.get("version") != cls.snapshot_version:
-                raise LocalError(f"snapshot version {data.get('version')!r} is not supported")
+            cls._check_header(data)
             inner = data["group"]
             if not isinstance(inner, dict) or inner.get("protocol") == cls.protocol:
                 raise LocalError("snapshot field group must be another endpoint's snapshot")
@@ -320,28 +306,32 @@ class HeartbeatDetector(EndpointBase):
         return cls._checked(data, build)
 
     def _load(self, data: Snapshot) -> None:
-        self.now = snap_time(data["now"], "now")
-        watching = data["watching"]
-        if watching is not None and (type(watching) is not int or watching < 0):
-            raise LocalError(f"snapshot field watching holds {watching!r}, not a view id")
-        self.watching = watching
-        beat = data["next_beat"]
-        self.next_beat = None if beat is None else snap_time(beat, "next_beat")
-        for row in snap_list(data["heard"], "heard"):
-            q, t = snap_list(row, "heard row", 2)
-            self.heard[snap_pid(q, self.n, "heard")] = snap_time(t, "heard")
-        self.fresh = {snap_pid(q, self.n, "fresh") for q in snap_list(data["fresh"], "fresh")}
-        self.suspected = {
-            snap_pid(q, self.n, "suspected") for q in snap_list(data["suspected"], "suspected")
-        }
+        super()._load(data)
         if not self.suspected <= set(self.heard) or self.pid in self.heard:
             raise LocalError("snapshot suspects a process it does not watch")
         if (self.watching is None) != (self.next_beat is None) or (
             self.watching is None and (self.heard or self.suspected)
         ):
             raise LocalError("snapshot keeps heartbeat times without a watched view")
-        self.heartbeats_sent = snap_counter(data["heartbeats_sent"], "heartbeats_sent")
         self._rebase = True
+
+    def _load_heard(self, data: object) -> None:
+        for row in snap_list(data, "heard"):
+            q, t = snap_list(row, "heard row", 2)
+            self.heard[snap_pid(q, self.n, "heard")] = snap_time(t, "heard")
+
+    #: ``params`` and ``group`` are read when ``restore`` builds the detector.
+    persistent = (
+        Field.custom("params", lambda d: {"interval": d.interval, "timeout": d.timeout}, _built),
+        Field("now", kind=TIME),
+        Field("watching", kind=VIEW_ID),
+        Field("next_beat", kind=TIME.optional()),
+        Field.custom("heard", lambda d: [[q, t] for q, t in sorted(d.heard.items())], _load_heard),
+        Field("fresh", kind=PIDS),
+        Field("suspected", kind=PIDS),
+        Field("heartbeats_sent", kind=COUNTER),
+        Field.custom("group", lambda d: d.group.snapshot(), _built),
+    )
 
 
 __all__ = ["GroupLike", "Heartbeat", "HeartbeatDetector"]
