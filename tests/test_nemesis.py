@@ -407,8 +407,6 @@ def _steps(sim: Simulation, steps: int) -> None:
         sim.fire(min(timed)[1])
 
 
-@pytest.mark.xfail(strict=True, reason="an excluded Group keeps its old view's bases, which "
-                   "restore refuses: a member killed while rejoining cannot restart")  # fmt: skip
 def test_a_member_excluded_and_rejoining_restores_from_its_snapshot() -> None:
     sim = Simulation(_members(3, 3), adversarial=True)
     sim.suspect(0, 2)
