@@ -10,14 +10,16 @@ One row per event, as JSON Lines; every row names its ``replica`` (pid) and ``in
 - ``apply``: it applied ``op`` as operation number ``index`` (0, 1, ...);
 - ``view``: it installed ``view`` (``members``) after ``after`` operations;
 - ``out``: it was excluded; ``crash``: it stopped (its host says so);
-- ``end``: it was alive at the end, having applied ``applied`` operations.
+- ``end``: it was alive at the end, having applied ``applied`` operations (and, if
+  given, with ``state``, the object's state as data).
 
 ``check_history(rows, factory)`` judges a history: replicas' applied sequences are
 prefixes of one sequence (``prefix``), nothing is applied twice (``once``), nothing
 acknowledged is missing from any replica alive at the end (``lost``), and every result
-a caller was told equals what a sequential replay of that one sequence gives, on a
-fresh object from ``factory`` (``results``); ``integrity`` covers the rest (an applied
-operation nobody sent, a malformed row). ``check_files`` is the command-line form.
+a caller was told (and every state an end row reports) equals what a sequential
+replay of that one sequence gives, on a fresh object from ``factory`` (``results``);
+``integrity`` covers the rest (an applied operation nobody sent, a malformed row).
+``check_files`` is the command-line form.
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ from mailroom.core.actions import View, ViewChange
 from mailroom.core.errors import MailroomError
 from mailroom.core.messages import Message, MessageId
 from mailroom.replicated.replica import Outcome, Replica, error_data, jsonable
+from mailroom.replicated.state import take_state
 from mailroom.trace.events import TraceError
 
 Row = dict[str, Any]
@@ -173,20 +176,28 @@ class _Seen:
     views: dict[int, tuple[int, tuple[int, ...]]] = attrs.field(factory=dict)
     first: tuple[int, tuple[int, ...]] | None = None
     ends: dict[Life, int] = attrs.field(factory=dict)
+    #: the states end rows report: life -> (applied, state)
+    states: dict[Life, tuple[int, Any]] = attrs.field(factory=dict)
     lives: set[Life] = attrs.field(factory=set)
     problems: list[Problem] = attrs.field(factory=list)
 
 
-def _gather(rows: Sequence[Row]) -> _Seen:
+def _gather(rows: Sequence[Row], safe: bool) -> _Seen:
+    """One pass over the rows, then each life's applied sequence into the one order:
+    the lives alive at the end first; without ``safe`` delivery, a life that ended
+    excluded or crashed only up to its last view (what it applied in that view the
+    survivors may never have delivered)."""
     seen = _Seen()
-    position: dict[Life, int] = {}
+    applies: dict[Life, list[Row]] = defaultdict(list)
+    start: dict[Life, int] = {}
+    settled: dict[Life, int] = {}  # operations applied before the life's last view
     last: dict[Life, str] = {}
     for row in rows:
         life, kind = (row["replica"], row["inc"]), row["row"]
         seen.lives.add(life)
         op: Op = (row["op"][0], row["op"][1]) if "op" in row else (-1, -1)
         if kind == "start":
-            position[life] = row["applied"]
+            start[life] = settled[life] = row["applied"]
             if row["applied"] == 0 and seen.first is None:
                 seen.first = (row.get("view", 1), tuple(row.get("members", ())))
         elif kind == "call":
@@ -194,31 +205,38 @@ def _gather(rows: Sequence[Row]) -> _Seen:
         elif kind == "result":
             seen.told[op] = (life, row)
         elif kind == "apply":
-            _apply_row(seen, position, life, row)
+            applies[life].append(row)
         elif kind == "view":
+            settled[life] = row["after"]
             entry = (row["after"], tuple(row["members"]))
             if seen.views.setdefault(row["view"], entry) != entry:
-                seen.problems.append(
-                    Problem("integrity", f"replicas disagree on view {row['view']}: {entry}")
-                )
+                reason = f"replicas disagree on view {row['view']}: {entry}"
+                seen.problems.append(Problem("integrity", reason))
+        elif kind == "end":
+            seen.ends[life] = row.get("applied", -1)
+            if "state" in row:
+                seen.states[life] = (seen.ends[life], row["state"])
         last[life] = kind
-        if kind == "end":
-            seen.ends[life] = row.get("applied", position.get(life, 0))
-    for life, kind in last.items():  # files of real processes may have no end row
-        if kind not in ("end", "out", "crash") and life not in seen.ends:
-            seen.ends[life] = position.get(life, 0)
+    for life in sorted(last, key=lambda life: last[life] in ("out", "crash")):
+        gone = last[life] in ("out", "crash")
+        rows_of = applies[life]
+        if gone and not safe:
+            rows_of = [r for r in rows_of if r["index"] < settled.get(life, 0)]
+        position = start.get(life)
+        for row in rows_of:
+            _apply_row(seen, position, life, row)
+            position = row["index"] + 1
+        if not gone and seen.ends.get(life, -1) < 0:  # files of real processes: no end row
+            seen.ends[life] = position if position is not None else 0
     return seen
 
 
-def _apply_row(seen: _Seen, position: dict[Life, int], life: Life, row: Row) -> None:
+def _apply_row(seen: _Seen, expected: int | None, life: Life, row: Row) -> None:
     op: Op = (row["op"][0], row["op"][1])
     index = row["index"]
-    expected = position.get(life)
     if expected is not None and index != expected:
-        seen.problems.append(
-            Problem("prefix", f"P{life[0]}.{life[1]} applied #{index} after #{expected - 1}", op)
-        )
-    position[life] = index + 1
+        reason = f"P{life[0]}.{life[1]} applied #{index} after #{expected - 1}"
+        seen.problems.append(Problem("prefix", reason, op))
     known = seen.order.setdefault(index, op)
     if known != op:
         seen.problems.append(
@@ -232,16 +250,15 @@ def _apply_row(seen: _Seen, position: dict[Life, int], life: Life, row: Row) -> 
 
 
 def check_history(
-    rows: Sequence[Row], factory: Callable[[], object], *, acknowledged_by: str = "anyone"
+    rows: Sequence[Row], factory: Callable[[], object], *, safe: bool = True
 ) -> HistoryReport:
     """Judge ``rows``; ``factory()`` builds the object as every replica started it.
 
-    ``acknowledged_by="survivors"`` checks ``lost`` only for operations acknowledged by
-    a replica alive at the end: what a group without safe delivery promises.
+    ``safe=False`` holds the history to what a group without safe (uniform) delivery
+    promises: ``lost`` only for operations acknowledged by a replica alive at the end,
+    and ``prefix`` for a replica that was excluded or crashed only up to its last view.
     """
-    if acknowledged_by not in ("anyone", "survivors"):
-        raise ValueError(f"acknowledged_by is 'anyone' or 'survivors', not {acknowledged_by!r}")
-    seen = _gather(rows)
+    seen = _gather(rows, safe)
     problems = seen.problems
     sequence = [seen.order[k] for k in range(len(seen.order)) if k in seen.order]
     if len(sequence) != len(seen.order):
@@ -255,7 +272,7 @@ def check_history(
         op: (life, row) for op, (life, row) in seen.told.items() if "value" in row or "error" in row
     }
     for op, (life, _) in sorted(acked.items()):
-        if acknowledged_by == "survivors" and life not in seen.ends:
+        if not safe and life not in seen.ends:
             continue
         for other, count in sorted(seen.ends.items()):
             if where.get(op, count) >= count:
@@ -280,10 +297,17 @@ def _replay(
     replica = Replica(factory(), -1, view=View(seen.first[0], seen.first[1]))
     views = sorted((after, vid, members) for vid, (after, members) in seen.views.items())
     problems: list[Problem] = []
-    for k, op in enumerate(sequence):
+    for k in range(len(sequence) + 1):
         while views and views[0][0] <= k:
             _, vid, members = views.pop(0)
             replica.view_changed(ViewChange(View(vid, members), (), ()))
+        for life, (count, state) in sorted(seen.states.items()):
+            if count == k and take_state(replica.obj)[0] != state:
+                reason = f"P{life[0]}.{life[1]}'s state after {k} differs from the replay's"
+                problems.append(Problem("results", reason))
+        if k == len(sequence):
+            break
+        op = sequence[k]
         if op not in seen.payloads:
             problems.append(Problem("integrity", f"#{k} was applied but never sent", op))
             break
@@ -329,14 +353,14 @@ def check_files(
     paths: Sequence[str | Path],
     factory: str | Callable[[], object],
     *,
-    acknowledged_by: str = "anyone",
+    safe: bool = True,
     out: Callable[[str], None] = print,
 ) -> int:
     """``mailroom check``'s form: print the verdict; 0 if it holds, 1 if not, 2 on bad input."""
     try:
         make = load_factory(factory) if isinstance(factory, str) else factory
         rows = read_history(paths)
-        report = check_history(rows, make, acknowledged_by=acknowledged_by)
+        report = check_history(rows, make, safe=safe)
     except (OSError, ValueError, MailroomError) as exc:
         out(f"error: {exc}")
         return 2

@@ -246,7 +246,7 @@ class Replica:
             value = self._call(fn, spec, Caller(mid.origin, op.incarnation), op)
         except Exception as exc:
             if not spec.checks_first:
-                self._rebuild()
+                self.rebuild()
                 self._meet(mid.origin, op.incarnation)
             return None, exc, skip, 16
         return value, None, ["m", mid.origin, mid.seq, payload], len(json.dumps(payload))
@@ -342,7 +342,7 @@ class Replica:
         self.view = View(base["view"][0], tuple(base["view"][1]))
         self.incarnations = {p: k for p, k in base["incarnations"]}
 
-    def _rebuild(self) -> None:
+    def rebuild(self) -> None:
         """Back to the journal's base, then redo its log (after a method raised)."""
         applied = self.applied
         self._load(self.journal.base)

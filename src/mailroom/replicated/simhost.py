@@ -20,6 +20,7 @@ import attrs
 from mailroom.core.actions import View, ViewChange
 from mailroom.core.errors import LocalError
 from mailroom.core.messages import Message, MessageId, Payload
+from mailroom.core.registry import entry
 from mailroom.net.membership import group_of
 from mailroom.protocols.membership import Group
 from mailroom.replicated.history import History
@@ -76,6 +77,11 @@ class SimGroup:
         history: History | None = None,
         **simulation: Any,
     ) -> None:
+        if endpoint is None and "total" not in entry(protocol).promises:
+            raise LocalError(
+                f"{protocol} does not deliver in total order: replicas would diverge",
+                hint="use sequencer, skeen or lamport",
+            )
         self.factory = factory
         self.make_endpoint = endpoint or group_factory(protocol)
         self.make_replica = replica
@@ -86,6 +92,8 @@ class SimGroup:
             self._replica(p, View(1, first)) if p in first else None for p in range(n)
         ]
         self.calls: dict[MessageId, SimCall] = {}
+        #: called with (pid, ViewChange) after the replica at pid installed it
+        self.on_view: Callable[[int, ViewChange], None] | None = None
         self._excluded = 0
         self.sim = Simulation(
             endpoints,
@@ -158,6 +166,8 @@ class SimGroup:
         hello = replica.hello(mid)
         if hello is not None:
             sim.broadcast(pid, hello)
+        if self.on_view is not None:
+            self.on_view(pid, change)
 
     def _on_state(self, sim: Simulation, pid: int, view: int) -> Payload:
         replica = self.replicas[pid]
@@ -236,8 +246,9 @@ class SimGroup:
         """Each live member replica's state as data."""
         return {p: take_state(self._live(p).obj)[0] for p in self.live()}
 
-    def settle(self, max_steps: int = 100_000) -> None:
-        """Let everything in flight arrive (oldest first in adversarial mode), and timers run."""
+    def settle(self, max_steps: int = 100_000, *, timers: bool = True) -> None:
+        """Let everything in flight arrive (oldest first in adversarial mode), and timers
+        run (not with ``timers=False``: a minority cut off retries for ever)."""
         if not self.sim.adversarial:
             self.sim.run(max_steps=max_steps)
             return
@@ -250,23 +261,18 @@ class SimGroup:
                 for q, ep in enumerate(self.sim.endpoints)
                 if q not in self.sim.stopped and (d := ep.next_deadline()) is not None
             ]
-            if not timed:
+            if not timed or not timers:
                 return
             self.sim.fire(min(timed)[1])
         raise LocalError(f"the group did not settle within {max_steps} steps")
 
     def end(self) -> list[dict[str, Any]]:
-        """Note every live member's end (its applied count) and return the history rows."""
+        """Note every live member's end (applied count and state) and return the rows."""
         for pid in self.live():
             replica = self._live(pid)
-            self.history(
-                {
-                    "row": "end",
-                    "replica": pid,
-                    "inc": replica.incarnation,
-                    "applied": replica.applied,
-                }
-            )
+            row = {"row": "end", "replica": pid, "inc": replica.incarnation}
+            state = take_state(replica.obj)[0]
+            self.history({**row, "applied": replica.applied, "state": state})
         return self.history.rows
 
 
