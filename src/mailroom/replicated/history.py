@@ -188,8 +188,8 @@ def _gather(rows: Sequence[Row], safe: bool) -> _Seen:
     excluded or crashed only up to its last view (what it applied in that view the
     survivors may never have delivered)."""
     seen = _Seen()
-    applies: dict[Life, list[Row]] = defaultdict(list)
-    start: dict[Life, int] = {}
+    #: per life, its runs of apply rows, each after a start row (a restart begins a run)
+    runs: dict[Life, list[tuple[int | None, list[Row]]]] = defaultdict(list)
     settled: dict[Life, int] = {}  # operations applied before the life's last view
     last: dict[Life, str] = {}
     for row in rows:
@@ -197,7 +197,8 @@ def _gather(rows: Sequence[Row], safe: bool) -> _Seen:
         seen.lives.add(life)
         op: Op = (row["op"][0], row["op"][1]) if "op" in row else (-1, -1)
         if kind == "start":
-            start[life] = settled[life] = row["applied"]
+            settled[life] = row["applied"]
+            runs[life].append((row["applied"], []))
             if row["applied"] == 0 and seen.first is None:
                 seen.first = (row.get("view", 1), tuple(row.get("members", ())))
         elif kind == "call":
@@ -205,7 +206,9 @@ def _gather(rows: Sequence[Row], safe: bool) -> _Seen:
         elif kind == "result":
             seen.told[op] = (life, row)
         elif kind == "apply":
-            applies[life].append(row)
+            if not runs[life]:
+                runs[life].append((None, []))
+            runs[life][-1][1].append(row)
         elif kind == "view":
             settled[life] = row["after"]
             entry = (row["after"], tuple(row["members"]))
@@ -219,13 +222,14 @@ def _gather(rows: Sequence[Row], safe: bool) -> _Seen:
         last[life] = kind
     for life in sorted(last, key=lambda life: last[life] in ("out", "crash")):
         gone = last[life] in ("out", "crash")
-        rows_of = applies[life]
-        if gone and not safe:
-            rows_of = [r for r in rows_of if r["index"] < settled.get(life, 0)]
-        position = start.get(life)
-        for row in rows_of:
-            _apply_row(seen, position, life, row)
-            position = row["index"] + 1
+        position = None
+        for first, applied in runs[life]:
+            position = first
+            for row in applied:
+                if gone and not safe and row["index"] >= settled.get(life, 0):
+                    break
+                _apply_row(seen, position, life, row)
+                position = row["index"] + 1
         if not gone and seen.ends.get(life, -1) < 0:  # files of real processes: no end row
             seen.ends[life] = position if position is not None else 0
     return seen
