@@ -74,9 +74,9 @@ class AsyncReplica:
                 f"{group.inner_protocol} does not deliver in total order: replicas would diverge",
                 hint="use sequencer, skeen or lamport",
             )
-        for hook in ("on_deliver", "on_view", "get_state", "on_excluded", "app_state"):
-            if hook in node_options:
-                raise LocalError(f"{hook} is the replica's own: do not pass it")
+        for name in ("on_deliver", "on_view", "get_state", "on_excluded", "app_state"):
+            if name in node_options:
+                raise LocalError(f"{name} is the replica's own: do not pass it")
         self.timeout = timeout
         self._obj = obj
         self._history = history
@@ -91,17 +91,14 @@ class AsyncReplica:
             history=history,
         )
         keep = node_options.get("checkpoint") is not None
-        self.node = Node(
-            endpoint,
-            peers,
-            key,
-            on_deliver=self._on_deliver,
-            on_view=self._on_view,
-            get_state=self._get_state,
-            on_excluded=self._on_excluded,
-            app_state=(lambda: self.replica.checkpoint()) if keep else None,
-            **node_options,
-        )
+        hooks: dict[str, Any] = {
+            "on_deliver": self._on_deliver,
+            "on_view": self._on_view,
+            "get_state": self._get_state,
+            "on_excluded": self._on_excluded,
+            "app_state": (lambda: self.replica.checkpoint()) if keep else None,
+        }
+        self.node = Node(endpoint, peers, key, **hooks, **node_options)
         if self.node.resumed_state is not None:
             self._resume(self.node.resumed_state)
         self.call = _Calls(self._call)

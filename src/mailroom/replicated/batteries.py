@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import heapq
 from collections import deque
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 from typing import Any
 
 from mailroom.replicated.methods import replicated
@@ -33,11 +33,35 @@ _MISSING: Any = object()
 _SCALARS = (str, int, float, bool, type(None))
 
 
+class _Held:
+    """``size()``, ``len()`` and ``in`` over the collection ``_held()`` returns."""
+
+    def _held(self) -> Collection[Any]:
+        raise NotImplementedError
+
+    def size(self) -> int:
+        return len(self._held())
+
+    def __len__(self) -> int:
+        return len(self._held())
+
+    def __contains__(self, item: object) -> bool:
+        return item in self._held()
+
+
 def _key(key: Any) -> Any:
     """``key`` if it is a JSON scalar (a dict key or set member), else TypeError."""
     if not isinstance(key, _SCALARS):
         raise TypeError(f"a key must be a str, int, float, bool or None, not {type(key).__name__}")
     return key
+
+
+def _pairs(items: Any) -> list[tuple[Any, Any]]:
+    """``items``, a list of ``[key, value]`` pairs, as tuples; TypeError if it is not."""
+    pairs = _items(items)
+    if not all(type(p) is list and len(p) == 2 for p in pairs):
+        raise TypeError("expected a list of [key, value] pairs")
+    return [(_key(k), v) for k, v in pairs]
 
 
 def _number(value: Any) -> int | float:
@@ -83,7 +107,7 @@ class ReplCounter:
         return self.value
 
 
-class ReplDict:
+class ReplDict(_Held):
     """A replicated dict: JSON-scalar keys, JSON-data values, insertion order kept."""
 
     def __init__(self, items: Iterable[tuple[Any, Any]] = ()) -> None:
@@ -107,12 +131,7 @@ class ReplDict:
     @replicated(checks_first=True)
     def update(self, items: list[list[Any]]) -> None:
         """Set every ``[key, value]`` pair of ``items`` (all checked first)."""
-        pairs = _items(items)
-        for pair in pairs:
-            if type(pair) is not list or len(pair) != 2:
-                raise TypeError("update takes a list of [key, value] pairs")
-            _key(pair[0])
-        self._data.update((k, v) for k, v in pairs)
+        self._data.update(_pairs(items))
 
     @replicated(checks_first=True)
     def pop(self, key: Any, default: Any = _MISSING) -> Any:
@@ -152,12 +171,7 @@ class ReplDict:
     @replicated(checks_first=True)
     def reset(self, items: list[list[Any]]) -> None:
         """Replace the whole content by the ``[key, value]`` pairs of ``items``."""
-        pairs = _items(items)
-        for pair in pairs:
-            if type(pair) is not list or len(pair) != 2:
-                raise TypeError("reset takes a list of [key, value] pairs")
-            _key(pair[0])
-        self._data = {k: v for k, v in pairs}
+        self._data = dict(_pairs(items))
 
     def get(self, key: Any, default: Any = None) -> Any:
         return private_copy(self._data.get(key, default))
@@ -174,17 +188,11 @@ class ReplDict:
     def items(self) -> list[list[Any]]:
         return private_copy(self.__replicated_state__())  # type: ignore[no-any-return]
 
-    def size(self) -> int:
-        return len(self._data)
-
-    def __len__(self) -> int:
-        return len(self._data)
-
-    def __contains__(self, key: object) -> bool:
-        return key in self._data
+    def _held(self) -> Collection[Any]:
+        return self._data
 
 
-class ReplSet:
+class ReplSet(_Held):
     """A replicated set of JSON scalars, iterated in insertion order."""
 
     def __init__(self, items: Iterable[Any] = ()) -> None:
@@ -244,17 +252,11 @@ class ReplSet:
     def items(self) -> list[Any]:
         return list(self._items)
 
-    def size(self) -> int:
-        return len(self._items)
-
-    def __len__(self) -> int:
-        return len(self._items)
-
-    def __contains__(self, item: object) -> bool:
-        return item in self._items
+    def _held(self) -> Collection[Any]:
+        return self._items
 
 
-class ReplList:
+class ReplList(_Held):
     """A replicated list of JSON data."""
 
     def __init__(self, items: Iterable[Any] = ()) -> None:
@@ -313,11 +315,8 @@ class ReplList:
     def items(self) -> list[Any]:
         return private_copy(self._list)  # type: ignore[no-any-return]
 
-    def size(self) -> int:
-        return len(self._list)
-
-    def __len__(self) -> int:
-        return len(self._list)
+    def _held(self) -> Collection[Any]:
+        return self._list
 
 
 def _index(index: Any) -> int:
@@ -332,7 +331,7 @@ def _maxsize(maxsize: Any) -> int:
     return maxsize
 
 
-class ReplQueue:
+class ReplQueue(_Held):
     """A replicated FIFO queue; ``maxsize`` > 0 bounds it (``put`` then returns False)."""
 
     def __init__(self, maxsize: int = 0) -> None:
@@ -362,8 +361,8 @@ class ReplQueue:
     def peek(self, default: Any = None) -> Any:
         return private_copy(self._queue[0]) if self._queue else default
 
-    def size(self) -> int:
-        return len(self._queue)
+    def _held(self) -> Collection[Any]:
+        return self._queue
 
     def empty(self) -> bool:
         return not self._queue
@@ -371,11 +370,8 @@ class ReplQueue:
     def full(self) -> bool:
         return 0 < self.maxsize <= len(self._queue)
 
-    def __len__(self) -> int:
-        return len(self._queue)
 
-
-class ReplPriorityQueue:
+class ReplPriorityQueue(_Held):
     """A replicated priority queue: ``get`` returns the smallest item (items must
     compare: numbers, strings, or lists such as ``[priority, value]``)."""
 
@@ -399,11 +395,8 @@ class ReplPriorityQueue:
     def peek(self, default: Any = None) -> Any:
         return private_copy(self.heap[0]) if self.heap else default
 
-    def size(self) -> int:
-        return len(self.heap)
-
-    def __len__(self) -> int:
-        return len(self.heap)
+    def _held(self) -> Collection[Any]:
+        return self.heap
 
 
 class Bundle:

@@ -117,9 +117,12 @@ class ReplicaRun:
 
     scenario: ReplicaScenario
     group: SimGroup
+    #: the history of every replica, with each survivor's end row
     rows: tuple[Row, ...]
     steps: tuple[str, ...]
+    #: per scenario call, what it became (None: skipped, its process was not a member)
     calls: tuple[SimCall | None, ...]
+    #: what happened, for coverage: crash, exclusion, false suspicion, partition, join
     notes: frozenset[str]
 
     def describe(self) -> str:
