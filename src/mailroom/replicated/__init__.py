@@ -13,6 +13,7 @@ causal flavour (CRDTs on tagged causal broadcast, available under partitions);
 ``mailroom.replicated.history`` checks histories. See docs/replicated.md.
 """
 
+from mailroom.replicated.aiohost import AsyncReplica
 from mailroom.replicated.batteries import (
     Bundle,
     ReplCounter,
@@ -33,6 +34,7 @@ from mailroom.replicated.simhost import SimCall, SimGroup
 __all__ = [
     "COMPACT_BYTES",
     "MAX_OPERATION_BYTES",
+    "AsyncReplica",
     "Bundle",
     "Caller",
     "History",

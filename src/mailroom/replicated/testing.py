@@ -118,12 +118,12 @@ class ReplicaRun:
     scenario: ReplicaScenario
     group: SimGroup
     #: the history of every replica, with each survivor's end row
-    rows: tuple[Row, ...]
-    steps: tuple[str, ...]
+    rows: tuple[Row, ...] = ()
+    steps: tuple[str, ...] = ()
     #: per scenario call, what it became (None: skipped, its process was not a member)
-    calls: tuple[SimCall | None, ...]
+    calls: tuple[SimCall | None, ...] = ()
     #: what happened, for coverage: crash, exclusion, false suspicion, partition, join
-    notes: frozenset[str]
+    notes: frozenset[str] = frozenset()
 
     def describe(self) -> str:
         return "\n".join(f"{i:3d}. {s}" for i, s in enumerate(self.steps, 1))
@@ -325,10 +325,12 @@ def replay_replicas(
         group.sim.partitions = []
         d.steps.append("the partition heals")
     d.drain(max_steps)
-    rows = tuple(group.end())
+    rows = group.end()
     if any(r["row"] == "out" for r in rows):
         d.notes.add("exclusion")
-    return ReplicaRun(scenario, group, rows, tuple(d.steps), tuple(d.calls), frozenset(d.notes))
+    return ReplicaRun(
+        scenario, group, tuple(rows), tuple(d.steps), tuple(d.calls), frozenset(d.notes)
+    )
 
 
 def run_problems(
