@@ -37,7 +37,7 @@ def take_state(obj: object) -> tuple[Payload, str]:
     try:
         text = carried_text(data, f"the state of {type(obj).__name__}")
     except LocalError as exc:
-        raise LocalError(str(exc), hint=_HINT) from None
+        raise LocalError(f"{exc}; {_HINT}", hint=_HINT) from None
     return json.loads(text), text
 
 
