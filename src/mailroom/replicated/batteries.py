@@ -42,11 +42,27 @@ class _Held:
     def size(self) -> int:
         return len(self._held())
 
+    def qsize(self) -> int:
+        """``size()``, as ``queue.Queue`` and PySyncObj's queues call it."""
+        return len(self._held())
+
     def __len__(self) -> int:
         return len(self._held())
 
     def __contains__(self, item: object) -> bool:
         return item in self._held()
+
+
+class _Bounded(_Held):
+    """A queue of at most ``maxsize`` items (0: unbounded)."""
+
+    maxsize = 0
+
+    def empty(self) -> bool:
+        return not self._held()
+
+    def full(self) -> bool:
+        return 0 < self.maxsize <= len(self._held())
 
 
 def _key(key: Any) -> Any:
@@ -331,7 +347,7 @@ def _maxsize(maxsize: Any) -> int:
     return maxsize
 
 
-class ReplQueue(_Held):
+class ReplQueue(_Bounded):
     """A replicated FIFO queue; ``maxsize`` > 0 bounds it (``put`` then returns False)."""
 
     def __init__(self, maxsize: int = 0) -> None:
@@ -364,14 +380,8 @@ class ReplQueue(_Held):
     def _held(self) -> Collection[Any]:
         return self._queue
 
-    def empty(self) -> bool:
-        return not self._queue
 
-    def full(self) -> bool:
-        return 0 < self.maxsize <= len(self._queue)
-
-
-class ReplPriorityQueue(_Held):
+class ReplPriorityQueue(_Bounded):
     """A replicated priority queue: ``get`` returns the smallest item (items must
     compare: numbers, strings, or lists such as ``[priority, value]``)."""
 
@@ -382,7 +392,7 @@ class ReplPriorityQueue(_Held):
     @replicated
     def put(self, item: Any) -> bool:
         """Add ``item``; False if the queue is full (a TypeError leaves it unchanged)."""
-        if 0 < self.maxsize <= len(self.heap):
+        if self.full():
             return False
         heapq.heappush(self.heap, item)
         return True
