@@ -114,3 +114,16 @@ def test_the_blocking_form_needs_a_running_replica() -> None:
     finally:
         for s in socks:
             s.close()
+
+
+def test_a_replica_that_requires_safe_delivery_refuses_a_plain_group() -> None:
+    socks = listening_sockets(1)
+    try:
+        group = Group(0, 1, "skeen", members=[0])
+        if getattr(group, "safe", False):  # pragma: no cover - once Group offers it
+            pytest.skip("this Group delivers safely")
+        with pytest.raises(LocalError, match="delivers safely"):
+            AsyncReplica(store(), group, table_of(socks), KEY, safe=True)
+    finally:
+        for s in socks:
+            s.close()

@@ -20,6 +20,7 @@ from hypothesis import strategies as st
 
 from mailroom import Group
 from mailroom.core.actions import View
+from mailroom.core.errors import LocalError
 from mailroom.replicated import (
     ReplDict,
     ReplLockManager,
@@ -207,3 +208,9 @@ def test_a_view_is_installed_at_the_same_point_everywhere() -> None:
     assert g.members() == (0, 1)
     assert [r["view"] for r in g.history.rows if r["row"] == "view"] == [2, 2]
     assert View(2, (0, 1)) == g.replicas[0].view  # type: ignore[union-attr]
+
+
+@pytest.mark.skipif(SAFE, reason="Group offers safe delivery")
+def test_asking_for_safe_delivery_before_group_offers_it_is_a_local_error() -> None:
+    with pytest.raises(LocalError, match="no safe"):
+        SimGroup(ReplDict, 3, "sequencer", safe=True)

@@ -9,7 +9,8 @@ around one: ``mailroom.net.membership.group_endpoint``) and wires its callbacks 
     await r.ordered.get()        # an ordered (linearizable) read
     r.local.get()                # a local read, at once
 
-and from any other thread ``r.sync.add(5)`` (blocks until applied; ``timeout``). A
+and from any other thread ``r.sync.add(5)`` (blocks until applied; ``timeout``).
+``safe=True`` refuses a Group that does not deliver safely (uniformly). A
 call waits until the replica is a member and the node can send (``Busy``). With
 ``checkpoint=`` the replica's base and log ride in the node's checkpoint
 (``app_state``), and a restart resumes from them; a process that rejoins gets the
@@ -64,11 +65,17 @@ class AsyncReplica:
         *,
         history: Callable[[Row], None] | None = None,
         timeout: float | None = None,
+        safe: bool = False,
         **node_options: Any,
     ) -> None:
         group = group_of(endpoint)
         if group is None:
             raise LocalError("a replica needs a Group endpoint (or a detector around one)")
+        if safe and getattr(group, "safe", False) is not True:
+            raise LocalError(
+                "safe=True needs a Group that delivers safely (Group(..., safe=True))",
+                hint="without it, only what a surviving replica acknowledged is sure to survive",
+            )
         if "total" not in entry(group.inner_protocol).promises:
             raise LocalError(
                 f"{group.inner_protocol} does not deliver in total order: replicas would diverge",

@@ -12,6 +12,7 @@ through the same object (``crash``, ``suspect``, ``partition``, ``join``), or th
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable, Collection, Sequence
 from typing import Any
 
@@ -34,7 +35,13 @@ EndpointFactory = Callable[[int, int, "Collection[int] | None", "Collection[int]
 
 
 def group_factory(protocol: str = "sequencer", **options: Any) -> EndpointFactory:
-    """Plain ``Group`` endpoints over ``protocol`` (``options`` go to Group)."""
+    """Plain ``Group`` endpoints over ``protocol`` (``options`` go to Group: with
+    ``safe=True``, safe delivery, LocalError while Group does not offer it)."""
+    if options.get("safe") and "safe" not in inspect.signature(Group).parameters:
+        raise LocalError(
+            "this Group has no safe (uniform) delivery yet",
+            hint="without it, only what a surviving replica acknowledged is sure to survive",
+        )
 
     def make(pid: int, n: int, members: Collection[int] | None, contacts: Collection[int]) -> Any:
         return Group(pid, n, protocol, members=members, contacts=contacts, **options)
@@ -63,7 +70,10 @@ class SimCall:
 
 class SimGroup:
     """``n`` processes, the first ones members of view 1 (``members``), each with a replica
-    of the object ``factory()`` builds; the other slots are idle until ``join``."""
+    of the object ``factory()`` builds; the other slots are idle until ``join``. With
+    ``safe`` the Group endpoints deliver safely (uniformly); ``endpoint`` and
+    ``replica`` make them otherwise (the known-buggy variants do); the rest goes to
+    ``Simulation`` (``adversarial``, ``seed``, ``network``...)."""
 
     def __init__(
         self,
@@ -75,6 +85,7 @@ class SimGroup:
         endpoint: EndpointFactory | None = None,
         replica: Callable[..., Replica] = Replica,
         history: History | None = None,
+        safe: bool = False,
         **simulation: Any,
     ) -> None:
         if endpoint is None and "total" not in entry(protocol).promises:
@@ -83,7 +94,7 @@ class SimGroup:
                 hint="use sequencer, skeen or lamport",
             )
         self.factory = factory
-        self.make_endpoint = endpoint or group_factory(protocol)
+        self.make_endpoint = endpoint or group_factory(protocol, **({"safe": True} if safe else {}))
         self.make_replica = replica
         self.history = history if history is not None else History()
         first = tuple(sorted(set(range(n) if members is None else members)))

@@ -375,7 +375,12 @@ def _two_holders(rows: Sequence[Row]) -> list[str]:
     believing it until told it released L or until it is no longer a current member."""
     payloads = {tuple(r["op"]): r["payload"] for r in rows if r["row"] == "call"}
     told = {tuple(r["op"]): r.get("value") for r in rows if r["row"] == "result"}
-    order = {r["index"]: tuple(r["op"]) for r in rows if r["row"] == "apply"}
+    ends = {(r["replica"], r["inc"]) for r in rows if r["row"] == "end"}
+    order: dict[int, tuple[int, ...]] = {}
+    for alive in (True, False):  # the survivors' sequence first: others may diverge at the end
+        for r in rows:
+            if r["row"] == "apply" and ((r["replica"], r["inc"]) in ends) == alive:
+                order.setdefault(r["index"], tuple(r["op"]))
     views = sorted(
         {(r["after"], r["view"], tuple(r["members"])) for r in rows if r["row"] == "view"}
     )
@@ -384,6 +389,8 @@ def _two_holders(rows: Sequence[Row]) -> list[str]:
     believers: dict[str, list[tuple[int, int, str]]] = defaultdict(list)
     found = []
     for k in range(len(order)):
+        if k not in order:
+            break
         while views and views[0][0] <= k:
             _, vid, pids = views.pop(0)
             members = Members(View(vid, pids), members.incarnations)
