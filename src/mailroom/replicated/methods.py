@@ -128,4 +128,58 @@ def bind(
     return list(bound.args), dict(bound.kwargs)
 
 
+@attrs.frozen
+class _Arity:
+    """What a signature accepts, for a check cheaper than ``Signature.bind``."""
+
+    required: int
+    positional: int  # -1: any number (``*args``)
+    names: frozenset[str]  # keywords it takes
+    needed: frozenset[str]  # keyword-only parameters without a default
+    any_keyword: bool
+
+    @classmethod
+    def of(cls, sig: inspect.Signature) -> _Arity:
+        kinds = inspect.Parameter
+        params = list(sig.parameters.values())
+        by_position = [
+            p for p in params if p.kind in (kinds.POSITIONAL_ONLY, kinds.POSITIONAL_OR_KEYWORD)
+        ]
+        star = any(p.kind is kinds.VAR_POSITIONAL for p in params)
+        return cls(
+            sum(1 for p in by_position if p.default is p.empty),
+            -1 if star else len(by_position),
+            frozenset(
+                p.name
+                for p in params
+                if p.kind in (kinds.POSITIONAL_OR_KEYWORD, kinds.KEYWORD_ONLY)
+            ),
+            frozenset(
+                p.name for p in params if p.kind is kinds.KEYWORD_ONLY and p.default is p.empty
+            ),
+            any(p.kind is kinds.VAR_KEYWORD for p in params),
+        )
+
+    def fits(self, args: list[Any], kwargs: dict[str, Any]) -> bool:
+        """True if a call of ``args`` (positional) and ``kwargs`` binds, as ``bind`` left
+        them (keywords that could go by position went by position)."""
+        if len(args) < self.required or 0 <= self.positional < len(args):
+            return False
+        if not self.any_keyword and not kwargs.keys() <= self.names:
+            return False
+        return self.needed <= kwargs.keys()
+
+
+_arities: dict[Any, _Arity] = {}
+
+
+def fits(method: Any, spec: MethodSpec | None, args: list[Any], kwargs: dict[str, Any]) -> bool:
+    """Do ``args`` and ``kwargs``, as ``bind`` returns them, fit the method (cached)?"""
+    key = getattr(method, "__func__", method)
+    arity = _arities.get(key)
+    if arity is None:
+        arity = _arities[key] = _Arity.of(_signature(method, spec))
+    return arity.fits(args, kwargs)
+
+
 __all__ = ["Caller", "MethodSpec", "replicated", "resolve", "spec_of"]

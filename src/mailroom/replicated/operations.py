@@ -109,6 +109,20 @@ def parse(payload: Payload) -> Operation:
     return Operation(kind, payload[1], method, args, kwargs)
 
 
+_SCALARS = (str, int, float, bool, type(None))
+
+
+def owned(op: Operation) -> tuple[list[Any], dict[str, Any], int]:
+    """The operation's arguments as copies no one else holds, and the size of its
+    payload in bytes (exact when the arguments hold lists or dicts, else close)."""
+    args, kwargs = op.args, op.kwargs
+    if all(type(a) in _SCALARS for a in args) and not kwargs:
+        return list(args), {}, 16 + len(op.method) + sum(len(str(a)) + 3 for a in args)
+    text = json.dumps([args, kwargs], separators=(",", ":"))
+    copy = json.loads(text)
+    return copy[0], copy[1], 16 + len(op.method) + len(text)
+
+
 def private_copy(value: Any) -> Any:
     """A copy of delivered data that no one else holds (in one process, a payload is
     shared by every replica and by the group's own log)."""

@@ -37,7 +37,7 @@ from mailroom.core.errors import LocalError, MailroomError, RemoteError
 from mailroom.core.messages import Message, MessageId, Payload
 from mailroom.replicated.journal import COMPACT_BYTES, Entry, Journal, checked_base
 from mailroom.replicated.journal import checked_checkpoint as _checkpoint_parts
-from mailroom.replicated.methods import CALLER, Caller, MethodSpec, bind, resolve, spec_of
+from mailroom.replicated.methods import CALLER, Caller, MethodSpec, bind, fits, resolve, spec_of
 from mailroom.replicated.operations import (
     CALL,
     HELLO,
@@ -45,8 +45,8 @@ from mailroom.replicated.operations import (
     READ,
     Operation,
     carried_text,
+    owned,
     parse,
-    private_copy,
 )
 from mailroom.replicated.state import put_state, take_state
 
@@ -88,6 +88,8 @@ class Members:
 
 def jsonable(value: Any) -> Any:
     """``value`` as JSON data for a history row (repr for what JSON cannot hold)."""
+    if type(value) in (str, int, bool, type(None)):
+        return value
     return json.loads(json.dumps(value, default=repr))
 
 
@@ -239,24 +241,27 @@ class Replica:
             fn, spec = self._method(op.method)
             if spec is None:
                 raise LocalError(f"{op.method} is not @replicated")
-            bind(fn, spec, tuple(op.args), op.kwargs)
+            if not fits(fn, spec, op.args, op.kwargs):
+                bind(fn, spec, tuple(op.args), op.kwargs)  # raises, saying why
+                raise LocalError(f"{op.method} does not take {op.args!r:.60}, {op.kwargs!r:.60}")
         except LocalError as exc:
             return None, exc, skip, 16
         try:
-            value = self._call(fn, spec, Caller(mid.origin, op.incarnation), op)
+            value, size = self._call(fn, spec, Caller(mid.origin, op.incarnation), op)
         except Exception as exc:
             if not spec.checks_first:
                 self.rebuild()
                 self._meet(mid.origin, op.incarnation)
             return None, exc, skip, 16
-        return value, None, ["m", mid.origin, mid.seq, payload], len(json.dumps(payload))
+        return value, None, ["m", mid.origin, mid.seq, payload], size
 
     @staticmethod
-    def _call(fn: Any, spec: MethodSpec, caller: Caller, op: Operation) -> Any:
-        kwargs = private_copy(op.kwargs)
+    def _call(fn: Any, spec: MethodSpec, caller: Caller, op: Operation) -> tuple[Any, int]:
+        """Apply ``op``: the method's value and the size of the operation."""
+        args, kwargs, size = owned(op)
         if spec.caller:
             kwargs[CALLER] = caller
-        return fn(*private_copy(op.args), **kwargs)
+        return fn(*args, **kwargs), size
 
     def _meet(self, pid: int, incarnation: int) -> None:
         """An operation of (pid, incarnation): a later incarnation replaces the earlier."""
