@@ -13,13 +13,14 @@ operations become stable.
 - ``MVRegister``: multi-value register (concurrent writes are all kept);
 - ``MVMap``: a map of multi-value registers with an observed remove;
 - ``Counter``: adds and subtracts;
-- ``Replica``: one process, an endpoint and a data type wired together.
+- ``CausalReplica`` (also ``Replica``, as the examples named it): one process, an
+  endpoint and a data type wired together.
 """
 
 from mailroom.replicated.crdt.awset import AWSet
 from mailroom.replicated.crdt.counter import Counter
 from mailroom.replicated.crdt.mvmap import MVMap
 from mailroom.replicated.crdt.mvregister import MVRegister
-from mailroom.replicated.crdt.replica import DataType, Replica
+from mailroom.replicated.crdt.replica import CausalReplica, DataType, Replica
 
-__all__ = ["AWSet", "Counter", "DataType", "MVMap", "MVRegister", "Replica"]
+__all__ = ["AWSet", "CausalReplica", "Counter", "DataType", "MVMap", "MVRegister", "Replica"]

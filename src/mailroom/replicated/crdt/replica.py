@@ -23,7 +23,7 @@ class DataType(Protocol):
     def on_stable(self, messages: Iterable[MessageId]) -> None: ...
 
 
-class Replica:
+class CausalReplica:
     """Process ``pid`` of ``n``: ``apply(op)`` and ``receive(packet)`` return Transmits."""
 
     def __init__(self, pid: int, n: int, data: Any, **options: Any) -> None:
@@ -55,4 +55,7 @@ class Replica:
         return self.data.value
 
 
-__all__ = ["DataType", "Replica"]
+#: The name the examples gave it (``mailroom.replicated.Replica`` is the total-order one).
+Replica = CausalReplica
+
+__all__ = ["CausalReplica", "DataType"]
