@@ -28,9 +28,9 @@ from mailroom.core.actions import Excluded, ViewChange
 from mailroom.core.errors import LocalError
 from mailroom.core.messages import Message, MessageId, Payload
 from mailroom.core.registry import entry
-from mailroom.net.config import PeerTable
+from mailroom.net import Node, PeerTable
 from mailroom.net.membership import group_of
-from mailroom.net.node import Busy, Node
+from mailroom.net.node import Busy
 from mailroom.replicated.replica import Outcome, OutcomeUnknown, Replica, Row
 
 

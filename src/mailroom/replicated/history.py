@@ -39,7 +39,7 @@ from mailroom.core.errors import MailroomError
 from mailroom.core.messages import Message, MessageId
 from mailroom.replicated.replica import Outcome, Replica, error_data, jsonable
 from mailroom.replicated.state import take_state
-from mailroom.trace.events import TraceError
+from mailroom.trace import TraceError
 
 Row = dict[str, Any]
 ROWS = ("start", "call", "result", "apply", "view", "out", "crash", "end")

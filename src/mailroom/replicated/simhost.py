@@ -27,7 +27,7 @@ from mailroom.protocols.membership import Group
 from mailroom.replicated.history import History
 from mailroom.replicated.replica import Outcome, Replica
 from mailroom.replicated.state import take_state
-from mailroom.sim.simulation import Simulation, view_of
+from mailroom.sim import Simulation, view_of
 
 #: Makes the endpoint of process ``pid`` of ``n``: a member of ``members``, or a joiner
 #: asking ``contacts`` (``members`` None), or an idle slot (both empty).

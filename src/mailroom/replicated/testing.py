@@ -39,7 +39,7 @@ from mailroom.replicated.history import Row, check_history
 from mailroom.replicated.lock import ReplLockManager
 from mailroom.replicated.replica import Members, Replica
 from mailroom.replicated.simhost import EndpointFactory, SimCall, SimGroup, group_factory
-from mailroom.sim.simulation import view_of
+from mailroom.sim import view_of
 
 #: A call: (method, JSON arguments).
 CallSpec = tuple[str, tuple[Any, ...]]
