@@ -52,6 +52,8 @@ DICT_CALLS = st.one_of(
 )
 DICT_READS = st.tuples(st.just("get"), st.tuples(KEYS))
 LOCK_CALLS = st.tuples(st.sampled_from(["acquire", "release"]), st.tuples(st.sampled_from("LM")))
+#: Every call takes the one lock: what a lock variant gets wrong shows soonest.
+ACQUIRES = st.tuples(st.just("acquire"), st.just(("L",)))
 
 
 class Ledger:
@@ -176,24 +178,27 @@ def test_a_lock_that_forgets_view_changes_is_caught() -> None:
     def kept(s: ReplicaScenario) -> bool:
         return bool(lock_problems(replay_replicas(s, ForgetfulLock)))
 
-    caught(replica_scenarios(LOCK_CALLS, kinds=("crash",), joins=False), kept)
+    caught(replica_scenarios(ACQUIRES, kinds=("crash",), spares=0, joins=False), kept)
 
 
 def test_a_lock_released_at_every_view_change_is_caught() -> None:
     def twice(s: ReplicaScenario) -> bool:
         return any("held by" in p for p in lock_problems(replay_replicas(s, EagerLock)))
 
-    caught(replica_scenarios(LOCK_CALLS, kinds=("crash",), max_calls=10), twice)
+    caught(replica_scenarios(ACQUIRES, kinds=("crash",), spares=0, joins=False), twice)
 
 
 def test_the_strategy_reaches_the_hard_cases() -> None:
     """Crashes, exclusions (false suspicion or partition), partitions and joins all occur."""
-    for note in ("crash", "exclusion", "partition", "join", "false suspicion"):
-        find(
-            replica_scenarios(DICT_CALLS),
-            lambda s, note=note: note in replay_replicas(s, ReplDict).notes,
-            settings=SEARCH,
-        )
+    seen: set[str] = set()
+
+    @settings(max_examples=150, derandomize=True, database=None, deadline=None)
+    @given(replica_scenarios(DICT_CALLS))
+    def collect(s: ReplicaScenario) -> None:
+        seen.update(replay_replicas(s, ReplDict).notes)
+
+    collect()
+    assert seen >= {"crash", "exclusion", "partition", "join", "false suspicion"}, seen
 
 
 def test_a_view_is_installed_at_the_same_point_everywhere() -> None:
