@@ -58,6 +58,7 @@ PROTOCOLS = [
     "security",
     "ks",
     "membership",
+    "replicated",
 ]
 TOOLS = [
     "simulator",

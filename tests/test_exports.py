@@ -51,6 +51,8 @@ def test_subpackages_export_what_they_list() -> None:
         "mailroom.diagram",
         "mailroom.lab",
         "mailroom.clocks",
+        "mailroom.replicated",
+        "mailroom.replicated.crdt",
     ):
         mod = importlib.import_module(pkg)
         for name in getattr(mod, "__all__", []):
