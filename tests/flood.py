@@ -10,8 +10,9 @@ handshake frame (``--mode junk``) or the bytes given (``--send-hex``); with
 ``--every N`` only every N-th connection talks, the others say nothing. It
 keeps at most ``--hold`` connections open, resetting the oldest, and stops after
 ``--count`` connections, ``--seconds`` seconds, or SIGTERM, whichever comes first;
-then it writes its counts as JSON to ``--out``: connections opened, attempts that failed at once, connections the
-target had already closed when they were let go, and the seconds it ran.
+then it writes its counts as JSON to ``--out``: connections opened, attempts
+that failed at once, connections the target had already closed when they were
+let go, and the seconds it ran.
 """
 
 from __future__ import annotations

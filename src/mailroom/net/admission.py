@@ -174,6 +174,7 @@ class Admission:
         try:
             conn.send(greeting.frame())
         except OSError:  # gone already
+            owner.stats.closed += 1
             conn.close()
             return
         p = Pending(conn, source, greeting, pair, self._loop.time() + owner.handshake_seconds())
