@@ -18,7 +18,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from mailroom.cli.check import _first_line
+from mailroom.cli.check_inputs import first_line as _first_line
 from mailroom.sim.registry import PROTOCOLS
 from mailroom.sim.sweep import SweepError, SweepGrid
 
