@@ -124,19 +124,20 @@ def _options(chk: argparse.ArgumentParser) -> None:
     )
 
 
+_DESCRIPTION = (
+    "Check traces for integrity, FIFO, causal and total order, liveness, vector clocks, "
+    "and for group membership runs view agreement, self-inclusion, same-view delivery and "
+    "virtual synchrony. By default the properties the trace's header says its protocol "
+    "promises are checked; the others are shown as 'not promised'. --engine auto (the "
+    f"default) uses the reference checkers for traces up to {AUTO_LIMIT_BYTES >> 20} MB and "
+    "Spark beyond (measured: the reference engine is faster below that size; the limit "
+    "bounds its memory, about 5 bytes per byte of trace; see docs/getting-started.md)."
+)
+
+
 def add_check_parser(sub: Any) -> argparse.ArgumentParser:
-    chk: argparse.ArgumentParser = sub.add_parser(
-        "check",
-        help="check traces for the properties their protocol promises",
-        description="Check traces for integrity, FIFO, causal and total order, liveness, "
-        "vector clocks, and for group membership runs view agreement, self-inclusion, "
-        "same-view delivery and virtual synchrony. By default the properties the trace's "
-        "header says its protocol promises are checked; the others are shown as 'not "
-        "promised'. --engine auto (the default) uses the reference checkers for "
-        f"traces up to {AUTO_LIMIT_BYTES >> 20} MB and Spark beyond (measured: the "
-        "reference engine is faster below that size; the limit bounds its memory, "
-        "about 5 bytes per byte of trace; see docs/getting-started.md).",
-    )
+    what = "check traces for the properties their protocol promises"
+    chk: argparse.ArgumentParser = sub.add_parser("check", help=what, description=_DESCRIPTION)
     chk.add_argument("traces", nargs="+", help="trace files (JSON Lines, Parquet or ShiViz logs)")
     _options(chk)
     chk.add_argument("--parser", help="ShiViz parser regex (JavaScript named groups accepted)")

@@ -50,6 +50,11 @@ class Plan:
     send_regex: str | None = None
     deliver_regex: str | None = None
 
+    @property
+    def shared(self) -> dict[str, Any]:
+        """The options both engines' checks take."""
+        return {"mode": self.mode, "in_flight": self.in_flight}
+
 
 @attrs.frozen
 class Checked:
@@ -92,14 +97,8 @@ def run_reference(plan: Plan) -> Checked | str:
     if plan.views_by_default and any(e.kind == "view" for e in events):
         props = (*props, *VIEW_PROPERTIES)
     progress(f"checking {len(events)} events")
-    report = check(
-        events,
-        props,
-        mode=plan.mode,
-        in_flight=plan.in_flight,
-        not_promised=plan.not_promised,
-        protocol=plan.protocol,
-    )
+    promised: dict[str, Any] = {"not_promised": plan.not_promised, "protocol": plan.protocol}
+    report = check(events, props, **plan.shared, **promised)
     runs = len({e.run for e in events})
     head = (
         f"checked {len(events)} events in {runs} run(s) with the reference engine "
@@ -171,15 +170,8 @@ def run_spark(plan: Plan) -> Checked | str:
         loaded = load_trace(spark, list(plan.traces), plan.fmt)
         if plan.views_by_default and has_views(loaded):
             props = (*props, *VIEW_PROPERTIES)
-        report = check_trace(
-            spark,
-            loaded,
-            props,
-            mode=plan.mode,
-            in_flight=plan.in_flight,
-            propagation=plan.propagation,
-            witnesses=plan.witnesses,
-        )
+        how: dict[str, Any] = {"propagation": plan.propagation, "witnesses": plan.witnesses}
+        report = check_trace(spark, loaded, props, **plan.shared, **how)
     except Exception as exc:  # Spark reports unreadable input as assorted JVM errors
         return f"cannot load {', '.join(plan.traces)} as {plan.fmt}: {describe_error(exc)}"
     found = report.found

@@ -132,7 +132,7 @@ def _counted(
         return found, invalid
     invalid.unpersist()
     invalid = loaded.invalid.unionByName(events).persist(StorageLevel.MEMORY_AND_DISK)
-    again = digest(empty_violations(spark), invalid)
+    again = digest(empty_violations(spark), invalid, rejected=loaded.invalid)
     return attrs.evolve(
         found,
         invalid_count=again.invalid_count,
@@ -178,7 +178,8 @@ def check_trace(
     # the one action: computes (and caches) every property's rows, the invalid rows and
     # the event and run counts, and brings back only the counts and first witnesses
     k = max(witnesses, DIGEST_WITNESSES)
-    found = digest(violations, invalid, loaded.events if observation is None else None, k)
+    sizes = loaded.events if observation is None else None
+    found = digest(violations, invalid, sizes, k, rejected=None if counted else loaded.invalid)
     if observation is not None:
         found, invalid = _counted(spark, observation, loaded, found, invalid, events)
     tables.table.unpersist()

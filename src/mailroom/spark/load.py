@@ -31,7 +31,7 @@ from typing import Any
 import attrs
 
 from mailroom.spark.rows import INVALID_DDL
-from mailroom.trace.events import KINDS, Event, TraceError
+from mailroom.trace.events import KINDS, MAX_NUMBER, Event, TraceError, lone_surrogate
 from mailroom.trace.jsonl import parse_row
 from mailroom.trace.report import ddl
 
@@ -106,16 +106,18 @@ def events_frame(spark: Any, events: Iterable[Event]) -> Loaded:
     return Loaded(spark.createDataFrame(rows, EVENT_DDL), spark.createDataFrame([], INVALID_DDL))
 
 
+def _number(value: Any) -> int | None:
+    """``value`` if it is an integer a long column holds, else None."""
+    return value if type(value) is int and -MAX_NUMBER - 1 <= value <= MAX_NUMBER else None
+
+
 def _identity(row: Any) -> list[Any]:
     """The run, process and seq of a row, as far as they can be read."""
     if not isinstance(row, dict):
         return [None, None, None]
-    run = row.get("run")
-    return [
-        None if run is None else str(run),
-        row.get("process") if type(row.get("process")) is int else None,
-        row.get("seq") if type(row.get("seq")) is int else None,
-    ]
+    run = None if row.get("run") is None else str(row["run"])
+    text = None if run is None or lone_surrogate(run) else run
+    return [text, _number(row.get("process")), _number(row.get("seq"))]
 
 
 def _parse_line(item: tuple[tuple[str, str], int]) -> Iterator[tuple[str, tuple[Any, ...]]]:

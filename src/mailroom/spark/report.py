@@ -15,7 +15,6 @@ from typing import Any
 
 import attrs
 
-from mailroom.trace.records import UNSENT
 from mailroom.trace.report import INVALID_ORDER, Verdict, write_report
 from mailroom.trace.violation import WITNESS_ORDER
 
@@ -80,39 +79,24 @@ def digest(
     invalid: Any,
     events: Any | None = None,
     k: int = DIGEST_WITNESSES,
+    *,
+    rejected: Any | None = None,
 ) -> Digest:
-    """Counts per property, the first ``k`` witnesses of each and of ``invalid`` (and of
-    its rows the loader rejected), and the events and runs of ``events``: one collect."""
+    """Counts per property, the first ``k`` witnesses of each and of ``invalid``, the
+    events and runs of ``events``, and the count and first rows of ``rejected`` (the rows
+    of ``invalid`` the loader rejected, when there may be some): one collect."""
     from pyspark.sql import functions as F
 
-    parts = [
-        _ranked(
-            violations,
-            F.col("property"),
-            "property",
-            WITNESS_ORDER,
-            F.col("run"),
-            F.col("reason"),
-            k,
-        ),
-        _ranked(
-            invalid, F.lit(_INVALID), F.lit(1), INVALID_ORDER, F.expr(_WHERE), F.col("reason"), k
-        ),
-        _ranked(
-            invalid.where(f"NOT (source = '{UNSENT}' AND line IS NULL)"),
-            F.lit(_REJECTED),
-            F.lit(1),
-            INVALID_ORDER,
-            F.expr(_WHERE),
-            F.col("reason"),
-            k,
-        ),
-    ]
+    where, why = F.expr(_WHERE), F.col("reason")
+    rows = _ranked(
+        violations, F.col("property"), "property", WITNESS_ORDER, F.col("run"), why, k
+    ).unionByName(_ranked(invalid, F.lit(_INVALID), F.lit(1), INVALID_ORDER, where, why, k))
+    if rejected is not None:
+        rows = rows.unionByName(
+            _ranked(rejected, F.lit(_REJECTED), F.lit(1), INVALID_ORDER, where, why, k)
+        )
     if events is not None:
-        parts.append(_sizes(events))
-    rows = parts[0]
-    for part in parts[1:]:
-        rows = rows.unionByName(part)
+        rows = rows.unionByName(_sizes(events))
     counts: dict[str, int] = {}
     ranked: dict[str, list[tuple[int, str, str]]] = {}
     sizes: tuple[int | None, int | None] = (None, None)

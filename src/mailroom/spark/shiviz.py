@@ -25,6 +25,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import attrs
+
 from mailroom.spark.checks import check_trace
 from mailroom.spark.load import events_frame
 from mailroom.spark.report import SparkReport, digest
@@ -134,7 +136,10 @@ def check_shiviz(
     ]
     invalid = spark.createDataFrame(invalid_rows, INVALID_DDL).persist()
     violations = violations.persist()
-    got = digest(violations, invalid)
+    # a record is an event, an execution a run
+    got = attrs.evolve(
+        digest(violations, invalid), events=len(log.events), runs=len(log.executions)
+    )
     counts = {p: got.counts.get(p, 0) for p in checked}
     return SparkReport(checked, violations, invalid, counts, got.invalid_count, "full", got)
 

@@ -51,24 +51,29 @@ def _run_partition(configs: Iterator[RunConfig]) -> Iterator[tuple[Any, ...]]:
         yield attrs.astuple(run_one(config), recurse=False)
 
 
+@attrs.define
 class Progress:
     """A driver thread that polls Spark's status tracker and prints "runs done k/N".
 
     On a terminal the line updates in place; otherwise each change is a new line.
     """
 
-    def __init__(
-        self, sc: Any, group: str, total: int, stream: TextIO, *, interval: float = 0.5
-    ) -> None:
-        self.sc = sc
-        self.group = group
-        self.total = total
-        self.stream = stream
-        self.interval = interval
-        self.tty = bool(getattr(stream, "isatty", lambda: False)())
-        self.shown = -1
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._poll, name="mailroom-progress", daemon=True)
+    sc: Any
+    group: str
+    total: int
+    stream: TextIO
+    interval: float = attrs.field(default=0.5, kw_only=True)
+    shown: int = attrs.field(default=-1, init=False)
+    _stop: threading.Event = attrs.field(factory=threading.Event, init=False)
+    _thread: threading.Thread = attrs.field(init=False)
+
+    @_thread.default
+    def _poller(self) -> threading.Thread:
+        return threading.Thread(target=self._poll, name="mailroom-progress", daemon=True)
+
+    @property
+    def tty(self) -> bool:
+        return bool(getattr(self.stream, "isatty", lambda: False)())
 
     def done(self) -> int:
         """Tasks of this job group completed so far (each task is one run)."""

@@ -22,39 +22,31 @@ from collections.abc import Callable, Iterable, Sequence
 
 import attrs
 
-from mailroom.trace.clock_check import check_clock
+from mailroom.trace.clock_check import check_clock as check_clock
 from mailroom.trace.events import Event
-from mailroom.trace.history import (
-    by_run,
-    happened_before,
-    propagate_clocks,
-    send_clocks,
-)
-from mailroom.trace.ordering import (
-    check_causal,
-    check_fifo,
-    check_integrity,
-    check_liveness,
-    check_total,
-)
-from mailroom.trace.properties import (
-    ALL_PROPERTIES,
-    CHECKABLE,
-    PROPERTIES,
-    REGISTRY,
-    VIEW_PROPERTIES,
-    count_words,
-    unknown,
-)
+from mailroom.trace.history import by_run as by_run
+from mailroom.trace.history import happened_before as happened_before
+from mailroom.trace.history import propagate_clocks as propagate_clocks
+from mailroom.trace.history import send_clocks as send_clocks
+from mailroom.trace.ordering import check_causal as check_causal
+from mailroom.trace.ordering import check_fifo as check_fifo
+from mailroom.trace.ordering import check_integrity as check_integrity
+from mailroom.trace.ordering import check_liveness as check_liveness
+from mailroom.trace.ordering import check_total as check_total
+from mailroom.trace.properties import ALL_PROPERTIES as ALL_PROPERTIES
+from mailroom.trace.properties import CHECKABLE as CHECKABLE
+from mailroom.trace.properties import PROPERTIES as PROPERTIES
+from mailroom.trace.properties import REGISTRY, unknown
+from mailroom.trace.properties import VIEW_PROPERTIES as VIEW_PROPERTIES
+from mailroom.trace.properties import count_words as count_words
 from mailroom.trace.records import InvalidRow, invalid_events
-from mailroom.trace.report import Report, not_promised_lines
-from mailroom.trace.views import (
-    check_same_view,
-    check_self_inclusion,
-    check_view_agreement,
-    check_virtual_synchrony,
-)
-from mailroom.trace.violation import Violation
+from mailroom.trace.report import Report as Report
+from mailroom.trace.report import not_promised_lines as not_promised_lines
+from mailroom.trace.views import check_same_view as check_same_view
+from mailroom.trace.views import check_self_inclusion as check_self_inclusion
+from mailroom.trace.views import check_view_agreement as check_view_agreement
+from mailroom.trace.views import check_virtual_synchrony as check_virtual_synchrony
+from mailroom.trace.violation import Violation as Violation
 
 MODES = ("summary", "full")
 
@@ -97,32 +89,3 @@ def check(
         invalid += invalid_events(evs, run)
     report = Report(tuple(properties), violations, mode, tuple(not_promised), protocol)
     return attrs.evolve(report, invalid=tuple(invalid))
-
-
-__all__ = [
-    "ALL_PROPERTIES",
-    "CHECKABLE",
-    "CHECKERS",
-    "MODES",
-    "PROPERTIES",
-    "VIEW_PROPERTIES",
-    "Report",
-    "Violation",
-    "by_run",
-    "check",
-    "check_causal",
-    "check_clock",
-    "check_fifo",
-    "check_integrity",
-    "check_liveness",
-    "check_same_view",
-    "check_self_inclusion",
-    "check_total",
-    "check_view_agreement",
-    "check_virtual_synchrony",
-    "count_words",
-    "happened_before",
-    "not_promised_lines",
-    "propagate_clocks",
-    "send_clocks",
-]

@@ -6,19 +6,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from mailroom.spark.rows import message_name as m
-from mailroom.spark.rows import violation_rows
+from mailroom.spark.rules.witness import witnessed
 from mailroom.spark.tables import Tables
 
 
 def clock(t: Tables) -> Any:
     """(p, m): the event whose clock is wrong, with the one expected."""
-    return violation_rows(
-        t.table.where("_cbad"),
-        "clock",
-        "array(process)",
-        [("mo", "ms")],
-        "array(seq)",
-        "format_string('P%d event %d (%s %s): clock %s, expected %s', process, seq, kind, "
-        f"{m('mo', 'ms')}, _cvc, _cexp)",
-    )
+    return witnessed(t.table.where("_cbad"), "clock")

@@ -12,7 +12,8 @@ from __future__ import annotations
 from typing import Any
 
 from mailroom.spark.rows import message_name as m
-from mailroom.spark.rows import renamed, violation_rows
+from mailroom.spark.rows import renamed
+from mailroom.spark.rules.witness import witnessed
 from mailroom.spark.tables import SEGMENT, Tables, before, by_process
 
 
@@ -30,9 +31,7 @@ def integrity(t: Tables) -> Any:
         f"{m('mo', 'ms')}) END"
     )
     bad = t.deliveries.withColumn("reason", F.expr(reason)).where("reason IS NOT NULL")
-    return violation_rows(
-        bad, "integrity", "array(process)", [("mo", "ms")], "array(seq)", "reason"
-    )
+    return witnessed(bad, "integrity")
 
 
 def fifo(t: Tables) -> Any:
@@ -53,15 +52,7 @@ def fifo(t: Tables) -> Any:
             keep,
             {"ms1": "ms", "pos1": "seq", "ms2": "_best.ms", "pos2": "_best.seq"},
         )
-    return violation_rows(
-        pairs,
-        "fifo",
-        "array(process)",
-        [("mo", "ms1"), ("mo", "ms2")],
-        "array(pos1, pos2)",
-        f"format_string('P%d delivered %s before %s, sent before it', process, "
-        f"{m('mo', 'ms2')}, {m('mo', 'ms1')})",
-    )
+    return witnessed(pairs, "fifo")
 
 
 def _causal_candidates(t: Tables) -> Any:
@@ -106,15 +97,7 @@ def causal(t: Tables) -> Any:
             .agg(F.min(F.struct("pos2", "mo2", "ms2")).alias("_w"))
             .select("run", "process", "pos1", "mo1", "ms1", "_w.pos2", "_w.mo2", "_w.ms2")
         )
-    return violation_rows(
-        pairs,
-        "causal",
-        "array(process)",
-        [("mo1", "ms1"), ("mo2", "ms2")],
-        "array(pos1, pos2)",
-        f"format_string('P%d delivered %s before %s, whose send happened before it', "
-        f"process, {m('mo2', 'ms2')}, {m('mo1', 'ms1')})",
-    )
+    return witnessed(pairs, "causal")
 
 
 def _total_pairs(t: Tables) -> Any:
@@ -159,15 +142,7 @@ def total(t: Tables) -> Any:
         best = best.where("_best.qp > qp")
         then = {"mo2": "mo", "ms2": "ms", "pp2": "pp", "qp2": "qp"}
         pairs = renamed(best, keep, {**{k: f"_best.{v}" for k, v in first.items()}, **then})
-    return violation_rows(
-        pairs,
-        "total",
-        "array(p, q)",
-        [("mo1", "ms1"), ("mo2", "ms2")],
-        "array(pp1, pp2, qp1, qp2)",
-        f"format_string('P%d delivered %s before %s, P%d the other way round', p, "
-        f"{m('mo1', 'ms1')}, {m('mo2', 'ms2')}, q)",
-    )
+    return witnessed(pairs, "total")
 
 
 def liveness(t: Tables) -> Any:
@@ -200,11 +175,4 @@ def liveness(t: Tables) -> Any:
         owed = owed.join(end, "run", "left").where(
             f"stime IS NULL OR _end IS NULL OR stime <= _end - {float(t.in_flight)!r}"
         )
-    return violation_rows(
-        owed,
-        "liveness",
-        "array(q)",
-        [("mo", "ms")],
-        "array(sseq)",
-        f"format_string('P%d never delivered %s', q, {m('mo', 'ms')})",
-    )
+    return witnessed(owed, "liveness")

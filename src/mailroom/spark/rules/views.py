@@ -9,14 +9,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from mailroom.spark.rows import message_name as m
-from mailroom.spark.rows import renamed, union_all, violation_rows
+from mailroom.spark.rows import renamed, union_all
+from mailroom.spark.rules.witness import witnessed
 from mailroom.spark.tables import Tables, by_process
 
 #: A view's members as the reference words them: "[0, 1, 2]".
 _MEMBERS = "concat('[', array_join(array_sort(array_distinct(dest)), ', '), ']')"
-#: Where an event happened, as the reference words it, from a view id column.
-IN_VIEW = "CASE WHEN {0} IS NULL THEN 'outside any view' ELSE concat('in view ', {0}) END"
 
 
 def view_agreement(t: Tables) -> Any:
@@ -30,51 +28,25 @@ def view_agreement(t: Tables) -> Any:
     installs = installs.withColumn("_m", F.expr(_MEMBERS))
     a = renamed(installs, ["run", "view"], {"p": "process", "ps": "seq", "pm": "_m"})
     b = renamed(installs, ["run", "view"], {"q": "process", "qs": "seq", "qm": "_m"})
-    differ = violation_rows(
-        a.join(b, ["run", "view"]).where("p < q AND pm != qm"),
-        "view_agreement",
-        "array(p, q)",
-        [("0", "view")],
-        "array(ps, qs)",
-        "format_string('P%d installed view %d as %s and P%d as %s', p, view, pm, q, qm)",
-    )
+    differ = a.join(b, ["run", "view"]).where("p < q AND pm != qm")
     previous = F.lag(F.struct("view", "seq")).over(by_process()).alias("_prev")
     back = t.views.select("run", "process", "seq", "view", previous).where("_prev.view >= view")
-    going_back = violation_rows(
-        back,
-        "view_agreement",
-        "array(process)",
-        [("0", "_prev.view"), ("0", "view")],
-        "array(_prev.seq, seq)",
-        "format_string('P%d installed view %d after view %d', process, view, _prev.view)",
+    return union_all(
+        [
+            witnessed(differ, "view_agreement"),
+            witnessed(back, "view_agreement", "going_back"),
+        ]
     )
-    return union_all([differ, going_back])
 
 
 def self_inclusion(t: Tables) -> Any:
     """(p, k): p installed view k without being one of its members."""
-    return violation_rows(
-        t.views.where("NOT array_contains(dest, process)"),
-        "self_inclusion",
-        "array(process)",
-        [("0", "view")],
-        "array(seq)",
-        "format_string('P%d installed view %d [%s], which does not include it', "
-        "process, view, array_join(dest, ', '))",
-    )
+    return witnessed(t.views.where("NOT array_contains(dest, process)"), "self_inclusion")
 
 
 def same_view(t: Tables) -> Any:
     """(q, m): q delivered m in another view than the one m was sent in (field ``view``)."""
-    return violation_rows(
-        t.deliveries.where("NOT _unsent AND NOT (view <=> sview)"),
-        "same_view",
-        "array(process)",
-        [("mo", "ms")],
-        "array(seq)",
-        f"format_string('P%d delivered %s %s, but it was sent %s', process, "
-        f"{m('mo', 'ms')}, {IN_VIEW.format('view')}, {IN_VIEW.format('sview')})",
-    )
+    return witnessed(t.deliveries.where("NOT _unsent AND NOT (view <=> sview)"), "same_view")
 
 
 def virtual_synchrony(t: Tables) -> Any:
@@ -106,12 +78,4 @@ def virtual_synchrony(t: Tables) -> Any:
             "left_anti",
         )
     )
-    return violation_rows(
-        missed,
-        "virtual_synchrony",
-        "array(least(process, q), greatest(process, q))",
-        [("mo", "ms")],
-        "array(dseq)",
-        f"format_string('P%d delivered %s in view %d and P%d did not; both installed "
-        f"view %d next', process, {m('mo', 'ms')}, _sv, q, _sn)",
-    )
+    return witnessed(missed, "virtual_synchrony")
