@@ -11,13 +11,15 @@ import json
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import attrs
 
 from mailroom.trace.events import Event, TraceError
 from mailroom.trace.records import InvalidRow
-from mailroom.trace.shiviz import ShivizLog
+
+if TYPE_CHECKING:  # read only for ShiViz logs
+    from mailroom.trace.shiviz import ShivizLog
 
 
 def fail(reason: str) -> int:
@@ -170,7 +172,7 @@ class Logs:
 def read_logs(paths: Sequence[str], parser: str | None, delimiter: str | None) -> Logs | str:
     """All ShiViz logs of ``paths`` as one (executions named ``FILE:`` first when there are
     several), or a one-line error."""
-    from mailroom.trace.shiviz import read_shiviz
+    from mailroom.trace.shiviz import ShivizLog, read_shiviz
 
     events, invalid, executions = [], [], []
     sources: dict[str, str] = {}
