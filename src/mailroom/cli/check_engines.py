@@ -204,7 +204,7 @@ def _spark_shiviz(plan: Plan) -> Checked | str:
         report = check_shiviz(
             spark,
             logs.log,
-            source=",".join(plan.traces),
+            source=logs.source,
             sources=logs.sources,
             send_regex=plan.send_regex,
             deliver_regex=plan.deliver_regex,

@@ -145,13 +145,14 @@ class Logs:
 
     log: ShivizLog
     sources: dict[str, str]
+    #: the source of a record whose execution names no file (all the files)
+    source: str = "log"
 
     def invalid(self, records: Sequence[Any]) -> list[InvalidRow]:
         """Unusable records as invalid rows, each named by its file and line."""
+        where = {r.execution: self.sources.get(r.execution, self.source) for r in records}
         return [
-            InvalidRow(
-                self.sources.get(r.execution, "log"), r.line, r.execution, None, None, r.reason
-            )
+            InvalidRow(where[r.execution], r.line, r.execution, None, None, r.reason)
             for r in records
         ]
 
@@ -190,4 +191,4 @@ def read_logs(paths: Sequence[str], parser: str | None, delimiter: str | None) -
         sources.update({prefix + x: str(path) for x in log.executions})
     if not events and not invalid:
         return f"the parser matched no record in {', '.join(paths)}"
-    return Logs(ShivizLog(events, invalid, tuple(executions)), sources)
+    return Logs(ShivizLog(events, invalid, tuple(executions)), sources, ",".join(paths))
