@@ -240,6 +240,19 @@ def test_a_fresh_jvm_says_nothing_on_stderr(tmp_path: Path) -> None:
     assert done.stderr == ""
 
 
+@pytest.mark.slow
+def test_a_jvm_that_cannot_start_says_one_line(tmp_path: Path) -> None:
+    # a bad master URL: the JVM prints its stack trace as it exits; the user gets one line
+    write_jsonl(CLEAN, tmp_path / "t.jsonl")
+    argv = ["check", str(tmp_path / "t.jsonl"), "--engine", "spark", "--master", "bogus://x"]
+    done = subprocess.run(
+        [sys.executable, "-m", "mailroom", *argv], capture_output=True, text=True, check=False
+    )
+    assert done.returncode == 2 and done.stdout == ""
+    assert done.stderr.startswith("mailroom check: cannot start Spark at bogus://x: ")
+    assert done.stderr.count("\n") == 1, done.stderr
+
+
 def test_a_local_jvm_runs_the_throughput_collector(spark: Any) -> None:
     # a local master's JVM is a batch job: the parallel collector, not the default G1
     beans = spark.sparkContext._jvm.java.lang.management.ManagementFactory

@@ -186,7 +186,8 @@ def _choose(
     return PROPERTIES, (), None
 
 
-def _engine(args: argparse.Namespace, fmt: str) -> str:
+def _engine(args: argparse.Namespace) -> str:
+    """The engine ``--engine`` names, or for "auto" the one the traces' size calls for."""
     if args.engine != "auto":
         return str(args.engine)
     if args.master is not None:  # a cluster was named: the user wants Spark
@@ -261,7 +262,7 @@ def run_check(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     plan = _plan(args)
     if isinstance(plan, str):
         return fail(plan)
-    engine = _engine(args, plan.fmt)
+    engine = _engine(args)
     if engine == "spark" and importlib.util.find_spec("pyspark") is None:
         return fail(
             "pyspark is not installed (pip install 'mailroom[spark]'), or use --engine reference"

@@ -24,7 +24,8 @@ if TYPE_CHECKING:  # read only for ShiViz logs
 
 def fail(reason: str) -> int:
     """Say why the input cannot be used, on one line of stderr; the exit code (2)."""
-    print(f"mailroom check: {first_line(reason)}", file=sys.stderr)
+    lines = reason.strip().splitlines() or ["failed"]
+    print(f"mailroom check: {lines[0]}", file=sys.stderr)
     return 2
 
 

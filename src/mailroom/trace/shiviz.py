@@ -215,7 +215,7 @@ def read_shiviz(
     with open(path, "rb") as src:
         data = src.read(MAX_LOG_BYTES + 1)
     if len(data) > MAX_LOG_BYTES:
-        raise TraceError(f"{path}: larger than {MAX_LOG_BYTES >> 20} MiB (a log is read whole)")
+        raise TraceError(f"{path}: larger than {MAX_LOG_BYTES:,} bytes (a log is read whole)")
     try:
         text = data.decode("utf-8").replace("\r\n", "\n").replace("\r", "\n")
     except UnicodeDecodeError as exc:
