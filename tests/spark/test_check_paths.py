@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from spark_traces import NAMED_LOG
 
 from mailroom.cli import main
 from mailroom.core.messages import MessageId
@@ -27,26 +28,13 @@ BROKEN = [
     Event("r", 1, 2, "deliver", MessageId(0, 1), 0, (1,), {0: 2, 1: 2}),
     Event("r", 1, 3, "deliver", MessageId(0, 9), 0, (1,), {0: 2, 1: 3}),
 ]
-#: beta delivers Msg(2) before Msg(1), and a Ghost nobody sent.
-LOG = """\
-alpha {"alpha":1}
-send Msg(1)
-alpha {"alpha":2}
-send Msg(2)
-beta {"alpha":2, "beta":1}
-recv Msg(2)
-beta {"alpha":2, "beta":2}
-recv Msg(1)
-beta {"beta":3, "alpha":2}
-recv Ghost(9)
-"""
 REGEXES = ["--send-regex", "^send (?<message>.*)", "--deliver-regex", "^recv (?<message>.*)"]
 
 
 def _trace(tmp_path: Path, fmt: str) -> list[str]:
     """The broken trace in ``fmt``, and the options it needs."""
     if fmt == "shiviz":
-        (tmp_path / "t.log").write_text(SHIVIZ_PARSER + "\n" + LOG)
+        (tmp_path / "t.log").write_text(SHIVIZ_PARSER + "\n" + NAMED_LOG)
         return [str(tmp_path / "t.log"), *REGEXES]
     path = tmp_path / f"t.{fmt}"
     (write_jsonl if fmt == "jsonl" else write_parquet)(BROKEN, path)

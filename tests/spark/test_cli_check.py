@@ -10,6 +10,7 @@ from typing import Any
 
 import attrs
 import pytest
+from spark_traces import NAMED_LOG
 
 from mailroom.cli import main
 from mailroom.core.messages import MessageId
@@ -107,21 +108,6 @@ def test_a_tampered_shiviz_log_has_clock_violations(
     text = capsys.readouterr().out
     assert "clock      " in text and "names event 9 of client, which is not in the log" in text
     assert "fifo and causal need --send-regex/--deliver-regex" in text
-
-
-#: Two hosts with names of their own; beta delivers Msg(2) before Msg(1), and a Ghost.
-NAMED_LOG = """\
-alpha {"alpha":1}
-send Msg(1)
-alpha {"alpha":2}
-send Msg(2)
-beta {"alpha":2, "beta":1}
-recv Msg(2)
-beta {"alpha":2, "beta":2}
-recv Msg(1)
-beta {"beta":3, "alpha":2}
-recv Ghost(9)
-"""
 
 
 @pytest.mark.parametrize("engine", ["spark", "reference"])
