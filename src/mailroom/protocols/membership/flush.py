@@ -24,11 +24,11 @@ Rules, in words (``MEMBER`` and ``COORDINATOR`` below are the same rules as data
 - The view ends at a Commit, whoever sent it and whatever the phase: the flush log is
   delivered, the next view installed, and its flush starts afresh (RUNNING, IDLE).
 - Sends (the rule the façade applies): a message goes on the wire only while its
-  sender is RUNNING in a view whose application state it holds. A message issued
-  before that (a member or a joiner that waits for the state) belongs to the view it
-  was issued in: if the process freezes first, the message travels in its Promise (as
-  ``own``) and the flush log delivers it in that view. A message issued while frozen
-  belongs to the next view and waits for it.
+  sender is RUNNING in a view whose application state it holds, and it is sent in
+  that view. A message issued before that (while frozen, or by a joiner that waits
+  for the state) waits in the sender's queue, keeping the id it was given, for the
+  first view in which the sender runs with the state: the sender's Promise counts
+  only what it sent, so the next view numbers the queued messages after that.
 """
 
 from __future__ import annotations
