@@ -27,6 +27,7 @@ from mailroom.core.endpoint import (
     capabilities,
 )
 from mailroom.core.errors import LocalError, MailroomError, RemoteError
+from mailroom.core.hooks import hook, hooks
 from mailroom.core.messages import Message, MessageId, Payload, TaggedMessage, check_payload
 from mailroom.core.pending import Pending, Wait
 from mailroom.core.registry import PROTOCOLS, register_protocol, restore_endpoint
@@ -67,6 +68,8 @@ __all__ = [
     "broadcast_batch",
     "capabilities",
     "check_payload",
+    "hook",
+    "hooks",
     "register_protocol",
     "restore_endpoint",
 ]
