@@ -85,14 +85,16 @@ class _NaiveCBCAST(EndpointBase):
         raise NotImplementedError
 
     def broadcast(self, payload: Payload) -> list[Action]:
+        """As CBCAST: stamp with the clock after counting this one, deliver at once."""
         self._check_payload(payload)
-        mid = self._next_id()
         self.clock[self.pid] += 1
-        packet = CBCASTPacket(self.pid, tuple(self.clock), payload)
-        actions: list[Action] = [
-            Transmit(to, packet, mid) for to in range(self.n) if to != self.pid
+        mid = self._next_id()
+        stamped = CBCASTPacket(self.pid, tuple(self.clock), payload)
+        peers = [q for q in range(self.n) if q != self.pid]
+        return [
+            *(Transmit(q, stamped, mid) for q in peers),
+            Deliver(Message(mid, self.pid, payload)),
         ]
-        return [*actions, Deliver(Message(mid, self.pid, payload))]
 
     def receive(self, packet: object) -> list[Action]:
         validate.expect_type(packet, CBCASTPacket, self.protocol)
