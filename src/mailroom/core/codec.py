@@ -246,7 +246,11 @@ def _read_size(data: bytes, pos: int, limit: int) -> tuple[int, int]:
 
 def _read_vector(data: bytes, pos: int) -> tuple[tuple[int, ...], int]:
     """The body of kind 9 (dense counters) at ``pos``."""
-    size, pos = _read_size(data, pos, MAX_ELEMENTS + 1)
+    size = data[pos]
+    if size < 0x80 and size < len(data) - pos:  # a short count, inline
+        pos += 1
+    else:
+        size, pos = _read_size(data, pos, MAX_ELEMENTS + 1)
     entries = []
     for _ in range(size):
         v = data[pos]
@@ -264,7 +268,11 @@ def _read_vector(data: bytes, pos: int) -> tuple[tuple[int, ...], int]:
 def _read_scalars(data: bytes, pos: int, kind: int) -> tuple[Any, int]:
     """The body of a tuple or list of short strings, small ints and None (a batch's
     payloads) at ``pos``; _GiveUp on any other item."""
-    size, pos = _read_size(data, pos, MAX_INT)
+    size = data[pos]
+    if size < 0x80 and size < len(data) - pos:  # a short count, inline
+        pos += 1
+    else:
+        size, pos = _read_size(data, pos, MAX_INT)
     items: list[Any] = []
     for _ in range(size):
         item = data[pos]
@@ -285,14 +293,19 @@ def _read_scalars(data: bytes, pos: int, kind: int) -> tuple[Any, int]:
     return (tuple(items) if kind == TUPLE else items), pos
 
 
-def _read_fields(data: bytes, pos: int, layout: Layout, depth: int) -> tuple[list[Any], int]:
-    """A packet's field values from ``pos`` (after its tag), at ``depth``; GIVE_UP on
-    anything the reference should judge.
+def _read_packet(data: bytes, pos: int, depth: int) -> tuple[object, int]:
+    """The packet whose tag is at ``pos``, its fields at ``depth``: (packet, position
+    after it); GIVE_UP on anything the reference should judge.
 
     It reads only dense values (ints, strings, counters, scalar tuples, None) and a
     packet in the payload field, so what it builds is paid for in bytes and a carried
     packet's other fields are plain data.
     """
+    cls = _BY_TAG.get((data[pos] << 8) | data[pos + 1])
+    if cls is None:
+        raise _GiveUp
+    layout = _BY_CLASS[cls]
+    pos += 2
     values: list[Any] = []
     append = values.append
     payload_at = layout.payload_at
@@ -338,16 +351,6 @@ def _read_fields(data: bytes, pos: int, layout: Layout, depth: int) -> tuple[lis
         else:
             raise _GiveUp
         append(value)
-    return values, pos
-
-
-def _read_packet(data: bytes, pos: int, depth: int) -> tuple[object, int]:
-    """The packet whose tag is at ``pos``, its fields at ``depth``: (packet, position
-    after it); GIVE_UP on anything the reference should judge."""
-    cls = _BY_TAG.get((data[pos] << 8) | data[pos + 1])
-    if cls is None:
-        raise _GiveUp
-    values, pos = _read_fields(data, pos + 2, _BY_CLASS[cls], depth)
     return cls(*values), pos
 
 
