@@ -49,6 +49,11 @@ SEARCH = settings(
     deadline=None,
     suppress_health_check=list(HealthCheck),
 )
+#: The hard cases (a crash in the middle of a flush) are found about once in a thousand
+#: or two; Hypothesis also biases its choices with the literals of every loaded module,
+#: so a budget near that rate finds them or not depending on unrelated code. The search
+#: stops at the first one found.
+REACH = settings(SEARCH, max_examples=10_000)
 
 
 @pytest.mark.parametrize("protocol", PROTOCOLS)
@@ -117,7 +122,7 @@ def test_the_strategy_reaches(note: str) -> None:
     found = find(
         group_scenarios("cbcast", n=5, kinds=("crash", "suspect")),
         lambda s: note in replay_group(s).notes,
-        settings=SEARCH,
+        settings=REACH,
     )
     run = assert_group_properties(found)
     assert note in run.notes

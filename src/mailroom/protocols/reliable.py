@@ -24,6 +24,9 @@ Rules, in words:
 - Refusing: a packet whose ack claims more than this process ever sent on that
   channel, a zero or absurd counter, an unknown sender or a wrong destination is
   a ``RemoteError``, and nothing changes.
+
+Extension point (``mailroom.core.hooks``): ``on_copy``, what a copy of a delivered
+packet does.
 """
 
 from __future__ import annotations
@@ -48,6 +51,7 @@ from mailroom.core.endpoint import (
     snap_time,
 )
 from mailroom.core.errors import LocalError, RemoteError
+from mailroom.core.hooks import hook
 from mailroom.core.messages import Message, MessageId, Payload
 from mailroom.core.pending import Pending, Wait
 from mailroom.core.wire import packet, packet_from_data, packet_to_data, plain, unplain
@@ -303,7 +307,9 @@ class Reliable(EndpointBase):
             return actions, ()
         sender, seq = p.sender, p.seq
         held = self._held[sender]
-        if seq <= self.received[sender] or seq in held:
+        if seq <= self.received[sender]:
+            actions += self.on_copy(p)
+        elif seq in held:
             self.duplicates += 1
         elif seq > self.received[sender] + self.capacity:
             self.refused += 1
@@ -317,6 +323,14 @@ class Reliable(EndpointBase):
         else:
             held[seq] = p
         return actions, (sender,)
+
+    @hook
+    def on_copy(self, p: ReliablePacket) -> list[Action]:
+        """Rule: a data packet at or below what was received from its sender is a copy
+        (duplicated, or sent again because an ack was lost): it is counted in
+        ``duplicates`` and delivers nothing (it is acknowledged again all the same)."""
+        self.duplicates += 1
+        return []
 
     def _acknowledged(self, peer: int, ack: int) -> list[Action]:
         """Forget packets to ``peer`` up to ``ack``; send those the window now admits."""

@@ -17,6 +17,9 @@ of one sender with the first one's stamp V; message i's stamp is V with entry
 them). A receiver takes the batch as the k packets arriving one after another, so
 it delivers exactly what k single packets would and holds what they would (as
 single packets: the state and snapshot are the same).
+
+Extension point (``mailroom.core.hooks``): ``batch_deliverable``, when a batch is
+delivered whole as it arrives.
 """
 
 from __future__ import annotations
@@ -31,6 +34,7 @@ from mailroom.core import validate
 from mailroom.core.actions import Action, Deliver, Transmit
 from mailroom.core.endpoint import EndpointBase, Snapshot, load_counts, snap_list
 from mailroom.core.errors import LocalError, RemoteError
+from mailroom.core.hooks import hook
 from mailroom.core.messages import Message, MessageId, Payload
 from mailroom.core.pending import Pending
 from mailroom.core.wire import as_row, packet, packet_from_data, packet_to_data
@@ -137,16 +141,11 @@ class CBCAST(EndpointBase):
         """The batch as its k packets arriving one after another."""
         sender, vc, payloads = self._validate_batch(p)
         first = vc[sender]
-        clock = self._clock
-        if (
-            not self._buffer
-            and first == clock[sender] + 1
-            and all(v <= c for k, (v, c) in enumerate(zip(vc, clock, strict=True)) if k != sender)
-        ):
+        if not self._buffer and self.batch_deliverable(sender, vc):
             # Nothing is held and the batch is next from its sender with its other
             # dependencies met: each message is deliverable as it arrives and releases
             # nothing else, which is what the loop below would find one by one.
-            clock[sender] += len(payloads)
+            self._clock[sender] += len(payloads)
             return [
                 Deliver(Message(MessageId(sender, first + i), sender, payload))
                 for i, payload in enumerate(payloads)
@@ -166,6 +165,16 @@ class CBCAST(EndpointBase):
         if not fresh:
             self.duplicates += 1  # a duplicate, or the echo of our own batch
         return actions
+
+    @hook
+    def batch_deliverable(self, sender: int, stamp: Sequence[int]) -> bool:
+        """Rule: whether a batch from ``sender`` whose first message has ``stamp`` is
+        delivered whole as it arrives (asked when nothing is held here): it is next
+        from its sender and every other entry of its stamp is delivered here."""
+        clock = self._clock
+        return stamp[sender] == clock[sender] + 1 and all(
+            v <= c for k, (v, c) in enumerate(zip(stamp, clock, strict=True)) if k != sender
+        )
 
     def _validate(self, packet: object) -> CBCASTPacket:
         if type(packet) is CBCASTPacket:  # the common case inline (the same rules as below)

@@ -75,6 +75,9 @@ Older entries come newest first, each as one counter ``gap * (2n + 1) + code``
 destination code is 0 for none, d + 1 for the single destination d, or
 n + len(Dests) followed by Dests in increasing order when there are two or more.
 The encoding changes no entry: it is the same log, written more compactly.
+
+Extension points (``mailroom.core.hooks``): ``piggyback`` (step 1) and ``implied_by``
+(step 2).
 """
 
 from __future__ import annotations
@@ -91,6 +94,7 @@ from mailroom.core import validate
 from mailroom.core.actions import Action, Deliver, Transmit
 from mailroom.core.endpoint import EndpointBase, Snapshot, load_counts
 from mailroom.core.errors import LocalError, RemoteError
+from mailroom.core.hooks import hook
 from mailroom.core.messages import Message, MessageId, Payload
 from mailroom.core.pending import Pending, Wait
 from mailroom.core.wire import as_row, packet, packet_from_data, packet_to_data
@@ -321,23 +325,26 @@ class KS(EndpointBase):
         mid = self._next_id()
         actions: list[Action] = []
         for d in dests:
-            log = flatten(self._piggyback(d, dests), self.n)
+            log = flatten(self.piggyback(d, dests), self.n)
             actions.append(Transmit(d, KSPacket(self.pid, d, mid.seq, dests, log, payload), mid))
-        self._implied_by(dests)  # step 2
+        self.implied_by(dests)  # step 2
         self._log[self.pid][mid.seq] = set(dests)  # step 3
         self._purge(range(self.n))
         return actions
 
-    def _implied_by(self, dests: tuple[int, ...]) -> None:
-        """Step 2: a message to ``dests`` implies every logged dependency at those
-        destinations, so LOG entries drop them."""
+    @hook
+    def implied_by(self, dests: tuple[int, ...]) -> None:
+        """Rule, step 2 after sending to ``dests``: the message implies every logged
+        dependency at those destinations, so LOG entries drop them."""
         group = set(dests)
         for entries in self._log:
             for ds in entries.values():
                 ds -= group
 
-    def _piggyback(self, d: int, dests: tuple[int, ...]) -> Iterator[Entry]:
-        """Step 1: O_M for destination d."""
+    @hook
+    def piggyback(self, d: int, dests: tuple[int, ...]) -> Iterator[Entry]:
+        """Rule, step 1 of sending to ``dests``: the log entries (O_M) attached to the
+        copy for destination ``d``."""
         others = set(dests) - {d}
         for s, entries in enumerate(self._log):
             if not entries:

@@ -67,6 +67,8 @@ Bad input: a tag of the wrong dimension, a zero own entry, or an entry for
 P_i beyond the messages P_i has sent (a future the sender cannot know) is a
 RemoteError; the state is unchanged. Duplicates, and echoes of this process's
 own broadcasts and acknowledgements, are dropped and counted.
+
+Extension point (``mailroom.core.hooks``): ``stamp``, the tag of a broadcast.
 """
 
 from __future__ import annotations
@@ -91,6 +93,7 @@ from mailroom.core.endpoint import (
     snap_positive,
 )
 from mailroom.core.errors import LocalError, RemoteError
+from mailroom.core.hooks import hook
 from mailroom.core.messages import MessageId, Payload, TaggedMessage
 from mailroom.core.pending import Pending
 from mailroom.core.wire import as_row, packet, packet_from_data, packet_to_data
@@ -186,8 +189,10 @@ class TaggedCausalBroadcast(EndpointBase):
         """The stability frontier: entrywise minimum of what every application has seen."""
         return VectorClock(min(col) for col in zip(*self._knows, strict=True))
 
-    def _stamp(self) -> Row:
-        """The tag of a broadcast being issued now."""
+    @hook
+    def stamp(self) -> Row:
+        """Rule: the tag of a broadcast being issued now (what the application has
+        consumed)."""
         return tuple(self._clock)
 
     @property
@@ -208,7 +213,7 @@ class TaggedCausalBroadcast(EndpointBase):
         mid = self._next_id()
         self._clock[self.pid] += 1
         self._delivered[self.pid] += 1
-        tag = self._stamp()
+        tag = self.stamp()
         self._unannounced = 0  # the tag tells everyone what we have seen
         self._unstable.append(mid)
         packet = TaggedPacket(self.pid, tag, payload)

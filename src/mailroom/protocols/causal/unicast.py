@@ -16,6 +16,9 @@ message that never existed and the process deadlocks.
 
 SENT_m[j][i] is the number of earlier messages from j to i, so the deliverable
 condition for k = j is FIFO per channel; that number also identifies duplicates.
+
+Extension points (``mailroom.core.hooks``): ``attached`` (the metadata a message
+carries) and ``count_sent`` (step 2).
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ from mailroom.core import validate
 from mailroom.core.actions import Action, Deliver, Transmit
 from mailroom.core.endpoint import EndpointBase, Snapshot, load_counts, snap_list
 from mailroom.core.errors import LocalError, RemoteError
+from mailroom.core.hooks import hook
 from mailroom.core.messages import Message, MessageId, Payload
 from mailroom.core.pending import Pending
 from mailroom.core.wire import as_matrix, packet, packet_from_data, packet_to_data
@@ -69,7 +73,7 @@ class RST(EndpointBase):
         self._check_dest(to)
         self._check_payload(payload)
         mid = self._next_id()
-        packet = RSTPacket(self.pid, to, mid.seq, self._attach(to), payload)
+        packet = RSTPacket(self.pid, to, mid.seq, self.attached(to), payload)
         self.sent.increment(self.pid, to)
         return [Transmit(to, packet, mid)]
 
@@ -109,19 +113,23 @@ class RST(EndpointBase):
         while (p := self._buffer.pop_ready()) is not None:
             j = p.sender
             self.deliv.increment(j)  # step 1
-            self._count_sent(j)  # step 2
+            self.count_sent(j)  # step 2
             self.sent.merge(p.sent)  # step 3
             actions.append(Deliver(_message(p)))
             self._buffer.delivered_one(j)
         return actions
 
-    def _count_sent(self, j: int) -> None:
-        """Step 2: SENT[j][i] += 1, except for self-sends, which the sender counted."""
+    @hook
+    def count_sent(self, j: int) -> None:
+        """Rule, step 2 after delivering a message from ``j``: SENT[j][i] += 1, except
+        for self-sends, which the sender counted."""
         if j != self.pid:
             self.sent.increment(j, self.pid)
 
-    def _attach(self, to: int) -> FrozenMatrix:
-        """The metadata attached to a message for ``to``: all of SENT."""
+    @hook
+    def attached(self, to: int) -> FrozenMatrix:
+        """Rule: the matrix attached to a message for ``to`` (before the send is
+        counted): all of SENT."""
         return self.sent.freeze()
 
     # -- introspection -----------------------------------------------------------

@@ -29,6 +29,9 @@ sequencer, so over a network that reorders packets it is not FIFO (a sender's
 second request may overtake its first) and hence not causal. Over FIFO
 channels (``Stack(Fifo(...), Sequencer(...))``) it is FIFO and causal: a
 message sent after delivering m is requested after m was numbered.
+
+Extension points (``mailroom.core.hooks``): ``deliver_order`` and ``deliver_batch``,
+the receivers' delivery rule for single orders and for batches.
 """
 
 from __future__ import annotations
@@ -42,6 +45,7 @@ from mailroom.core import validate
 from mailroom.core.actions import Action, Deliver, Transmit
 from mailroom.core.endpoint import EndpointBase, Snapshot, snap_list
 from mailroom.core.errors import LocalError, RemoteError
+from mailroom.core.hooks import hook
 from mailroom.core.messages import Message, MessageId, Payload
 from mailroom.core.pending import Pending, Wait
 from mailroom.core.wire import as_row, packet, packet_from_data, packet_to_data
@@ -271,7 +275,13 @@ class Sequencer(EndpointBase):
         if number <= self.delivered or held is not None:
             self.duplicates += 1
             return []
-        self._held[number] = p
+        return self.deliver_order(p)
+
+    @hook
+    def deliver_order(self, order: SequencerOrder) -> list[Action]:
+        """Rule, at a receiver: a new order (checked, not a duplicate) is held until its
+        number is the next to deliver; deliver every held order whose number is next."""
+        self._held[order.number] = order
         actions: list[Action] = []
         while (nxt := self._held.pop(self.delivered + 1, None)) is not None:
             self.delivered += 1
@@ -311,12 +321,15 @@ class Sequencer(EndpointBase):
                     first + i, origin, first_seq + i, payloads[i]
                 )
             return []
-        return self._deliver_run(origin, first, first_seq, payloads, start)
+        return self.deliver_batch(p, start)
 
-    def _deliver_run(
-        self, origin: int, first: int, first_seq: int, payloads: tuple[Any, ...], start: int
-    ) -> list[Action]:
-        """Deliver a batch from index ``start`` (number ``delivered + 1``), then what it frees."""
+    @hook
+    def deliver_batch(self, batch: SequencerOrderBatch, start: int) -> list[Action]:
+        """Rule, at a receiver: a batch of orders (checked) whose index ``start`` has the
+        next number to deliver: deliver it from there in number order, then every held
+        order that is next."""
+        origin, first, first_seq = batch.origin, batch.first_number, batch.first_seq
+        payloads = batch.payloads
         actions: list[Action] = []
         for i in range(start, len(payloads)):
             self._held.pop(first + i, None)

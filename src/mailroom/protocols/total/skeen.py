@@ -30,6 +30,10 @@ final within one round trip of its sender. (The textbook rule, deliver
 only when every held message is final, starves under steady traffic, where
 some message is always in flight: it lives on as ``mailroom.lab.SkeenAllFinal``.)
 
+Extension points (``mailroom.core.hooks``): ``learn_final`` (what learning a final
+number does to the clock) and ``next_delivery`` (the delivery rule), with
+``lowest_final`` and ``lowest_open`` to read the mail room from an override.
+
 Any two messages are delivered in the same order wherever both are delivered:
 if B is delivered at q before A reaches q, q's clock is at least B's number when
 it proposes for A, so A's number is larger. ``broadcast`` is the multicast to
@@ -71,6 +75,7 @@ from mailroom.core.endpoint import (
     snap_seen,
 )
 from mailroom.core.errors import LocalError, RemoteError
+from mailroom.core.hooks import hook
 from mailroom.core.messages import Message, MessageId, Payload
 from mailroom.core.pending import Pending, Wait
 from mailroom.core.wire import as_row, packet, packet_from_data, packet_to_data
@@ -165,8 +170,6 @@ class Skeen(EndpointBase):
         self._open: list[Key] = []
         #: keys of the held messages that are final, lowest first
         self._ready: list[Key] = []
-        #: how many held messages are not final yet
-        self._unfinal = 0
         self._collecting: dict[int, _Collecting] = {}
         #: per destination: how many of this process's multicasts went there
         self._sent_to = [0] * n
@@ -270,7 +273,6 @@ class Skeen(EndpointBase):
     def _hold(self, mid: MessageId, m: SkeenMessage, proposal: int) -> None:
         held = _Held(m, proposal, final=False)
         self._held[mid] = held
-        self._unfinal += 1
         heapq.heappush(self._open, held.key)
 
     def _on_proposal(self, p: SkeenProposal) -> list[Action]:
@@ -315,7 +317,7 @@ class Skeen(EndpointBase):
             return []
         del self._collecting[seq]
         final = max(collecting.proposals.values())
-        self._learn(final)
+        self.learn_final(final)
         actions: list[Action] = [
             Transmit(q, SkeenFinal(self.pid, seq, final, k), None)
             for q, k in zip(collecting.dest, collecting.indexes, strict=True)
@@ -369,7 +371,7 @@ class Skeen(EndpointBase):
             raise RemoteError(
                 f"final number {number} for {mid} is lower than the proposal {held.number} sent"
             )
-        self._learn(number)
+        self.learn_final(number)
         return self._finalize(held, number)
 
     def _finalize(self, held: _Held, number: int) -> list[Action]:
@@ -378,15 +380,32 @@ class Skeen(EndpointBase):
 
     def _mark_final(self, held: _Held, number: int) -> None:
         held.number, held.final = number, True
-        self._unfinal -= 1
         heapq.heappush(self._ready, held.key)
 
-    def _learn(self, final: int) -> None:
-        """Raise the clock to a final number, so later proposals here exceed it."""
-        self._clock = max(self._clock, final)
+    # -- the rules a variant may change (mailroom.core.hooks) ------------------------------
+    @hook
+    def learn_final(self, number: int) -> None:
+        """Rule: a final number learned here (announced or received) raises the clock to
+        it, so later proposals here exceed it."""
+        self._clock = max(self._clock, number)
 
-    def _lowest_open(self) -> Key | None:
-        """The lowest key of a held message that is not final yet."""
+    @hook
+    def next_delivery(self) -> Key | None:
+        """Rule: whether the held message with the lowest final key (``lowest_final()``)
+        is delivered now: its key (number, origin, seq) if so, else None. Here: if that
+        key is below every key still open."""
+        if not self._ready:
+            return None
+        low = self.lowest_open()
+        return self._ready[0] if low is None or self._ready[0] < low else None
+
+    def lowest_final(self) -> Key | None:
+        """The lowest key of a held message whose number is final (None if there is none)."""
+        return self._ready[0] if self._ready else None
+
+    def lowest_open(self) -> Key | None:
+        """The lowest key of a held message that is not final yet (None if every held
+        message is final)."""
         heap, held = self._open, self._held
         while heap:
             h = held.get(MessageId(heap[0][1], heap[0][2]))
@@ -396,16 +415,12 @@ class Skeen(EndpointBase):
         return None
 
     def _next_ready(self) -> Key | None:
-        """The key of the message to deliver next: the lowest final one, if it is
-        below every proposal still open here."""
-        if not self._ready:
-            return None
-        low = self._lowest_open()
-        return self._ready[0] if low is None or self._ready[0] < low else None
+        """``next_delivery()`` (the name restoring a snapshot checks it by)."""
+        return self.next_delivery()
 
     def _drain(self) -> list[Action]:
         actions: list[Action] = []
-        while self._next_ready() is not None:
+        while self.next_delivery() is not None:
             actions.append(self._deliver(heapq.heappop(self._ready)))
         return actions
 
