@@ -53,15 +53,18 @@ class Changes:
 
     def within(self, view: View, incarnations: tuple[int, ...]) -> Changes:
         """What is still wanted once ``view`` is installed: suspicions and leaves of its
-        members, joins of processes it does not include (or includes as an older
-        incarnation)."""
+        members (but not of the incarnations it admits: a suspicion of a restarted
+        member's old incarnation is not one of the new), joins of processes it does not
+        include (or includes as an older incarnation)."""
         members = set(view.members)
         joiners = {
             p: v
             for p, v in self.joiners.items()
             if p not in members or v[0] > incarnations[view.rank(p)]
         }
-        return Changes(self.n, self.suspects & members, self.leaving & members, joiners)
+        admitted = {p for p in self.joiners if p in members and p not in joiners}
+        suspects = (self.suspects & members) - admitted
+        return Changes(self.n, suspects, self.leaving & members, joiners)
 
     def forward(self, view: int, pid: int, coord: int) -> list[object]:
         """The requests this member repeats to the coordinator ``coord``."""
