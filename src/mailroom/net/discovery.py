@@ -34,6 +34,7 @@ import asyncio
 import contextlib
 import hashlib
 import logging
+import socket
 from collections.abc import Callable
 from typing import Any
 
@@ -161,6 +162,20 @@ class Directory:
         return address
 
 
+def directory_of(
+    table: PeerTable, pid: int, address: str | None, listen: socket.socket | None
+) -> Directory:
+    """A node's directory: ``table``'s addresses and, in a growable group, its own
+    ``address`` (default: its table entry, else its listening socket's name)."""
+    own = parse_address(address) if address is not None else None
+    if own is None and table.growable and pid not in table.addresses and listen is not None:
+        host, port = listen.getsockname()[:2]
+        own = (str(host), int(port))
+    if own is not None and not table.growable and table.addresses.get(pid) != own:
+        raise LocalError(f"P{pid}'s address is its peer-table entry (the table is not growable)")
+    return Directory(table, pid, own)
+
+
 #: What discovery asks of its node: (view id, members) or None while joining.
 ViewOf = Callable[[], tuple[int, tuple[int, ...]] | None]
 
@@ -193,6 +208,7 @@ class Discovery:
         self.interval = interval
         #: the members of the last view a Roster named (what a joiner knows)
         self.heard: tuple[int, ...] = ()
+        self._asked: tuple[int, ...] = ()  # the members it last joined through
         self.probes_sent = 0
         self.rosters_sent = 0
         self._task: asyncio.Task[None] | None = None
@@ -236,8 +252,13 @@ class Discovery:
         members = tuple(m for m in r.members if type(m) is int and 0 <= m < self.directory.n)
         if r.view and members:
             self.heard = members
-            if self._view_of() is None:
-                self._join_through([m for m in members if m != self.pid])
+            if self._view_of() is None and members != self._asked:
+                self._asked = members
+                try:
+                    self._join_through([m for m in members if m != self.pid])
+                except LocalError as exc:  # closed, or its files cannot be written now
+                    log.warning("P%d: cannot ask to join now: %s", self.pid, exc)
+                    self._asked = ()
         if changed:
             self._wake.set()
 
@@ -305,5 +326,6 @@ __all__ = [
     "Roster",
     "format_address",
     "growable_digest",
+    "directory_of",
     "read_address",
 ]

@@ -77,7 +77,9 @@ from mailroom.net.config import PeerTable
 from mailroom.net.connections import Batch
 from mailroom.net.flow import Flow
 from mailroom.net.journal import Journal, open_files, resume
+from mailroom.net.discovery import directory_of
 from mailroom.net.membership import group_of, is_member, queues_sends
+from mailroom.net.service import Service
 from mailroom.net.settings import GROUP_OUTBOX as GROUP_OUTBOX
 from mailroom.net.settings import HANDSHAKE_TIMEOUT as HANDSHAKE_TIMEOUT
 from mailroom.net.settings import MAX_RETAINED as MAX_RETAINED
@@ -161,8 +163,9 @@ class Node:
         self.stats = NetStats()
         self.stats.sent, self.stats.delivered = done.counters()
         self._quiet = QuietLog()
-        self.transport = Transport(self.pid, peers, key, config, self._received, self.stats,
-                                   self._quiet, member=self.member)  # fmt: skip
+        self.directory = directory_of(peers, self.pid, config.address, config.listen)
+        self.transport = Transport(self.pid, self.directory, key, config, self._received,
+                                   self.stats, self._quiet, member=self.member)  # fmt: skip
         trace_path = Path(config.trace) if config.trace else None
         header = b""
         if trace_path is not None:
@@ -187,6 +190,8 @@ class Node:
         self._queue: asyncio.Queue[Message | None] = asyncio.Queue()
         self._can_send = asyncio.Event()
         self._closed = False
+        #: Discovery (a growable group), the quorum and lag watches (``net.service``).
+        self.service = Service(self, self.directory, self.join_through)
 
     @property
     def outbox_limit(self) -> int:
@@ -201,6 +206,7 @@ class Node:
     async def start(self) -> None:
         """Listen, connect to every peer, and arm the endpoint's timer."""
         await self.transport.start()
+        self.service.start()
         ckpt = self._journal.ckpt
         if ckpt is not None and (self._rebase or ckpt.wants_compaction()):
             self._compact(strict=True)  # a base to log against
@@ -226,6 +232,7 @@ class Node:
         if self._closed:
             return
         self._closed = True
+        await self.service.close()
         if self._timer is not None:
             self._timer.cancel()
         await self.transport.close()
@@ -356,7 +363,11 @@ class Node:
         """Leave the group: the next view excludes this process (then ``on_excluded``)."""
         self._host_input("leave", ["l"])
 
-    def _host_input(self, name: str, op: list[Any], *args: int) -> None:
+    def join_through(self, contacts: list[int]) -> None:
+        """A joiner asks ``contacts`` (members found by discovery) to let it in (logged)."""
+        self._host_input("join", ["j", contacts], contacts)
+
+    def _host_input(self, name: str, op: list[Any], *args: Any) -> None:
         if not self.member:
             raise LocalError(f"{name}: the node does not host a group endpoint")
         if self._closed:

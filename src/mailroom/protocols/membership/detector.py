@@ -189,8 +189,10 @@ class HeartbeatDetector(EndpointBase):
     def leave(self) -> list[Action]:
         return list(self.group.leave())
 
-    def join(self) -> list[Action]:
-        return list(self.group.join())
+    def join(self, contacts: Collection[int] | None = None) -> list[Action]:
+        if contacts is None:
+            return list(self.group.join())
+        return list(self.group.join(contacts))
 
     def provide_state(self, view: int, state: Payload) -> list[Action]:
         return list(self.group.provide_state(view, state))

@@ -238,10 +238,14 @@ class Member(EndpointBase):
         return [control(sender, Query(self.view.id if self.view else 0, self.pid))]
 
     # -- requests to change the view -----------------------------------------------------------
-    def join(self) -> list[Action]:
-        """A joiner asks its contacts to let it in (tick repeats it every ``retry``)."""
+    def join(self, contacts: Collection[int] | None = None) -> list[Action]:
+        """A joiner asks its contacts (``contacts``, if given, replace them) to let it in
+        (tick repeats it every ``retry``)."""
         if self.view is not None or self._gone:
             return []
+        if contacts is not None:
+            found = tuple(sorted({self._check_dest(c) for c in contacts} - {self.pid}))
+            self.contacts = found or self.contacts
         if not self.contacts:
             raise LocalError("a joiner needs contacts (members of the running group)")
         self._arm()
