@@ -324,8 +324,8 @@ __all__ = [
     "Discovery",
     "Probe",
     "Roster",
+    "directory_of",
     "format_address",
     "growable_digest",
-    "directory_of",
     "read_address",
 ]

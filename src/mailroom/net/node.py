@@ -75,9 +75,9 @@ from mailroom.net import frames as fr
 from mailroom.net.commit import Commit
 from mailroom.net.config import PeerTable
 from mailroom.net.connections import Batch
+from mailroom.net.discovery import directory_of
 from mailroom.net.flow import Flow
 from mailroom.net.journal import Journal, open_files, resume
-from mailroom.net.discovery import directory_of
 from mailroom.net.membership import group_of, is_member, queues_sends
 from mailroom.net.service import Service
 from mailroom.net.settings import GROUP_OUTBOX as GROUP_OUTBOX
