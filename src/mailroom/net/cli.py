@@ -355,8 +355,13 @@ async def run(args: argparse.Namespace, stop: asyncio.Event | None = None) -> in
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, stop.set)
     asyncio.get_running_loop().set_exception_handler(_quiet_loop_errors())
+    wanted = _endpoints(args, node)  # before starting: a missing library is an error now
     await node.start()
-    servers = await _serve(args, node)
+    try:
+        servers = await _serve(wanted)
+    except LocalError:
+        await node.close()
+        raise
     tasks = [asyncio.create_task(work.send()), asyncio.create_task(work.finish())]
     await stop.wait()
     for t in tasks:
@@ -369,19 +374,25 @@ async def run(args: argparse.Namespace, stop: asyncio.Event | None = None) -> in
     return 0
 
 
-async def _serve(args: argparse.Namespace, node: Node) -> list[asyncio.Server]:
-    """The status endpoint (``--status``) and the metrics (``--metrics``), if asked for."""
+def _endpoints(args: argparse.Namespace, node: Node) -> list[tuple[str, str, Any, bool]]:
+    """(name, address, routes, loopback only) of the endpoints asked for."""
+    wanted = []
+    if args.status:
+        wanted.append(("status", args.status, status_routes(node), True))
+    if args.metrics:
+        wanted.append(("metrics", args.metrics, metrics_routes(node), False))
+    return wanted
+
+
+async def _serve(wanted: list[tuple[str, str, Any, bool]]) -> list[asyncio.Server]:
+    """Start the status endpoint and the metrics; each says where it listens (with port 0,
+    the port it took)."""
     servers = []
-    for address, routes, loopback in (
-        (args.status, status_routes, True),
-        (args.metrics, metrics_routes, False),
-    ):
-        if address:
-            server = await serve(address, routes(node), loopback=loopback)
-            host, port = server.sockets[0].getsockname()[:2]
-            path = "status" if routes is status_routes else "metrics"
-            print(f"{path} at {format_address((host, port))}", flush=True)  # port 0: the one taken
-            servers.append(server)
+    for name, address, routes, loopback in wanted:
+        server = await serve(address, routes, loopback=loopback)
+        servers.append(server)
+        host, port = server.sockets[0].getsockname()[:2]
+        print(f"{name} at {format_address((host, port))}", flush=True)
     return servers
 
 

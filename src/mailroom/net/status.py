@@ -142,7 +142,7 @@ def is_loopback(host: str) -> bool:
 async def serve(address: str, routes: dict[str, Route], *, loopback: bool) -> asyncio.Server:
     """Serve ``routes`` (path -> (body, content type)) over HTTP/1.0 GET at ``address``;
     ``loopback``: listen and answer on loopback addresses only (LocalError otherwise)."""
-    host, port = parse_address(address)
+    host, port = _listen_address(address)
     if loopback and not is_loopback(host):
         raise LocalError(f"the status endpoint listens on a loopback address only, not {host}")
     busy = asyncio.Semaphore(MAX_CLIENTS)
@@ -167,6 +167,13 @@ async def serve(address: str, routes: dict[str, Route], *, loopback: bool) -> as
         return await asyncio.start_server(answer, host, port, limit=MAX_REQUEST)
     except OSError as exc:
         raise LocalError(f"cannot listen at {address}: {exc.strerror or exc}") from None
+
+
+def _listen_address(text: str) -> tuple[str, int]:
+    """``host:port`` to listen at (port 0: any free port); LocalError if it is not one."""
+    if text.endswith(":0"):
+        return parse_address(text[:-2] + ":1")[0], 0
+    return parse_address(text)
 
 
 def _response(head: bytes, routes: dict[str, Route]) -> bytes:
