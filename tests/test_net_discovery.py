@@ -34,7 +34,7 @@ from mailroom.net.discovery import Directory, Probe, Roster, format_address
 from mailroom.net.service import QUORUM_LOG_EVERY
 from mailroom.net.status import node_status, render
 
-from .net_support import KEY, Group, live_events, listening_sockets, mailroom_check, wait_for
+from .net_support import KEY, Group, listening_sockets, live_events, mailroom_check, wait_for
 
 HEARTBEAT = 0.1
 SUSPECT_AFTER = 1.5
@@ -302,7 +302,7 @@ def test_probes_and_rosters_round_trip_the_codec() -> None:
                 "127.0.0.1:1",
             ],
             "loopback",
-        ),  # fmt: skip
+        ),
     ],
 )
 def test_bad_discovery_and_status_options_are_one_line_errors(
