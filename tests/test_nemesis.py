@@ -456,8 +456,8 @@ def test_a_dead_suspect_in_a_two_member_view_stays_suspected() -> None:
 def test_a_coordinator_restarted_before_its_exclusion_is_let_back_in() -> None:
     """P0, the coordinator of view 1, crashes and comes back as its next incarnation
     before anyone suspects it: its Join says the old incarnation is gone, so P1 takes
-    over as coordinator (instead of forwarding the Join to the joiner itself) and the
-    new incarnation is admitted with the state."""
+    over as coordinator (instead of forwarding the Join to the joiner itself), view 2
+    excludes the old incarnation and view 3 admits the new one with the state."""
     sim = Simulation(_members(3, 3), adversarial=True)
     sim.broadcast(0, "before the crash")
     _steps(sim, 100)
@@ -466,7 +466,8 @@ def test_a_coordinator_restarted_before_its_exclusion_is_let_back_in() -> None:
     again.sent_count = 1  # its ids count on (as mailroom.net's rejoin does)
     sim.join(0, again)
     _steps(sim, 3000)
-    assert [view_of(ep) for ep in sim.endpoints] == [View(2, (0, 1, 2))] * 3
+    assert [view_of(ep) for ep in sim.endpoints] == [View(3, (0, 1, 2))] * 3
+    assert [v.members for v in sim.views[1]] == [(0, 1, 2), (1, 2), (0, 1, 2)]
     assert sim.endpoints[0].status().incarnations == (1, 0, 0)
     assert sim.endpoints[1].coordinator == 0 and not sim.endpoints[1].suspects
     sim.broadcast(0, "after the restart")

@@ -150,6 +150,49 @@ def test_a_group_grows_from_three_to_six_members_by_seed_address(tmp_path: Path)
         g.cleanup()
 
 
+@pytest.mark.slow
+def test_a_coordinator_killed_and_restarted_at_once_is_let_back_in(tmp_path: Path) -> None:
+    """``kill -9`` of P0, the coordinator, and its restart with ``--join`` before the
+    others suspect it: they let its old incarnation go and its next one in (before
+    this was fixed they forwarded its Join to the joiner itself and stalled), and the
+    traces check clean."""
+    count = 100
+    # suspected after 5 s: the restart (a new Python process) comes well within that
+    args = ["--protocol", "cbcast", "--count", str(count), "--interval", "0.03",
+            "--heartbeat", str(HEARTBEAT), "--suspect-after", "5", "--rto", "0.2"]  # fmt: skip
+    g = Group(tmp_path, 3, args)
+    try:
+        ckpt = [str(g.path("checkpoint", p)) for p in range(3)]
+        for p in range(3):
+            g.start(p, ["--members", "0,1,2", "--checkpoint", ckpt[p]])
+
+        def views(p: int) -> list[tuple[int, tuple[int, ...]]]:
+            return [(e.message.seq, e.dest) for e in live_events(g.path("trace", p))
+                    if e.kind == "view"]  # fmt: skip
+
+        wait_for(lambda: all(views(p) for p in range(3)), STAGE, "view 1 everywhere")
+        wait_for(lambda: g.path("trace", 0).read_text().count('"deliver"') >= 20, STAGE,
+                 "P0 to deliver")  # fmt: skip
+        g.kill(0)
+        g.start(0, ["--join", "1,2", "--checkpoint", ckpt[0]])
+
+        def back() -> bool:
+            last = [views(p)[-1] for p in range(3)]
+            return len(set(last)) == 1 and last[0][0] > 1 and last[0][1] == (0, 1, 2)
+
+        wait_for(back, STAGE, "P0's next incarnation in a view with P1 and P2")
+        # view 2 lets the old incarnation go, view 3 admits the new one (nobody suspected P0:
+        # its Joins kept it heard from, so before the fix this never happened)
+        assert views(1) == views(2) == [(1, (0, 1, 2)), (2, (1, 2)), (3, (0, 1, 2))]
+        wait_for(lambda: all(g.path("trace", p).read_text().count('"send"') >= count
+                             for p in range(3)), STAGE * 3, "every send")  # fmt: skip
+        g.stop()
+        checked = mailroom_check([g.path("trace", p) for p in range(3)])
+        assert checked.returncode == 0, checked.stdout + checked.stderr
+    finally:
+        g.cleanup()
+
+
 def _samples(text: str) -> dict[str, float]:
     from prometheus_client.parser import text_string_to_metric_families
 

@@ -48,6 +48,8 @@ class Link:
         self.owner = owner
         self.peer = peer
         self.seed = seed
+        #: a seed's link connects when it has something to say, and hangs up once said
+        self._said = asyncio.Event()
         self.outbox: collections.deque[tuple[bytes, MessageId | None, int]] = collections.deque()
         self.conn: Outbound | None = None
         self.delay = owner.config.delays.get(peer, 0.0)
@@ -63,6 +65,7 @@ class Link:
 
     def _push_now(self, packet: bytes, mid: MessageId | None, carries: int) -> None:
         self.outbox.append((packet, mid, carries))
+        self._said.set()
         if len(self.outbox) > self.owner.outbox_limit:
             self.outbox.popleft()
             self.owner.stats.outbox_dropped += 1
@@ -92,11 +95,16 @@ class Link:
         self.outbox.clear()
         self.owner.stats.frames_out += len(items)
         conn.transport.write(conn.sealer.seal_many(items))  # one MAC for the whole write
+        if self.seed is not None:  # said: hang up (what was written is sent first)
+            self._said.clear()
+            conn.transport.close()
 
     async def run(self) -> None:
         loop = asyncio.get_running_loop()
         pause = 0.05
         while True:
+            if self.seed is not None:
+                await self._said.wait()
             host, port = self.seed or await self.owner.peers.wait(self.peer)  # it may move
             try:
                 _, proto = await loop.create_connection(lambda: Outbound(self), host, port)
@@ -180,8 +188,10 @@ class Transport:
     def authenticated(self, conn: Inbound) -> None:
         """``conn`` completed its handshake: an older connection from its peer is dead."""
         self._unauthenticated.pop(conn, None)
-        for other in [c for c in self._inbound if c is not conn and c.peer == conn.peer]:
-            other.close()  # the peer restarted or reconnected
+        dest = conn.intro.dest if conn.intro is not None else self.pid
+        for other in [c for c in self._inbound if c is not conn and c.peer == conn.peer
+                      and (c.intro is None or c.intro.dest == dest)]:  # fmt: skip
+            other.close()  # the peer restarted or reconnected (a seed's probe is another)
 
     def forget(self, conn: Inbound, closing: bool = False) -> None:
         """``conn`` is closing (or closed): it no longer counts."""

@@ -36,13 +36,16 @@ class Changes:
 
     def next_members(self, view: View) -> tuple[list[int], tuple[int, ...]] | None:
         """The members of ``view`` that stay and the next view's members, or None if
-        no change of ``view`` is wanted."""
+        no change of ``view`` is wanted. A member whose later incarnation asks to join
+        (it restarted) leaves in one view and comes back in the next, so its departure
+        is a view change that applications and trace checkers see."""
         joiners = set(self.joiners) - self.leaving
-        gone = (self.suspects | self.leaving | joiners) & set(view.members)
+        rejoining = joiners & set(view.members)
+        gone = (self.suspects | self.leaving | rejoining) & set(view.members)
         if not gone and not joiners:
             return None
         survivors = [m for m in view.members if m not in gone]
-        return survivors, tuple(sorted(set(survivors) | joiners))
+        return survivors, tuple(sorted(set(survivors) | (joiners - rejoining)))
 
     def lacks_majority(self, view: View) -> bool:
         """A change of ``view`` is wanted, but those that would stay are no majority of it."""
@@ -53,18 +56,15 @@ class Changes:
 
     def within(self, view: View, incarnations: tuple[int, ...]) -> Changes:
         """What is still wanted once ``view`` is installed: suspicions and leaves of its
-        members (but not of the incarnations it admits: a suspicion of a restarted
-        member's old incarnation is not one of the new), joins of processes it does not
-        include (or includes as an older incarnation)."""
+        members, joins of processes it does not include (or includes as an older
+        incarnation)."""
         members = set(view.members)
         joiners = {
             p: v
             for p, v in self.joiners.items()
             if p not in members or v[0] > incarnations[view.rank(p)]
         }
-        admitted = {p for p in self.joiners if p in members and p not in joiners}
-        suspects = (self.suspects & members) - admitted
-        return Changes(self.n, suspects, self.leaving & members, joiners)
+        return Changes(self.n, self.suspects & members, self.leaving & members, joiners)
 
     def forward(self, view: int, pid: int, coord: int) -> list[object]:
         """The requests this member repeats to the coordinator ``coord``."""
