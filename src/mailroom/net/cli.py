@@ -193,20 +193,14 @@ def build_parser(
     d = p.add_argument_group("a growable group (found from seed addresses)")
     d.add_argument("--size", type=int, metavar="N",
                    help="the group's size: pids 0..N-1, members found through seeds")  # fmt: skip
-    d.add_argument(
-        "--seeds",
-        metavar="ADDRESSES",
-        help="host:port of members to find the group through, comma-separated",
-    )
+    d.add_argument("--seeds", metavar="ADDRESSES",
+                   help="host:port of members to find the group by, comma-separated")  # fmt: skip
     d.add_argument("--address", metavar="HOST:PORT",
                    help="where the others reach this process (default: its peer-table entry, "
                    "else its listening socket's name)")  # fmt: skip
     o = p.add_argument_group("operations")
-    o.add_argument(
-        "--status",
-        metavar="ADDRESS",
-        help="serve the status (mailroom status ADDRESS) on a loopback address",
-    )
+    o.add_argument("--status", metavar="ADDRESS",
+                   help="serve the status (mailroom status ADDRESS) at a loopback one")  # fmt: skip
     o.add_argument("--metrics", metavar="ADDRESS",
                    help="serve Prometheus metrics at http://ADDRESS/metrics "
                    "(needs prometheus_client: the metrics extra)")  # fmt: skip

@@ -180,6 +180,7 @@ def directory_of(
 ViewOf = Callable[[], tuple[int, tuple[int, ...]] | None]
 
 
+@attrs.define(eq=False)
 class Discovery:
     """The probes of a node of a growable group, and the answers to others' probes.
 
@@ -189,30 +190,21 @@ class Discovery:
     joins without contacts.
     """
 
-    def __init__(
-        self,
-        directory: Directory,
-        pid: int,
-        send: Callable[[int, bytes], None],
-        probe_seed: Callable[[Address, bytes], None],
-        view_of: ViewOf,
-        join_through: Callable[[list[int]], None],
-        interval: float = 0.5,
-    ) -> None:
-        self.directory = directory
-        self.pid = pid
-        self._send = send
-        self._probe_seed = probe_seed
-        self._view_of = view_of
-        self._join_through = join_through
-        self.interval = interval
-        #: the members of the last view a Roster named (what a joiner knows)
-        self.heard: tuple[int, ...] = ()
-        self._asked: tuple[int, ...] = ()  # the members it last joined through
-        self.probes_sent = 0
-        self.rosters_sent = 0
-        self._task: asyncio.Task[None] | None = None
-        self._wake = asyncio.Event()
+    directory: Directory
+    pid: int
+    send: Callable[[int, bytes], None]
+    probe_seed: Callable[[Address, bytes], None]
+    view_of: ViewOf
+    join_through: Callable[[list[int]], None]
+    interval: float = 0.5
+    #: the members of the last view a Roster named (what a joiner knows)
+    heard: tuple[int, ...] = ()
+    probes_sent: int = 0
+    rosters_sent: int = 0
+    #: the members it last joined through
+    _asked: tuple[int, ...] = ()
+    _task: asyncio.Task[None] | None = None
+    _wake: asyncio.Event = attrs.Factory(asyncio.Event)
 
     # -- packets ------------------------------------------------------------------------
     def take(self, peer: int, batch: list[tuple[object, Any]]) -> list[tuple[object, Any]]:
@@ -237,7 +229,7 @@ class Discovery:
             return
         if self.directory.learn(peer, address, first_hand=True):
             self._wake.set()
-        self._send(peer, encode(self.roster()))
+        self.send(peer, encode(self.roster()))
         self.rosters_sent += 1
 
     def _on_roster(self, peer: int, r: Roster) -> None:
@@ -252,10 +244,10 @@ class Discovery:
         members = tuple(m for m in r.members if type(m) is int and 0 <= m < self.directory.n)
         if r.view and members:
             self.heard = members
-            if self._view_of() is None and members != self._asked:
+            if self.view_of() is None and members != self._asked:
                 self._asked = members
                 try:
-                    self._join_through([m for m in members if m != self.pid])
+                    self.join_through([m for m in members if m != self.pid])
                 except LocalError as exc:  # closed, or its files cannot be written now
                     log.warning("P%d: cannot ask to join now: %s", self.pid, exc)
                     self._asked = ()
@@ -264,7 +256,7 @@ class Discovery:
 
     def roster(self) -> Roster:
         """This node's view and the addresses it knows of its members and itself."""
-        found = self._view_of()
+        found = self.view_of()
         view, members = found if found is not None else (0, ())
         known = sorted({*members, self.pid} & set(self.directory.addresses))
         addresses = self.directory.addresses
@@ -274,7 +266,7 @@ class Discovery:
     # -- probing ------------------------------------------------------------------------
     def wanting(self) -> bool:
         """This node has no view, or lacks the address of a member of its view."""
-        found = self._view_of()
+        found = self.view_of()
         if found is None:
             return True
         return any(m not in self.directory.addresses for m in found[1])
@@ -285,13 +277,13 @@ class Discovery:
         data = encode(Probe(self.pid, own))
         for seed in self.directory.seeds:
             if seed != self.directory.addresses[self.pid]:
-                self._probe_seed(seed, data)
+                self.probe_seed(seed, data)
                 self.probes_sent += 1
-        found = self._view_of()
+        found = self.view_of()
         members = found[1] if found is not None else self.heard
         for m in members:
             if m != self.pid and m in self.directory.addresses:
-                self._send(m, data)
+                self.send(m, data)
                 self.probes_sent += 1
 
     async def run(self) -> None:

@@ -19,60 +19,59 @@ from mailroom.net.status import Route, node_status
 if TYPE_CHECKING:
     from mailroom.net.node import Node
 
-#: Counters: (metric name, NetStats field, help).
-COUNTERS = (
-    ("messages_sent", "sent", "Messages this process sent (issued by its application)."),
-    ("messages_delivered", "delivered", "Messages delivered to this process's application."),
-    ("frames_in", "frames_in", "Packets received in authenticated frames."),
-    ("frames_out", "frames_out", "Packets sent in frames."),
-    ("packets_refused", "remote_errors", "Packets the endpoint refused (RemoteError)."),
-    ("outbox_dropped", "outbox_dropped", "Frames dropped from a full outbox."),
-    ("io_errors", "io_errors", "Failed writes of the trace or checkpoint."),
+#: Each series: (name, counter or gauge, where ``node_status`` holds it, help).
+SERIES = (
+    ("messages_sent", "counter", "stats.sent", "Messages this process's application sent."),
+    ("messages_delivered", "counter", "stats.delivered", "Messages delivered to it."),
+    ("frames_in", "counter", "stats.frames_in", "Packets received in authenticated frames."),
+    ("frames_out", "counter", "stats.frames_out", "Packets sent in frames."),
+    ("packets_refused", "counter", "stats.remote_errors", "Packets the endpoint refused."),
+    ("outbox_dropped", "counter", "stats.outbox_dropped", "Frames dropped from a full outbox."),
+    ("io_errors", "counter", "stats.io_errors", "Failed writes of the trace or checkpoint."),
+    ("held_messages", "gauge", "held", "Messages the endpoint holds (mail room, queued...)."),
+    ("retransmissions", "gauge", "retransmissions", "The reliable layer's, in this view."),
+    ("unacknowledged", "gauge", "unacknowledged", "Packets kept until acknowledged."),
+    ("checkpoint_bytes", "gauge", "checkpoint_bytes", "Size of the checkpoint and its log."),
+    ("delivery_lag_seconds", "gauge", "delivery_lag", "Seconds held with no delivery."),
+    ("links_connected", "gauge", "connected", "Links to peers that are up."),
+    ("outbox_frames", "gauge", "queued", "Frames waiting for a link."),
+    ("view_id", "gauge", "group.view_id", "The installed view's id (0: none)."),
+    ("view_members", "gauge", "group.members", "Members of the installed view."),
+    ("waiting_for_majority", "gauge", "group.waiting", "1 while quorum is lost."),
+    ("flushing", "gauge", "group.flushing", "1 while the view changes."),
 )
-#: Gauges: (metric name, status key, help).
-GAUGES = (
-    ("held_messages", "held", "Messages the endpoint holds (mail room, queued, later views)."),
-    ("retransmissions", "retransmissions", "Retransmissions of the reliable layer in this view."),
-    ("unacknowledged", "unacknowledged", "Packets the reliable layer keeps until acknowledged."),
-    ("checkpoint_bytes", "checkpoint_bytes", "Size of the checkpoint and its log."),
-    ("delivery_lag_seconds", "delivery_lag", "Seconds messages were held with no delivery."),
-)
+
+
+def _values(data: dict[str, Any]) -> dict[str, Any]:
+    """``node_status`` data, with the sums and the group's numbers the series read."""
+    links, group = data["links"], data["group"]
+    found = {f"stats.{k}": v for k, v in data["stats"].items()}
+    found.update(data, connected=sum(1 for k in links if k["connected"]),
+                 queued=sum(k["queued"] for k in links))  # fmt: skip
+    if group is not None:
+        view = group["view"] or {"id": 0, "members": []}
+        found.update({"group.view_id": view["id"], "group.members": len(view["members"]),
+                      "group.waiting": int(group["waiting_for_majority"]),
+                      "group.flushing": int(group["flush"] != "running")})  # fmt: skip
+    return found
 
 
 def _families(data: dict[str, Any]) -> Iterator[Any]:
     from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
     pid = str(data["pid"])
-    stats = data["stats"]
-    for name, key, text in COUNTERS:
-        c = CounterMetricFamily(f"mailroom_{name}", text, labels=["pid"])
-        c.add_metric([pid], stats[key])
-        yield c
+    found = _values(data)
+    for name, kind, key, text in SERIES:
+        if key in found:
+            family = CounterMetricFamily if kind == "counter" else GaugeMetricFamily
+            metric = family(f"mailroom_{name}", text, labels=["pid"])
+            metric.add_metric([pid], found[key])
+            yield metric
     rejected = CounterMetricFamily("mailroom_rejected", "Frames and connections rejected, "
                                    "by reason.", labels=["pid", "reason"])  # fmt: skip
     for reason in REJECTED:
-        rejected.add_metric([pid, reason], stats[reason])
+        rejected.add_metric([pid, reason], data["stats"][reason])
     yield rejected
-    gauges = [(name, data[key], text) for name, key, text in GAUGES]
-    links = data["links"]
-    gauges += [
-        ("links_connected", sum(1 for k in links if k["connected"]), "Links to peers that are up."),
-        ("outbox_frames", sum(k["queued"] for k in links), "Frames waiting for a link."),
-    ]
-    group = data["group"]
-    if group is not None:
-        view = group["view"] or {"id": 0, "members": []}
-        gauges += [
-            ("view_id", view["id"], "The installed view's id (0: none)."),
-            ("view_members", len(view["members"]), "Members of the installed view."),
-            ("waiting_for_majority", int(group["waiting_for_majority"]),
-             "1 while no view can be installed for lack of a majority."),
-            ("flushing", int(group["flush"] != "running"), "1 while the view changes."),
-        ]  # fmt: skip
-    for name, value, text in gauges:
-        g = GaugeMetricFamily(f"mailroom_{name}", text, labels=["pid"])
-        g.add_metric([pid], value)
-        yield g
 
 
 def metrics_routes(node: Node) -> dict[str, Route]:
@@ -95,4 +94,4 @@ def metrics_routes(node: Node) -> dict[str, Route]:
     return {"/metrics": lambda: (generate_latest(registry), CONTENT_TYPE_LATEST)}
 
 
-__all__ = ["COUNTERS", "GAUGES", "metrics_routes"]
+__all__ = ["SERIES", "metrics_routes"]

@@ -114,14 +114,10 @@ class Node:
 
     A group endpoint (``Group``, or ``HeartbeatDetector`` around one; see
     ``mailroom.net.membership``) is a member of a process group: each view it installs
-    is a trace event of kind "view" and the view each event happens in is traced;
-    ``on_view`` gets each ``ViewChange`` at its place among the deliveries (a joiner's
-    carries the transferred state), ``get_state(view)`` returns the application's
-    state when a joiner needs it (taken right after the ViewChange was handed over),
-    and ``on_excluded`` gets ``Excluded`` (the application drops its state). A joiner
-    asks its contacts at ``start()``. ``rejoin``: contacts; a member restored from
-    ``checkpoint`` joins again as its next incarnation instead of resuming its old
-    view (the group has most likely excluded it meanwhile).
+    is a trace event of kind "view" and the view each event happens in is traced; its
+    hooks (``on_view``, ``get_state``, ``on_excluded``, ``rejoin``) are ``NodeConfig``'s.
+    A joiner asks its contacts at ``start()``, in a growable group those that discovery
+    finds; ``service`` holds discovery and the quorum and lag watches (``net.service``).
     """
 
     def __init__(
@@ -190,7 +186,6 @@ class Node:
         self._queue: asyncio.Queue[Message | None] = asyncio.Queue()
         self._can_send = asyncio.Event()
         self._closed = False
-        #: Discovery (a growable group), the quorum and lag watches (``net.service``).
         self.service = Service(self, self.directory, self.join_through)
 
     @property
