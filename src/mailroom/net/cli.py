@@ -20,6 +20,11 @@ incarnation) and gets the application state (the ids of the messages delivered
 so far) at the view that admits it. Each view is printed as a line:
 
     view 2 members [0, 1] joined [] left [2]
+
+Without a peer table, ``--size N --seeds ADDRESSES`` makes the process a member of a
+growable group found from seed addresses (``mailroom.net.discovery``); ``--status``
+and ``--metrics`` serve what it sees (``mailroom.net.status``, ``mailroom.net.metrics``).
+``mailroom node`` takes the same options.
 """
 
 from __future__ import annotations
