@@ -10,7 +10,7 @@ nodes). Rules, in words:
   the digest of its size instead of its table's, accepts any pid below the size, and
   does not pin a pid to a host (a member may restart elsewhere). A connection to a
   seed names no pid (``ANY``): the connector does not know who listens there.
-- ``Probe(sender, address)``: "P``sender`` listens at ``address``; who are you?".
+- ``Probe(sender, address)``: "process ``sender`` listens at ``address``; who are you?".
   The answer is a ``Roster``: the answerer's pid, its view (id and members; 0 and
   none while it joins) and the addresses it knows of them and of itself. So views
   carry their members' addresses: whoever asks a member learns its whole view.
@@ -59,7 +59,7 @@ Address = tuple[str, int]
 @packet
 @attrs.frozen
 class Probe:
-    """P``sender`` listens at ``address`` and asks who is there (answered by a Roster)."""
+    """process ``sender`` listens at ``address`` and asks who is there (answered by a Roster)."""
 
     sender: int
     address: str
@@ -68,7 +68,7 @@ class Probe:
 @packet
 @attrs.frozen
 class Roster:
-    """P``sender``'s view ``view`` (0 while it has none) with its ``members``, and the
+    """process ``sender``'s view ``view`` (0 while it has none) with its ``members``, and the
     addresses it knows: ``known[k]`` listens at ``addresses[k]`` (itself included)."""
 
     sender: int
