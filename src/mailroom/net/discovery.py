@@ -19,7 +19,7 @@ nodes). Rules, in words:
   except the answerer's own row, which is first-hand.
 - A node probes while it lacks something: every ``interval`` (growing to ``4 *
   interval`` while nothing changes), while it has no view or some member of its
-  view has no known address, it probes the seeds and every member it knows of (of
+  view has no known address, it probes the seed addresses and every member it knows of (of
   its view or, joining, of the last view a Roster named). A joiner that probes
   the members makes its own address known to all of them, the coordinator
   included, before its Join reaches them. A node with all it needs sends nothing.
@@ -272,7 +272,7 @@ class Discovery:
         return any(m not in self.directory.addresses for m in found[1])
 
     def probe(self) -> None:
-        """Probe the seeds and every member this node knows of."""
+        """Probe the seed addresses and every member this node knows of."""
         own = format_address(self.directory.addresses[self.pid])
         data = encode(Probe(self.pid, own))
         for seed in self.directory.seeds:
