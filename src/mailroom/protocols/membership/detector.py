@@ -9,7 +9,8 @@ For hosts that have no failure detector of their own. Rules, in words:
   ``sender``, counts as hearing from that process; the detector reads no clock,
   so it is noted at the next ``tick(now)`` as heard at ``now``.
 - Suspecting: a member not heard from for ``timeout`` is passed to
-  ``group.suspect(pid)``, once per view; when the group installs a new view,
+  ``group.suspect(pid)``, once per view (again if the group withdrew the suspicion:
+  the member answered, and stays silent anew); when the group installs a new view,
   members that stay keep their last-heard time (a silent one is suspected again
   at once), newcomers start at the tick that sees the view.
 - Time: ``tick(now)`` with a clock behind the last one (a restore on another
@@ -188,8 +189,10 @@ class HeartbeatDetector(EndpointBase):
     def leave(self) -> list[Action]:
         return list(self.group.leave())
 
-    def join(self) -> list[Action]:
-        return list(self.group.join())
+    def join(self, contacts: Collection[int] | None = None) -> list[Action]:
+        if contacts is None:
+            return list(self.group.join())
+        return list(self.group.join(contacts))
 
     def provide_state(self, view: int, state: Payload) -> list[Action]:
         return list(self.group.provide_state(view, state))
@@ -268,6 +271,8 @@ class HeartbeatDetector(EndpointBase):
                 actions.append(Transmit(q, Heartbeat(view.id, self.pid), None))
             self.heartbeats_sent += len(others)
             self.next_beat = now + self.interval
+        # a suspicion the group withdrew (the member answered) may be raised again
+        self.suspected &= set(getattr(self.group, "suspects", self.suspected))
         for q in others:
             # the same sum as the deadline, so a tick at that deadline always suspects
             if q not in self.suspected and now >= self.heard[q] + self.timeout:
