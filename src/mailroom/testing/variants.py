@@ -10,8 +10,11 @@ from collections.abc import Iterator
 
 from mailroom.clocks import FrozenMatrix, Row
 from mailroom.core.actions import Action, Deliver
+from mailroom.core.errors import LocalError
 from mailroom.core.messages import Message, MessageId
-from mailroom.protocols.causal.broadcast import CBCAST, CBCASTBatch, CBCASTPacket, _message
+from mailroom.core.persist import packets
+from mailroom.protocols._buffer import rescan
+from mailroom.protocols.causal.broadcast import CBCAST, CBCASTBatch, CBCASTPacket
 from mailroom.protocols.causal.ks import KS, Entry
 from mailroom.protocols.causal.tagged import TaggedCausalBroadcast
 from mailroom.protocols.causal.unicast import RST
@@ -84,23 +87,29 @@ class _NaiveCBCAST(CBCAST):
             self.duplicates += 1
             return []
         self._held.append(p)
-        actions: list[Action] = []
-        progress = True
-        while progress:
-            progress = False
-            for q in list(self._held):
-                if self._deliverable(q):
-                    self._held.remove(q)
-                    self._clock[:] = [max(a, b) for a, b in zip(self._clock, q.vc, strict=True)]
-                    actions.append(Deliver(_message(q)))
-                    progress = True
-        return actions
+        return rescan(self._held, self._deliverable, self._deliver)
+
+    def _deliver(self, p: CBCASTPacket) -> Action:
+        self._clock[:] = [max(a, b) for a, b in zip(self._clock, p.vc, strict=True)]
+        return Deliver(self._message(p))
 
     def buffered(self) -> int:
         return len(self._held)
 
     def pending(self) -> list:  # type: ignore[type-arg]
         return []
+
+    def _hold_restored(self, p: CBCASTPacket) -> None:
+        p = self._validate(p)
+        if p.vc[p.sender] <= self._clock[p.sender] or p in self._held:
+            raise LocalError("snapshot holds a packet delivered or held twice")
+        self._held.append(p)
+
+    #: CBCAST's fields (its mail room still takes batches), and the list rescanned
+    persistent = (
+        *CBCAST.persistent,
+        packets("held", CBCASTPacket, lambda ep: ep._held, _hold_restored),
+    )
 
 
 class CBCASTNoOneGreater(_NaiveCBCAST):
@@ -191,6 +200,6 @@ class CBCASTBatchEager(CBCAST):
                 actions.append(Deliver(Message(MessageId(sender, index + 1), sender, payload)))
             else:
                 stamp = (*vc[:sender], index + 1, *vc[sender + 1 :])
-                self._buffer.add(sender, index, stamp, CBCASTPacket(sender, stamp, payload))
+                self._buffer.offer(sender, index, stamp, CBCASTPacket(sender, stamp, payload))
             actions += self._drain()
         return actions

@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 from mailroom.core.actions import Action, Deliver
+from mailroom.core.persist import POSITIVE, Field, set_of
 from mailroom.protocols.total.sequencer import Sequencer, SequencerOrder
 from mailroom.protocols.total.sequencer import _message as _ordered_message
 from mailroom.protocols.total.skeen import Skeen
@@ -52,6 +53,9 @@ class SequencerNoHold(Sequencer):
             return []
         self._seen.add(p.number)
         return [Deliver(_ordered_message(p))]
+
+    #: Sequencer's fields and the numbers delivered as they arrived
+    persistent = (*Sequencer.persistent, Field("delivered_numbers", "_seen", set_of(POSITIVE)))
 
 
 class SequencerBatchReversed(Sequencer):
