@@ -247,9 +247,9 @@ class EndpointBase:
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
+        check_table(cls.__name__, cls.persistent, HEADER_KEYS)
         if "protocol" in cls.__dict__:  # a helper subclass that inherits a name must not
             ENDPOINT_TYPES[cls.protocol] = cls  # replace the class it borrowed it from
-        check_table(cls.__name__, cls.persistent, HEADER_KEYS)
 
     #: Name written into snapshots; restore() refuses a snapshot of another protocol.
     protocol: ClassVar[str] = "endpoint"

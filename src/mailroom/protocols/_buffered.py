@@ -30,8 +30,9 @@ class BufferedEndpoint(EndpointBase):
     held already) and ``_message`` (the message a packet delivers).
     """
 
-    #: what ``pending`` says a held message waits for (``{pid}``: this process)
-    waits_for: ClassVar[str] = "seq"
+    #: what ``pending`` says a held message waits for (``{pid}``: this process): on a
+    #: channel to this process, messages; a broadcast waits for its sender's seqs
+    waits_for: ClassVar[str] = "message to P{pid}"
     _buffer: DependencyBuffer[Any]
 
     def _validate(self, packet: object) -> Any:

@@ -42,7 +42,7 @@ class Fifo(BufferedEndpoint):
     """FIFO order per sender; no causal or total order."""
 
     protocol = "Fifo"
-    waits_for = "message to P{pid}"
+    persistent = (counts("channel_out"), counts("delivered"), mail_room(FifoPacket))
 
     def __init__(self, pid: int, n: int) -> None:
         super().__init__(pid, n)
@@ -111,5 +111,3 @@ class Fifo(BufferedEndpoint):
 
     def _message(self, p: FifoPacket) -> Message:
         return Message(MessageId(p.sender, p.seq), p.sender, p.payload)
-
-    persistent = (counts("channel_out"), counts("delivered"), mail_room(FifoPacket))

@@ -71,6 +71,8 @@ class CBCAST(BufferedEndpoint):
     """Causal broadcast with vector clocks."""
 
     protocol = "CBCAST"
+    waits_for = "seq"
+    persistent: ClassVar[tuple[Field, ...]] = (counts("_clock", "clock"), mail_room(CBCASTPacket))
 
     def __init__(self, pid: int, n: int) -> None:
         super().__init__(pid, n)
@@ -200,5 +202,3 @@ class CBCAST(BufferedEndpoint):
 
     def _message(self, p: CBCASTPacket) -> Message:
         return Message(MessageId(p.sender, p.vc[p.sender]), p.sender, p.payload)
-
-    persistent: ClassVar[tuple[Field, ...]] = (counts("_clock", "clock"), mail_room(CBCASTPacket))

@@ -156,8 +156,8 @@ class TaggedCausalBroadcast(BufferedEndpoint):
     """Causal broadcast with precise vector-clock tags and causal stability."""
 
     protocol = "TaggedCausalBroadcast"
-
     snapshot_version = 2
+    waits_for = "seq"
 
     def __init__(
         self, pid: int, n: int, *, ack_every: int | None = 1, consume: str = "delivery"

@@ -54,7 +54,11 @@ class RST(BufferedEndpoint):
     """Causal unicast with the SENT matrix and DELIV vector (Raynal, Schiper, Toueg 1991)."""
 
     protocol = "RST"
-    waits_for = "message to P{pid}"
+    persistent = (
+        matrix("sent._rows", "sent"),
+        counts("deliv._counts", "deliv"),
+        mail_room(RSTPacket),
+    )
 
     def __init__(self, pid: int, n: int) -> None:
         super().__init__(pid, n)
@@ -128,9 +132,3 @@ class RST(BufferedEndpoint):
 
     def _message(self, p: RSTPacket) -> Message:
         return Message(MessageId(p.sender, p.seq), p.sender, p.payload)
-
-    persistent = (
-        matrix("sent._rows", "sent"),
-        counts("deliv._counts", "deliv"),
-        mail_room(RSTPacket),
-    )
