@@ -16,6 +16,7 @@ from mailroom.core.messages import Message, MessageId, Payload
 from mailroom.core.pending import Pending
 from mailroom.core.persist import Field, counts, snap_list
 from mailroom.core.wire import packet_from_data, packet_to_data
+from mailroom.protocols._buffer import rescan
 from mailroom.protocols.causal.broadcast import CBCAST, CBCASTPacket
 from mailroom.protocols.causal.ks import KS, Entry
 from mailroom.protocols.causal.tagged import TaggedCausalBroadcast
@@ -105,18 +106,12 @@ class _NaiveCBCAST(EndpointBase):
             self.duplicates += 1
             return []
         self.held.append(packet)
-        actions: list[Action] = []
-        progress = True
-        while progress:
-            progress = False
-            for q in list(self.held):
-                if self.deliverable(q):
-                    self.held.remove(q)
-                    self.clock[:] = [max(a, b) for a, b in zip(self.clock, q.vc, strict=True)]
-                    mid = MessageId(q.sender, q.vc[q.sender])
-                    actions.append(Deliver(Message(mid, q.sender, q.payload)))
-                    progress = True
-        return actions
+        return rescan(self.held, self.deliverable, self._deliver_held)
+
+    def _deliver_held(self, q: CBCASTPacket) -> Action:
+        self.clock[:] = [max(a, b) for a, b in zip(self.clock, q.vc, strict=True)]
+        mid = MessageId(q.sender, q.vc[q.sender])
+        return Deliver(Message(mid, q.sender, q.payload))
 
     def buffered(self) -> int:
         return len(self.held)

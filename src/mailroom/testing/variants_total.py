@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from mailroom.core.actions import Action, Deliver
 from mailroom.core.messages import Message, MessageId
+from mailroom.core.persist import POSITIVE, Field, set_of
 from mailroom.protocols.total.sequencer import Sequencer, SequencerOrder, SequencerOrderBatch
 from mailroom.protocols.total.skeen import Skeen
 
@@ -51,6 +52,12 @@ class SequencerNoHold(Sequencer):
             return []
         self.seen_numbers.add(order.number)
         return [Deliver(Message(MessageId(order.origin, order.seq), order.origin, order.payload))]
+
+    #: Sequencer's fields and the numbers delivered as they arrived
+    persistent = (
+        *Sequencer.persistent,
+        Field("delivered_numbers", "seen_numbers", set_of(POSITIVE)),
+    )
 
 
 class SequencerBatchReversed(Sequencer):

@@ -92,13 +92,15 @@ import attrs
 from mailroom.clocks import Row
 from mailroom.core import validate
 from mailroom.core.actions import Action, Deliver, Transmit
-from mailroom.core.endpoint import EndpointBase, Snapshot, load_counts
+from mailroom.core.endpoint import EndpointBase
 from mailroom.core.errors import LocalError, RemoteError
 from mailroom.core.hooks import hook
 from mailroom.core.messages import Message, MessageId, Payload
 from mailroom.core.pending import Pending, Wait
-from mailroom.core.wire import as_row, packet, packet_from_data, packet_to_data
+from mailroom.core.persist import Field, counts, packets, snap_list
+from mailroom.core.wire import as_row, packet
 from mailroom.protocols._buffer import ArrivalOrder
+from mailroom.protocols._packets import carries_seq
 
 #: One log entry: (source, seq, destinations not yet known settled).
 Entry = tuple[int, int, tuple[int, ...]]
@@ -116,9 +118,7 @@ class KSPacket:
     log: Row = attrs.field(converter=as_row)
     payload: Any
 
-    def carries(self) -> MessageId | None:
-        """The application message this packet carries."""
-        return MessageId(self.sender, self.seq)
+    carries = carries_seq
 
 
 def _code(dests: tuple[int, ...], n: int) -> list[int]:
@@ -385,13 +385,19 @@ class KS(EndpointBase):
         return packet, entries
 
     def receive(self, packet: object) -> list[Action]:
-        p, entries = self._validate(packet)
-        if p.seq <= self._sr[p.sender] or self._buffer.holds(p.sender, p.seq):
+        if not self._offer(packet):
             self.duplicates += 1
             return []
-        needs = [(s, t) for s, t, ds in entries if self.pid in ds]
-        self._buffer.add(p, needs)
         return self._drain()
+
+    def _offer(self, packet: object) -> bool:
+        """Hold ``packet`` (validated) until the log entries it needs are delivered here;
+        False if it was delivered or is held already."""
+        p, entries = self._validate(packet)
+        if p.seq <= self._sr[p.sender] or self._buffer.holds(p.sender, p.seq):
+            return False
+        self._buffer.add(p, [(s, t) for s, t, ds in entries if self.pid in ds])
+        return True
 
     def _drain(self) -> list[Action]:
         actions: list[Action] = []
@@ -453,34 +459,31 @@ class KS(EndpointBase):
             for item in self._buffer.items()
         ]
 
-    def snapshot(self) -> Snapshot:
-        data = self._header()
-        data["sr"] = list(self._sr)
-        data["log"] = [[s, t, list(ds)] for s, t, ds in self.log]
-        data["buffer"] = [packet_to_data(p) for p in self._buffer.by_arrival()]
-        return data
+    # -- snapshot ------------------------------------------------------------------
+    def _dump_log(self) -> list[list[Any]]:
+        return [[s, t, list(ds)] for s, t, ds in self.log]
 
-    def _load(self, data: Snapshot) -> None:
-        self._sr[:] = load_counts(data["sr"], self.n, "sr")
-        log = data["log"]
-        if not isinstance(log, list):
-            raise LocalError("snapshot field log must be a list of [source, seq, dests]")
-        for s, t, ds in log:
+    def _load_log(self, data: object) -> None:
+        for entry in snap_list(data, "log"):
+            s, t, ds = snap_list(entry, "log entry", 3)
             if (
                 type(s) is not int
                 or not 0 <= s < self.n
                 or type(t) is not int
                 or not 0 < t <= 2**53
             ):
-                raise LocalError(f"snapshot log entry {[s, t, ds]!r} does not fit n={self.n}")
+                raise LocalError(f"snapshot log entry {entry!r} does not fit n={self.n}")
             self._log[s][t] = set(load_dests(ds, self.n))
-        for item in data["buffer"]:
-            p = packet_from_data(KSPacket, item)
-            try:
-                p, entries = self._validate(p)
-            except RemoteError as exc:
-                raise LocalError(f"snapshot holds a bad packet: {exc}") from None
-            self._buffer.add(p, [(s, t) for s, t, ds in entries if self.pid in ds])
+
+    def _hold_restored(self, p: KSPacket) -> None:
+        if not self._offer(p):
+            raise LocalError(f"snapshot holds {p.carries()}, delivered or held twice")
+
+    persistent = (
+        counts("_sr", "sr"),
+        Field.custom("log", _dump_log, _load_log),
+        packets("buffer", KSPacket, lambda ep: ep._buffer.by_arrival(), _hold_restored),
+    )
 
 
 def load_dests(value: object, n: int) -> Sequence[int]:

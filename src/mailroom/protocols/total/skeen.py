@@ -63,22 +63,25 @@ import attrs
 
 from mailroom.core import validate
 from mailroom.core.actions import Action, Deliver, Transmit
-from mailroom.core.endpoint import (
-    EndpointBase,
-    Snapshot,
-    load_counts,
-    snap_bool,
-    snap_counter,
-    snap_list,
-    snap_pid,
-    snap_positive,
-    snap_seen,
-)
+from mailroom.core.endpoint import EndpointBase
 from mailroom.core.errors import LocalError, RemoteError
 from mailroom.core.hooks import hook
 from mailroom.core.messages import Message, MessageId, Payload
 from mailroom.core.pending import Pending, Wait
+from mailroom.core.persist import (
+    COUNTER,
+    Field,
+    argument,
+    counter,
+    counts,
+    snap_bool,
+    snap_list,
+    snap_pid,
+    snap_positive,
+    window,
+)
 from mailroom.core.wire import as_row, packet, packet_from_data, packet_to_data
+from mailroom.protocols._packets import carries_none, carries_seq
 
 Key = tuple[int, int, int]
 
@@ -96,9 +99,7 @@ class SkeenMessage:
     payload: Any
     index: int
 
-    def carries(self) -> MessageId | None:
-        """The application message this packet carries."""
-        return MessageId(self.sender, self.seq)
+    carries = carries_seq
 
 
 @packet
@@ -111,9 +112,7 @@ class SkeenProposal:
     seq: int
     number: int
 
-    def carries(self) -> MessageId | None:
-        """The application message this packet carries: none, it is a control packet."""
-        return None
+    carries = carries_none
 
 
 @packet
@@ -127,9 +126,7 @@ class SkeenFinal:
     number: int
     index: int
 
-    def carries(self) -> MessageId | None:
-        """The application message this packet carries: none, it is a control packet."""
-        return None
+    carries = carries_none
 
 
 @attrs.define
@@ -470,39 +467,15 @@ class Skeen(EndpointBase):
             out.append(Pending(_message(h.message), (wait,), why))
         return out
 
-    def snapshot(self) -> Snapshot:
-        data = self._header()
-        data["keep_finals"] = self.keep_finals
-        data["clock"] = self._clock
-        data["held"] = [
+    # -- snapshot ------------------------------------------------------------------------
+    def _dump_held(self) -> list[dict[str, Any]]:
+        return [
             {"message": packet_to_data(h.message), "number": h.number, "final": h.final}
             for _, h in sorted(self._held.items())
         ]
-        data["collecting"] = [
-            {
-                "seq": seq,
-                "ts": c.ts,
-                "dest": list(c.dest),
-                "indexes": list(c.indexes),
-                "proposals": [[q, v] for q, v in sorted(c.proposals.items())],
-            }
-            for seq, c in sorted(self._collecting.items())
-        ]
-        data["sent_to"] = list(self._sent_to)
-        data["seen"] = [
-            [low, sorted(high)] for low, high in zip(self._low, self._high, strict=True)
-        ]
-        data["finals"] = [[m.origin, m.seq, v] for m, v in self.finals.items()]
-        return data
 
-    def _load(self, data: Snapshot) -> None:
-        keep = snap_counter(data["keep_finals"], "keep_finals")
-        self.keep_finals = keep
-        self._clock = snap_counter(data["clock"], "clock")
-        self._sent_to[:] = load_counts(data["sent_to"], self.n, "sent_to")
-        for p, (low, high) in enumerate(snap_seen(data["seen"], self.n, "seen")):
-            self._low[p], self._high[p] = low, high
-        for item in snap_list(data["held"], "held"):
+    def _load_held(self, data: object) -> None:
+        for item in snap_list(data, "held"):
             m = packet_from_data(SkeenMessage, item["message"])
             mid = self._check_message(m)
             if mid in self._held:
@@ -515,7 +488,21 @@ class Skeen(EndpointBase):
                 self._mark_final(self._held[mid], number)
         if self._next_ready() is not None:
             raise LocalError("snapshot holds a message that was deliverable")
-        for item in snap_list(data["collecting"], "collecting"):
+
+    def _dump_collecting(self) -> list[dict[str, Any]]:
+        return [
+            {
+                "seq": seq,
+                "ts": c.ts,
+                "dest": list(c.dest),
+                "indexes": list(c.indexes),
+                "proposals": [[q, v] for q, v in sorted(c.proposals.items())],
+            }
+            for seq, c in sorted(self._collecting.items())
+        ]
+
+    def _load_collecting(self, data: object) -> None:
+        for item in snap_list(data, "collecting"):
             seq = snap_positive(item["seq"], "collecting.seq")
             if seq > self.sent_count or seq in self._collecting:
                 raise LocalError(f"snapshot collects for message {seq} twice or never sent")
@@ -541,7 +528,12 @@ class Skeen(EndpointBase):
             self._collecting[seq] = _Collecting(
                 snap_positive(item["ts"], "collecting.ts"), dest, indexes, proposals
             )
-        for item in snap_list(data["finals"], "finals"):
+
+    def _dump_finals(self) -> list[list[int]]:
+        return [[m.origin, m.seq, v] for m, v in self.finals.items()]
+
+    def _load_finals(self, data: object) -> None:
+        for item in snap_list(data, "finals"):
             origin, seq, number = item
             mid = MessageId(snap_pid(origin, self.n, "finals"), snap_positive(seq, "finals"))
             if mid in self.finals:
@@ -549,6 +541,16 @@ class Skeen(EndpointBase):
             self.finals[mid] = snap_positive(number, "finals")
         if len(self.finals) > self.keep_finals:
             raise LocalError("snapshot keeps more finals than keep_finals")
+
+    persistent = (
+        argument("keep_finals", kind=COUNTER),
+        counter("_clock", "clock"),
+        Field.custom("held", _dump_held, _load_held),
+        Field.custom("collecting", _dump_collecting, _load_collecting),
+        counts("_sent_to", "sent_to"),
+        window("seen", "_low", "_high"),
+        Field.custom("finals", _dump_finals, _load_finals),
+    )
 
 
 def _message(m: SkeenMessage) -> Message:
