@@ -43,6 +43,16 @@ settings.register_profile(
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
 )
 settings.register_profile("dev", max_examples=60, deadline=None)
+# the fast tier (./scripts/test --quick): every property still runs, on a few examples
+settings.register_profile(
+    "quick",
+    derandomize=True,
+    max_examples=12,
+    deadline=None,
+    database=None,
+    print_blob=True,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
 settings.register_profile(
     "thorough",
     max_examples=5000,

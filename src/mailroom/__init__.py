@@ -64,7 +64,7 @@ from mailroom.protocols import (
     Unordered,
 )
 
-__version__ = "0.2.0"
+__version__ = "0.3.0"
 
 __all__ = [
     "CBCAST",

@@ -149,6 +149,63 @@ class _Collecting:
     proposals: dict[int, int]
 
 
+# -- the snapshot of what Skeen collects and the finals it keeps (its persistent table) ----
+def _dump_collecting(s: Skeen) -> list[dict[str, Any]]:
+    return [
+        {
+            "seq": seq,
+            "ts": c.ts,
+            "dest": list(c.dest),
+            "indexes": list(c.indexes),
+            "proposals": [[q, v] for q, v in sorted(c.proposals.items())],
+        }
+        for seq, c in sorted(s._collecting.items())
+    ]
+
+
+def _load_collecting(s: Skeen, data: object) -> None:
+    for item in snap_list(data, "collecting"):
+        seq = snap_positive(item["seq"], "collecting.seq")
+        if seq > s.sent_count or seq in s._collecting:
+            raise LocalError(f"snapshot collects for message {seq} twice or never sent")
+        dest = tuple(
+            snap_pid(q, s.n, "collecting.dest") for q in snap_list(item["dest"], "collecting.dest")
+        )
+        if not dest or list(dest) != sorted(set(dest)):
+            raise LocalError("snapshot field collecting.dest is not a sorted set of pids")
+        indexes = tuple(
+            snap_positive(k, "collecting.indexes")
+            for k in snap_list(item["indexes"], "collecting.indexes")
+        )
+        if len(indexes) != len(dest):
+            raise LocalError("snapshot field collecting.indexes does not match dest")
+        proposals: dict[int, int] = {}
+        for q, v in snap_list(item["proposals"], "collecting.proposals"):
+            if snap_pid(q, s.n, "proposal") not in dest or q in proposals:
+                raise LocalError("snapshot holds a proposal from outside the destinations")
+            proposals[q] = snap_positive(v, "proposal")
+        if len(proposals) >= len(dest):
+            raise LocalError("snapshot collects proposals for a message already final")
+        s._collecting[seq] = _Collecting(
+            snap_positive(item["ts"], "collecting.ts"), dest, indexes, proposals
+        )
+
+
+def _dump_finals(s: Skeen) -> list[list[int]]:
+    return [[m.origin, m.seq, v] for m, v in s.finals.items()]
+
+
+def _load_finals(s: Skeen, data: object) -> None:
+    for item in snap_list(data, "finals"):
+        origin, seq, number = item
+        mid = MessageId(snap_pid(origin, s.n, "finals"), snap_positive(seq, "finals"))
+        if mid in s.finals:
+            raise LocalError(f"snapshot lists {mid} twice in finals")
+        s.finals[mid] = snap_positive(number, "finals")
+    if len(s.finals) > s.keep_finals:
+        raise LocalError("snapshot keeps more finals than keep_finals")
+
+
 class Skeen(EndpointBase):
     """Total order multicast to any set of processes, without a coordinator."""
 
@@ -488,59 +545,6 @@ class Skeen(EndpointBase):
                 self._mark_final(self._held[mid], number)
         if self._next_ready() is not None:
             raise LocalError("snapshot holds a message that was deliverable")
-
-    def _dump_collecting(self) -> list[dict[str, Any]]:
-        return [
-            {
-                "seq": seq,
-                "ts": c.ts,
-                "dest": list(c.dest),
-                "indexes": list(c.indexes),
-                "proposals": [[q, v] for q, v in sorted(c.proposals.items())],
-            }
-            for seq, c in sorted(self._collecting.items())
-        ]
-
-    def _load_collecting(self, data: object) -> None:
-        for item in snap_list(data, "collecting"):
-            seq = snap_positive(item["seq"], "collecting.seq")
-            if seq > self.sent_count or seq in self._collecting:
-                raise LocalError(f"snapshot collects for message {seq} twice or never sent")
-            dest = tuple(
-                snap_pid(q, self.n, "collecting.dest")
-                for q in snap_list(item["dest"], "collecting.dest")
-            )
-            if not dest or list(dest) != sorted(set(dest)):
-                raise LocalError("snapshot field collecting.dest is not a sorted set of pids")
-            indexes = tuple(
-                snap_positive(k, "collecting.indexes")
-                for k in snap_list(item["indexes"], "collecting.indexes")
-            )
-            if len(indexes) != len(dest):
-                raise LocalError("snapshot field collecting.indexes does not match dest")
-            proposals: dict[int, int] = {}
-            for q, v in snap_list(item["proposals"], "collecting.proposals"):
-                if snap_pid(q, self.n, "proposal") not in dest or q in proposals:
-                    raise LocalError("snapshot holds a proposal from outside the destinations")
-                proposals[q] = snap_positive(v, "proposal")
-            if len(proposals) >= len(dest):
-                raise LocalError("snapshot collects proposals for a message already final")
-            self._collecting[seq] = _Collecting(
-                snap_positive(item["ts"], "collecting.ts"), dest, indexes, proposals
-            )
-
-    def _dump_finals(self) -> list[list[int]]:
-        return [[m.origin, m.seq, v] for m, v in self.finals.items()]
-
-    def _load_finals(self, data: object) -> None:
-        for item in snap_list(data, "finals"):
-            origin, seq, number = item
-            mid = MessageId(snap_pid(origin, self.n, "finals"), snap_positive(seq, "finals"))
-            if mid in self.finals:
-                raise LocalError(f"snapshot lists {mid} twice in finals")
-            self.finals[mid] = snap_positive(number, "finals")
-        if len(self.finals) > self.keep_finals:
-            raise LocalError("snapshot keeps more finals than keep_finals")
 
     persistent = (
         argument("keep_finals", kind=COUNTER),
