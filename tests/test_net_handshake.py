@@ -95,7 +95,7 @@ def _handshake(
 def test_the_handshake_proves_the_key_both_ways() -> None:
     pair, greeting, claim, secret = _handshake()
     ((kind, body),) = fr.FrameReader(fr.PREAUTH_LIMIT).feed(claim.frame())
-    assert hs.read_claim(kind, body, 2, "here") == claim
+    assert hs.read_claim(kind, body, {0, 1}, "here") == claim
     assert hs.check_claim(KEY, pair, greeting, claim) == secret
     ((kind, body),) = fr.FrameReader(fr.PREAUTH_LIMIT).feed(hs.confirm(secret, 41))
     assert hs.check_confirm(secret, body, kind, 0) == 41
@@ -141,7 +141,7 @@ def test_a_peer_of_an_earlier_release_is_named_as_such() -> None:
     intro = fr.intro(1, 0, DIGEST, b"c" * fr.NONCE_SIZE)
     ((kind, body),) = fr.FrameReader(fr.PREAUTH_LIMIT).feed(intro)
     with pytest.raises(fr.FrameError) as err:
-        hs.read_claim(kind, body, 2, "127.0.0.1")
+        hs.read_claim(kind, body, {0, 1}, "127.0.0.1")
     assert err.value.reason == "refused" and hs.OLD_RELEASE in str(err.value)
     assert "\n" not in str(err.value)
 

@@ -510,7 +510,7 @@ def test_a_squatter_on_a_down_members_address_learns_nothing() -> None:
     assert bad_mac >= 1
     # What the squatter can compute from what it saw tests no key offline, not even the
     # group's: its share fixed the one guess the CLAIM's MAC can confirm (online).
-    claim = hs.read_claim(fr.CLAIM, frames[0][1], 2, "P0")
+    claim = hs.read_claim(fr.CLAIM, frames[0][1], {0, 1}, "P0")
     for key in (KEY, guess):
         with pytest.raises(fr.FrameError):
             hs.check_claim(key, mine, greeting, claim)

@@ -203,7 +203,7 @@ class Admission:
             if len(got) > 1 or p.reader.buffered:
                 raise fr.FrameError("garbage", "bytes after the CLAIM, before the CONFIRM")
             kind, body = got[0]
-            claim = hs.read_claim(kind, body, owner.peers.n, p.source)
+            claim = hs.read_claim(kind, body, owner.peers.identities(), p.source)
             owner.check_intro(claim, p.source)
             secret = hs.check_claim(owner.key, p.pair, p.greeting, claim)
         except fr.FrameError as exc:

@@ -38,6 +38,8 @@ class Inbound(asyncio.Protocol):
     def __init__(self, transport: Transport, claim: hs.Claim, secret: bytes) -> None:
         self.owner = transport
         self.peer = claim.sender
+        #: The pid the connector meant to reach (``discovery.ANY``: a seed's probe).
+        self.dest = claim.dest
         self.secret = secret
         self.reader = fr.FrameReader(fr.MAX_FRAME)
         self.opener = fr.Opener.keyed(hs.session(secret), claim.encrypt)

@@ -111,8 +111,8 @@ def read_greeting(kind: int, body: bytes, peer: int) -> Greeting:
     return Greeting(nonce, share)
 
 
-def read_claim(kind: int, body: bytes, known: int, who: str) -> Claim:
-    """The CLAIM a connector sent (from a pid below ``known``); FrameError("refused") from
+def read_claim(kind: int, body: bytes, known: set[int], who: str) -> Claim:
+    """The CLAIM a connector sent (from a pid in ``known``); FrameError("refused") from
     an earlier release, ("garbage") or ("unknown_peer") for anything else."""
     if kind == fr.INTRO:
         raise fr.FrameError("refused", f"{who} {OLD_RELEASE}")
@@ -122,7 +122,7 @@ def read_claim(kind: int, body: bytes, known: int, who: str) -> Claim:
     mac = body[_FIELDS.size :]
     if flags not in (0, fr.ENCRYPT):
         raise fr.FrameError("garbage", f"CLAIM with flags {flags}")
-    if sender >= known:
+    if sender not in known:
         raise fr.FrameError("unknown_peer", f"CLAIM from P{sender}, which is not in the peer table")
     return Claim(sender, dest, digest, bool(flags), nonce, share, mac)
 

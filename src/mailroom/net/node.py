@@ -75,10 +75,12 @@ from mailroom.net import frames as fr
 from mailroom.net.commit import Commit
 from mailroom.net.config import PeerTable
 from mailroom.net.connections import Batch
+from mailroom.net.discovery import directory_of
 from mailroom.net.flow import Flow
 from mailroom.net.journal import Journal, Restored, open_files, resume
 from mailroom.net.membership import group_of, is_member, queues_sends
 from mailroom.net.restart import Restart
+from mailroom.net.service import Service
 from mailroom.net.settings import GROUP_OUTBOX as GROUP_OUTBOX
 from mailroom.net.settings import HANDSHAKE_TIMEOUT as HANDSHAKE_TIMEOUT
 from mailroom.net.settings import MAX_RETAINED as MAX_RETAINED
@@ -113,14 +115,10 @@ class Node:
 
     A group endpoint (``Group``, or ``HeartbeatDetector`` around one; see
     ``mailroom.net.membership``) is a member of a process group: each view it installs
-    is a trace event of kind "view" and the view each event happens in is traced;
-    ``on_view`` gets each ``ViewChange`` at its place among the deliveries (a joiner's
-    carries the transferred state), ``get_state(view)`` returns the application's
-    state when a joiner needs it (taken right after the ViewChange was handed over),
-    and ``on_excluded`` gets ``Excluded`` (the application drops its state). A joiner
-    asks its contacts at ``start()``. ``rejoin``: contacts; a member restored from
-    ``checkpoint`` joins again as its next incarnation instead of resuming its old
-    view (the group has most likely excluded it meanwhile).
+    is a trace event of kind "view" and the view each event happens in is traced; its
+    hooks (``on_view``, ``get_state``, ``on_excluded``, ``rejoin``) are ``NodeConfig``'s.
+    A joiner asks its contacts at ``start()``, in a growable group those that discovery
+    finds; ``service`` holds discovery and the quorum and lag watches (``net.service``).
     """
 
     def __init__(
@@ -152,11 +150,13 @@ class Node:
         self._fresh = saved is None
         self.stats = NetStats()
         self._quiet = QuietLog()
+        self.directory = directory_of(peers, self.pid, config.address, config.listen)
         sent = lambda: int(self.endpoint.sent_count)  # noqa: E731
-        self._restart = Restart(self.pid, peers.n, saved is not None, sent, self.stats, self._quiet)
-        self.transport = Transport(self.pid, peers, key, config, self._received, self.stats,
-                                   self._quiet, member=is_member(endpoint), seen=done.seen,
-                                   on_seen=self._restart.heard)  # fmt: skip
+        others = set(self.directory.addresses) - {self.pid}
+        self._restart = Restart(self.pid, others, saved is not None, sent, self.stats, self._quiet)
+        self.transport = Transport(self.pid, self.directory, key, config, self._received,
+                                   self.stats, self._quiet, member=is_member(endpoint),
+                                   seen=done.seen, on_seen=self._restart.heard)  # fmt: skip
         self.trace, ckpt = open_files(saved, self.checkpoint_path, config, endpoint, peers.n)
         self._journal = Journal(self.trace, ckpt, config.app_state, done.resumed_state,
                                 saved is not None, done.seen)  # fmt: skip
@@ -168,6 +168,7 @@ class Node:
         self._queue: asyncio.Queue[Message | None] = asyncio.Queue()
         self._can_send = asyncio.Event()
         self._closed = False
+        self.service = Service(self, self.directory, self.join_through)
 
     def _adopt(self, done: Restored) -> None:
         """Host ``done``'s endpoint and what the node keeps beside it (again if it rejoins)."""
@@ -202,6 +203,7 @@ class Node:
             self.transport, self.trace, self._done, self.config.handshake_seconds(), self.close
         ):
             self._adopt(self._done)
+        self.service.start()
         ckpt = self._journal.ckpt
         if ckpt is not None and (self._rebase or ckpt.wants_compaction()):
             self._compact(strict=True)  # a base to log against
@@ -227,6 +229,7 @@ class Node:
         if self._closed:
             return
         self._closed = True
+        await self.service.close()
         if self._timer is not None:
             self._timer.cancel()
         await self.transport.close()
@@ -357,7 +360,11 @@ class Node:
         """Leave the group: the next view excludes this process (then ``on_excluded``)."""
         self._host_input("leave", ["l"])
 
-    def _host_input(self, name: str, op: list[Any], *args: int) -> None:
+    def join_through(self, contacts: list[int]) -> None:
+        """A joiner asks ``contacts`` (members found by discovery) to let it in (logged)."""
+        self._host_input("join", ["j", contacts], contacts)
+
+    def _host_input(self, name: str, op: list[Any], *args: Any) -> None:
         if not self.member:
             raise LocalError(f"{name}: the node does not host a group endpoint")
         if self._closed:

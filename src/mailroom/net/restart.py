@@ -45,17 +45,17 @@ log = logging.getLogger("mailroom.net")
 
 
 class Restart:
-    """What the peers of process ``pid`` (of ``n``) have seen of its message ids: gathered
-    before its first step if it was ``restored`` from a checkpoint, checked afterwards.
-    ``sent()`` is its message count now."""
+    """What the peers of process ``pid`` (``others``: those whose addresses it knows)
+    have seen of its message ids: gathered before its first step if it was ``restored``
+    from a checkpoint, checked afterwards. ``sent()`` is its message count now."""
 
     def __init__(
-        self, pid: int, n: int, restored: bool, sent: Callable[[], int], stats: NetStats,
+        self, pid: int, others: set[int], restored: bool, sent: Callable[[], int], stats: NetStats,
         quiet: QuietLog,
     ) -> None:  # fmt: skip
         self.pid = pid
         self.checking = restored
-        self.waiting = set(range(n)) - {pid} if restored else set()
+        self.waiting = set(others) if restored else set()
         self.seen: dict[int, int] = {}
         self._all_heard = asyncio.Event()
         self._sent, self._stats, self._quiet = sent, stats, quiet

@@ -35,8 +35,9 @@ from mailroom.net import frames as fr
 from mailroom.net import handshake as hs
 from mailroom.net import pake
 from mailroom.net.admission import Admission
-from mailroom.net.config import PeerTable, check_key
+from mailroom.net.config import check_key
 from mailroom.net.connections import Batch, Inbound, Outbound
+from mailroom.net.discovery import ANY, Address, Directory, Discovery
 from mailroom.net.seen import Seen
 from mailroom.net.settings import NodeConfig
 from mailroom.net.stats import NetStats, QuietLog
@@ -48,11 +49,15 @@ Send = tuple[int, bytes, MessageId | None, int]
 
 
 class Link:
-    """The outgoing side to one peer: its outbox and the task that keeps it connected."""
+    """The outgoing side to one peer: its outbox and the task that keeps it connected
+    (to ``seed``, for a connection to whoever listens there: ``peer`` is ``ANY``)."""
 
-    def __init__(self, owner: Transport, peer: int) -> None:
+    def __init__(self, owner: Transport, peer: int, seed: Address | None = None) -> None:
         self.owner = owner
         self.peer = peer
+        self.seed = seed
+        #: a seed's link connects when it has something to say, and hangs up once said
+        self._said = asyncio.Event()
         self.outbox: collections.deque[tuple[bytes, MessageId | None, int]] = collections.deque()
         self.conn: Outbound | None = None
         self.delay = owner.config.delays.get(peer, 0.0)
@@ -68,6 +73,7 @@ class Link:
 
     def _push_now(self, packet: bytes, mid: MessageId | None, carries: int) -> None:
         self.outbox.append((packet, mid, carries))
+        self._said.set()
         if len(self.outbox) > self.owner.outbox_limit:
             self.outbox.popleft()
             self.owner.stats.outbox_dropped += 1
@@ -80,7 +86,8 @@ class Link:
         self.conn = conn
         self.owner.stats.connected += 1
         log.info("P%d: connected to P%d", self.owner.pid, self.peer)
-        self.owner.on_seen(self.peer, seen)
+        if self.seed is None:
+            self.owner.on_seen(self.peer, seen)
         self.flush()
 
     def flush_soon(self) -> None:
@@ -100,16 +107,22 @@ class Link:
         self.outbox.clear()
         self.owner.stats.frames_out += len(items)
         conn.transport.write(conn.sealer.seal_many(items))  # one MAC for the whole write
+        if self.seed is not None:  # said: hang up (what was written is sent first)
+            self._said.clear()
+            conn.transport.close()
 
     async def run(self) -> None:
-        host, port = self.owner.peers.addresses[self.peer]
         loop = asyncio.get_running_loop()
         pause = 0.05
         while True:
+            if self.seed is not None:
+                await self._said.wait()
+            host, port = self.seed or await self.owner.peers.wait(self.peer)  # it may move
             try:
                 _, proto = await loop.create_connection(lambda: Outbound(self), host, port)
             except OSError:
-                self.owner.on_seen(self.peer, None)  # down (or not up yet)
+                if self.seed is None:
+                    self.owner.on_seen(self.peer, None)  # down (or not up yet)
                 await asyncio.sleep(pause)
                 pause = min(pause * 2, 1.0)
                 continue
@@ -140,7 +153,7 @@ class Transport:
     def __init__(
         self,
         pid: int,
-        peers: PeerTable,
+        peers: Directory,
         key: bytes,
         config: NodeConfig,
         on_frames: Callable[[int, Batch], None],
@@ -156,7 +169,9 @@ class Transport:
         self.peers = peers
         self.key = key
         self.config = config
-        self.digest = fr.table_digest(peers.entries())
+        self.digest = peers.digest
+        #: A growable group's discovery (set by the node): it takes Probes and Rosters.
+        self.discovery: Discovery | None = None
         #: The group's generator for the handshake's key exchange (``pake``).
         self.generator = pake.generator(key, self.digest)
         #: The highest message id of every process that arrived here (``seen``).
@@ -169,6 +184,7 @@ class Transport:
         self._on_frames = on_frames
         self._admission: Admission | None = None
         self._links: dict[int, Link] = {}
+        self._seeds: dict[Address, Link] = {}
         self._inbound: set[Inbound] = set()
         self._adopting: dict[asyncio.Task[object], socket.socket] = {}
         self._told: set[int] = set()  # peers named as of an earlier release
@@ -201,11 +217,13 @@ class Transport:
             sock.close()
 
     def authenticated(self, conn: Inbound) -> None:
-        """``conn`` proved the key: an older connection from its peer is dead."""
+        """``conn`` proved the key: an older connection from its peer is dead (a seed's
+        probe, to ``ANY``, is another connection than a member's)."""
         self.stats.authenticated += 1
         self._inbound.add(conn)
         log.info("P%d: P%d connected", self.pid, conn.peer)
-        for other in [c for c in self._inbound if c is not conn and c.peer == conn.peer]:
+        for other in [c for c in self._inbound if c is not conn and c.peer == conn.peer
+                      and c.dest == conn.dest]:  # fmt: skip
             other.close()  # the peer restarted or reconnected
 
     def forget(self, conn: Inbound) -> None:
@@ -222,9 +240,9 @@ class Transport:
             return
         self.quiet(logging.WARNING, "P%d: closing connection to P%d: %s", self.pid, peer, exc)
 
-    def check_intro(self, i: fr.Intro | hs.Claim, remote_host: str) -> None:
+    def check_intro(self, i: hs.Claim, remote_host: str) -> None:
         """FrameError("refused") unless the CLAIM is meant for this process and its group."""
-        if i.dest != self.pid:
+        if i.dest != self.pid and not (i.dest == ANY and self.peers.growable):
             raise fr.FrameError("refused", f"P{i.sender} meant to reach P{i.dest}, not us")
         if i.digest != self.digest:
             raise fr.FrameError("refused", f"P{i.sender} has a different peer table")
@@ -241,8 +259,8 @@ class Transport:
 
     def host_matches(self, pid: int, remote: str) -> bool:
         """True if ``remote`` is (an address of) ``pid``'s peer-table host."""
-        host = self.peers.addresses[pid][0]
-        if host == remote:
+        host = self.peers.host_of(pid)
+        if host is None or host == remote:  # a growable group pins no pid to a host
             return True
         try:
             infos = socket.getaddrinfo(host, None)
@@ -260,6 +278,10 @@ class Transport:
         for packet, item in batch:
             if item.message_id is not None:
                 seen.saw(item.message_id, packet)
+        if self.discovery is not None:
+            batch = self.discovery.take(peer, batch)
+            if not batch:
+                return
         self._on_frames(peer, batch)
 
     def refuse(self, peer: int, why: str) -> None:
@@ -275,21 +297,41 @@ class Transport:
         self._admission = Admission(self, socks)
         self._admission.start()
         log.info("P%d: listening on %s", self.pid, ", ".join(_name(s) for s in socks))
-        for peer in range(self.peers.n):
+        for peer in sorted(self.peers.addresses):  # a growable group's others: when used
             if peer != self.pid:
-                link = Link(self, peer)
-                link.task = asyncio.create_task(link.run())
-                self._links[peer] = link
+                self.link(peer)
+
+    def link(self, peer: int) -> Link:
+        """The link to ``peer``, started if it is the first use."""
+        link = self._links.get(peer)
+        if link is None:
+            link = self._links[peer] = Link(self, peer)
+            link.task = asyncio.create_task(link.run())
+        return link
 
     def send(self, sends: Iterable[Send]) -> None:
         """Queue packets on their peers' links; each link writes once the callback is over."""
         links = self._links
         touched = set()
         for to, data, mid, carries in sends:
-            links[to].push(data, mid, carries)
+            (links.get(to) or self.link(to)).push(data, mid, carries)
             touched.add(to)
         for to in touched:
             links[to].flush_soon()
+
+    def to_seed(self, seed: Address, data: bytes) -> None:
+        """A control packet to whoever listens at ``seed`` (only the latest one waits)."""
+        link = self._seeds.get(seed)
+        if link is None:
+            link = self._seeds[seed] = Link(self, ANY, seed)
+            link.task = asyncio.create_task(link.run())
+        link.outbox.clear()
+        link.push(data, None, fr.CONTROL)
+        link.flush_soon()
+
+    def links(self) -> dict[int, Link]:
+        """The links to members, by pid."""
+        return dict(self._links)
 
     def drop_outbox(self, peer: int) -> None:
         """Forget the frames waiting for ``peer`` (it left the group)."""
@@ -298,7 +340,8 @@ class Transport:
 
     def queued(self, peer: int) -> int:
         """Frames waiting in ``peer``'s outbox."""
-        return len(self._links[peer].outbox)
+        link = self._links.get(peer)
+        return 0 if link is None else len(link.outbox)
 
     def handshaking(self) -> int:
         """Accepted connections still in their handshake."""
@@ -313,11 +356,12 @@ class Transport:
 
     async def close(self) -> None:
         """Write what waits, stop the links, close every connection, stop listening."""
-        for link in self._links.values():
+        every = [*self._links.values(), *self._seeds.values()]
+        for link in every:
             link.flush()
             if link.task is not None:
                 link.task.cancel()
-        for link in self._links.values():
+        for link in every:
             if link.task is not None:
                 with contextlib.suppress(asyncio.CancelledError):
                     await link.task

@@ -176,8 +176,15 @@ class Member(EndpointBase):
     def _on_stability(self, p: Stability) -> list[Action]:
         if not self._current(p.view, p.sender):
             return self.notice(p.sender, p.view)  # stale: it may not know it is out
-        assert self._epoch.installed is not None
-        self._epoch.installed.heard(p)
+        view = self._epoch.installed
+        assert view is not None
+        view.heard(p)
+        changes = self._changes
+        if p.sender in changes.suspects and changes.lacks_majority(view.view):
+            # the suspect answers in this view, and its suspicion can never win a
+            # majority: withdrawn, or it would keep every other change out for good
+            changes.suspects.discard(p.sender)
+            return self._coordinate()
         return []
 
     def _current(self, view: object, sender: object) -> bool:
@@ -231,10 +238,14 @@ class Member(EndpointBase):
         return [control(sender, Query(self.view.id if self.view else 0, self.pid))]
 
     # -- requests to change the view -----------------------------------------------------------
-    def join(self) -> list[Action]:
-        """A joiner asks its contacts to let it in (tick repeats it every ``retry``)."""
+    def join(self, contacts: Collection[int] | None = None) -> list[Action]:
+        """A joiner asks its contacts (``contacts``, if given, replace them) to let it in
+        (tick repeats it every ``retry``)."""
         if self.view is not None or self._gone:
             return []
+        if contacts is not None:
+            found = tuple(sorted({self._check_dest(c) for c in contacts} - {self.pid}))
+            self.contacts = found or self.contacts
         if not self.contacts:
             raise LocalError("a joiner needs contacts (members of the running group)")
         self._arm()
@@ -257,6 +268,9 @@ class Member(EndpointBase):
                 if last is not None and last.view + 1 == installed.view.id:
                     return [control(p.sender, last)]
                 return []
+            # a later incarnation asks: the member's old one is gone (it restarted), so
+            # it is suspected, and can neither coordinate nor be waited for
+            self._changes.suspects.add(p.sender)
         self._changes.joiners[p.sender] = (p.incarnation, p.sent)
         return self._forward_or_coordinate(p)
 
@@ -289,10 +303,22 @@ class Member(EndpointBase):
         if view is None:
             return []
         if p.view >= view.id:
-            return self._epoch.transfer.answer(p, self.pid) if p.view == view.id else []
+            return self._alive(p) if p.view == view.id else []
         if last is not None and (p.view == last.view or p.sender not in view.members):
             return [control(p.sender, last)]  # it missed the Commit, or was excluded meanwhile
         return []
+
+    def _alive(self, p: Query) -> list[Action]:
+        """A member of this view asks: the state again if it waits for it, else (unless
+        frozen) a stability report, which tells a member that suspects this one and
+        cannot win a majority that it is alive (``_on_stability`` withdraws it)."""
+        answer = self._epoch.transfer.answer(p, self.pid)
+        installed = self._epoch.installed
+        if answer or self.flushing or installed is None or p.sender == self.pid:
+            return answer
+        if p.sender not in installed.view.members:
+            return []
+        return [control(p.sender, Stability(installed.view.id, self.pid, tuple(installed.low)))]
 
     def _coordinate(self) -> list[Action]:
         """Open a ballot if the view must change (``Flushing`` does)."""

@@ -172,15 +172,6 @@ class InstalledView:
                 actions.append(Deliver(Message(MessageId(origin, seq), origin, payload)))
         return actions
 
-    def carry(self, queued: list[tuple[Payload, int | None]], first: int) -> None:
-        """This process's messages ``first + 1``, ``first + 2``... of the view, issued but
-        never sent, go into the flush with its own (broadcasts: a unicast is never
-        queued)."""
-        base = self.bases[self.rank]
-        for k, (payload, _) in enumerate(queued):
-            seq = first + k + 1
-            self.own[seq - base] = [self.pid, seq, payload]
-
     def own_ids(self) -> list[MessageId]:
         """This process's messages of the view that it has not delivered (yet)."""
         base = self.bases[self.rank]
