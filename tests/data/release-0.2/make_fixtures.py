@@ -102,8 +102,9 @@ async def run_kind(kind: str, out: Path, scratch: Path) -> None:
         for name in (f"p{p}.ckpt", f"p{p}.ckpt.log"):
             shutil.copy(folder / name, scratch / f"again-{name}")
         again = Node(make(kind, p), table, KEY, checkpoint=scratch / f"again-p{p}.ckpt")
-        restored[str(p)] = {"snapshot": again.endpoint.snapshot(), "sent": again.stats.sent,
-                            "delivered": again.stats.delivered, "app": again.resumed_state}  # fmt: skip
+        stats = again.stats
+        restored[str(p)] = {"snapshot": again.endpoint.snapshot(), "sent": stats.sent,
+                            "delivered": stats.delivered, "app": again.resumed_state}  # fmt: skip
         await again.close()
     (folder / "restored.json").write_text(json.dumps(restored, indent=1, sort_keys=True) + "\n")
     for s in socks:
