@@ -19,11 +19,12 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from mailroom.net import PeerTable
+from mailroom.net import PeerTable, pake
 from mailroom.net import frames as fr
+from mailroom.net import handshake as hs
 from mailroom.trace import Event, read_jsonl
 
-KEY = b"test-group-key-0123456789abcdef"
+KEY = b"test-group-key-0123456789abcdef!"
 HOST = "127.0.0.1"
 
 
@@ -52,13 +53,13 @@ def write_group(folder: Path, socks: Sequence[socket.socket]) -> Path:
 
 
 class RawClient:
-    """A hand-driven connection to a node: receive its challenge, send what we like."""
+    """A hand-driven connection to a node: receive its GREET, send what we like."""
 
     def __init__(self, port: int) -> None:
         self.sock = socket.create_connection((HOST, port), timeout=10)
-        head = self._exact(5)
-        assert head[4] == fr.CHALLENGE
-        self.nonce = self._exact(fr.NONCE_SIZE)
+        kind, body = self.read_frame()
+        self.greeting = hs.read_greeting(kind, body, -1)
+        self.secret = b""
 
     def _exact(self, size: int) -> bytes:
         data = b""
@@ -69,13 +70,16 @@ class RawClient:
             data += chunk
         return data
 
-    def intro(self, sender: int, dest: int, table: PeerTable, encrypt: bool = False) -> fr.Intro:
-        """Send an INTRO; returns it (the node answers with a PROOF if it accepts it)."""
+    def claim(
+        self, sender: int, dest: int, table: PeerTable, key: bytes = KEY, encrypt: bool = False
+    ) -> hs.Claim:
+        """Send a CLAIM as ``sender`` (the node answers with a CONFIRM if it accepts it)."""
         digest = fr.table_digest(table.entries())
-        i = fr.Intro(sender, dest, digest, encrypt, os.urandom(fr.NONCE_SIZE))
-        self.sock.sendall(fr.intro(sender, dest, digest, i.nonce, encrypt))
-        self.last_intro = i
-        return i
+        unsigned = hs.Claim(sender, dest, digest, encrypt, os.urandom(fr.NONCE_SIZE), b"")
+        claim, self.secret = hs.claim(key, pake.generator(key, digest), self.greeting, unsigned)
+        self.sock.sendall(claim.frame())
+        self.last_claim = claim
+        return claim
 
     def read_frame(self) -> tuple[int, bytes]:
         head = self._exact(5)
@@ -86,16 +90,15 @@ class RawClient:
         self, sender: int, dest: int, table: PeerTable, key: bytes = KEY, encrypt: bool = False
     ) -> fr.Sealer:
         """The whole handshake as member ``sender``; returns the sealer for data frames.
-        If the node refuses the INTRO (it closes), the sealer is still returned."""
-        i = self.intro(sender, dest, table, encrypt)
+        If the node refuses the CLAIM (it closes), the sealer is still returned."""
+        self.claim(sender, dest, table, key, encrypt)
+        sealer = fr.Sealer.keyed(hs.session(self.secret), encrypt)
         try:
             kind, body = self.read_frame()
         except (ConnectionError, TimeoutError):
-            return fr.Sealer(key, self.nonce, i)
-        assert kind == fr.PROOF
-        fr.check_proof(key, self.nonce, i, body)
-        self.sock.sendall(fr.hello(key, self.nonce, i))
-        return fr.Sealer(key, self.nonce, i)
+            return sealer
+        self.seen = hs.check_confirm(self.secret, body, kind, dest)
+        return sealer
 
     def send(self, data: bytes) -> None:
         self.sock.sendall(data)

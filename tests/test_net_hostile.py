@@ -32,8 +32,9 @@ import pytest
 from mailroom.core.codec import encode
 from mailroom.core.messages import Message, MessageId
 from mailroom.core.stack import Stack
-from mailroom.net import Node, PeerTable
+from mailroom.net import Node, PeerTable, pake
 from mailroom.net import frames as fr
+from mailroom.net import handshake as hs
 from mailroom.net import node as node_module
 from mailroom.net import settings as settings_module
 from mailroom.net.node import Busy
@@ -469,20 +470,24 @@ def test_a_squatter_on_a_down_members_address_learns_nothing() -> None:
     socks = listening_sockets(2)
     table = table_of(socks)
     squat = socks[1]  # P1 is down; a process without the key holds its address
+    digest = fr.table_digest(table.entries())
+    guess = b"the-squatter-guesses-this-key-0123"  # its share commits it to this guess
+    mine = pake.KeyPair.fresh(pake.generator(guess, digest))
+    greeting = hs.Greeting(b"s" * fr.NONCE_SIZE, mine.share)
 
     def squatter() -> bytes:
         squat.settimeout(10)
         conn, _ = squat.accept()
         conn.settimeout(3)
-        conn.sendall(fr.frame(fr.CHALLENGE, b"s" * fr.NONCE_SIZE))
+        conn.sendall(greeting.frame())
         got = b""
         reader = fr.FrameReader()
         try:
             while chunk := conn.recv(65536):
                 got += chunk
                 for kind, _ in reader.feed(chunk):
-                    if kind == fr.INTRO:  # answer with a PROOF it cannot make
-                        conn.sendall(fr.frame(fr.PROOF, b"p" * fr.MAC_SIZE))
+                    if kind == fr.CLAIM:  # answer with a CONFIRM it cannot make
+                        conn.sendall(fr.frame(fr.CONFIRM, b"p" * (fr.MAC_SIZE + 8)))
         except (TimeoutError, ConnectionError):
             pass
         conn.close()
@@ -498,10 +503,17 @@ def test_a_squatter_on_a_down_members_address_learns_nothing() -> None:
         return got, node.stats.bad_mac
 
     got, bad_mac = asyncio.run(main())
-    kinds = [kind for kind, _ in fr.FrameReader().feed(got)]
-    assert kinds and set(kinds) == {fr.INTRO}  # no HELLO, no DATA, no BATCH
+    frames = fr.FrameReader().feed(got)
+    kinds = [kind for kind, _ in frames]
+    assert kinds and set(kinds) == {fr.CLAIM}  # no DATA, no BATCH
     assert b"secret" not in got
     assert bad_mac >= 1
+    # What the squatter can compute from what it saw tests no key offline, not even the
+    # group's: its share fixed the one guess the CLAIM's MAC can confirm (online).
+    claim = hs.read_claim(fr.CLAIM, frames[0][1], {0, 1}, "P0")
+    for key in (KEY, guess):
+        with pytest.raises(fr.FrameError):
+            hs.check_claim(key, mine, greeting, claim)
 
 
 def test_a_squatter_that_says_nothing_is_left_and_the_link_reconnects(
@@ -549,7 +561,7 @@ def test_an_encrypted_group_delivers_and_refuses_a_member_that_does_not_encrypt(
 
         def plain_member() -> bool:
             c = RawClient(socks[0].getsockname()[1])
-            c.intro(2, 0, table, encrypt=False)
+            c.claim(2, 0, table, encrypt=False)
             return c.closed_by_peer()
 
         assert await asyncio.to_thread(plain_member)

@@ -105,7 +105,7 @@ def test_forged_and_replayed_frames_are_rejected(tmp_path: Path) -> None:
         forged = ReliablePacket(2, 0, 1, 1, 0, fake)
         c = RawClient(port)
         c.hello(2, 0, g.table)
-        bad = fr.Sealer(b"not-the-group-key-0123456789", c.nonce, c.last_intro)
+        bad = fr.Sealer.keyed(b"not-this-connection's-session-key", encrypt=False)
         c.send(bad.seal(encode(forged), None, fr.BROADCAST))
         assert c.closed_by_peer()
         # Each attack as P2 closes the genuine P2's link, which comes back 50 ms later
@@ -117,7 +117,7 @@ def test_forged_and_replayed_frames_are_rejected(tmp_path: Path) -> None:
         frame = sealer.seal(encode(ReliableAck(2, 0, 0)), None, fr.CONTROL)
         c.send(frame + frame)
         assert c.closed_by_peer()
-        # Replayed on a new connection: the nonce differs, so the MAC fails.
+        # Replayed on a new connection: the session key differs, so the MAC fails.
         time.sleep(0.3)
         c = RawClient(port)
         c.hello(2, 0, g.table)

@@ -3,12 +3,13 @@
 ``Node(endpoint, peers, key, **options)`` hosts one process's endpoint (the options
 are the fields of ``NodeConfig``); ``PeerTable`` is the
 ``pid -> host:port`` table (``peers.toml``); ``load_key`` reads the group key
-from a file or ``$MAILROOM_KEY``; ``group_endpoint`` makes a member (or joiner) of a
-process group with views, for a node to host. ``python -m mailroom.net`` runs one
-process of a group with a scripted workload. See ``docs/runtime.md``.
+from a file or ``$MAILROOM_KEY`` (``generate_key`` writes a new one);
+``group_endpoint`` makes a member (or joiner) of a process group with views, for
+a node to host. ``python -m mailroom.net`` runs one process of a group with a
+scripted workload. See ``docs/runtime.md``.
 """
 
-from mailroom.net.config import KEY_ENV, PeerTable, load_key
+from mailroom.net.config import KEY_ENV, PeerTable, generate_key, load_key
 from mailroom.net.frames import FrameError
 from mailroom.net.membership import group_endpoint
 from mailroom.net.node import NetStats, Node
@@ -21,6 +22,7 @@ __all__ = [
     "Node",
     "NodeConfig",
     "PeerTable",
+    "generate_key",
     "group_endpoint",
     "load_key",
 ]

@@ -9,15 +9,19 @@ Rules, in words:
 - A growable group's table says ``size = N`` (its members' pids are below N) and
   lists only the addresses known in advance, maybe none; ``seeds = ["host:port"]``
   are addresses where members may be found (``mailroom.net.discovery``).
-- The group key is at least 16 bytes. It comes from a file (``--key-file``,
-  or ``key_file`` in ``peers.toml``, relative to that file) or from the
-  environment variable ``MAILROOM_KEY``, never from code. A key file holds the
-  key as text; surrounding whitespace is ignored.
+- The group key is at least ``MIN_KEY`` (32) bytes; a shorter one is refused
+  with one line. It comes from a file (``--key-file``, or ``key_file`` in
+  ``peers.toml``, relative to that file) or from the environment variable
+  ``MAILROOM_KEY``, never from code. A key file holds the key as text;
+  surrounding whitespace is ignored. ``generate_key(path)`` (or
+  ``load_key(path, create=True)`` when the file does not exist yet) writes 32
+  random bytes as 64 hexadecimal digits, readable by its owner only.
 """
 
 from __future__ import annotations
 
 import os
+import secrets
 import tomllib
 from collections.abc import Mapping
 from pathlib import Path
@@ -27,7 +31,11 @@ import attrs
 from mailroom.core.errors import LocalError
 
 KEY_ENV = "MAILROOM_KEY"
-MIN_KEY = 16
+#: The shortest group key accepted, in bytes.
+MIN_KEY = 32
+#: The bytes of randomness in a key that ``generate_key`` writes.
+KEY_BYTES = 32
+_HINT = "make one with: python -c 'import secrets; print(secrets.token_hex(32))' > group.key"
 #: The largest growable group (as many identities as a snapshot may name).
 MAX_SIZE = 4096
 
@@ -114,10 +122,40 @@ class PeerTable:
         return cls(addresses, names, kf, size, tuple(parse_address(a) for a in seeds))
 
 
-def load_key(key_file: str | Path | None = None, env: Mapping[str, str] | None = None) -> bytes:
-    """The group key from ``key_file`` if given, else from $MAILROOM_KEY; LocalError if none."""
+def check_key(key: bytes) -> None:
+    """LocalError (one line) if ``key`` is shorter than ``MIN_KEY`` bytes."""
+    if len(key) < MIN_KEY:
+        raise LocalError(
+            f"the group key is {len(key)} bytes; at least {MIN_KEY} are needed", hint=_HINT
+        )
+
+
+def generate_key(path: str | Path) -> bytes:
+    """Write a new group key to ``path`` (which must not exist): ``KEY_BYTES`` random bytes
+    as hexadecimal digits, the file readable by its owner only; returns the key."""
+    key = secrets.token_hex(KEY_BYTES).encode()
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except OSError as exc:
+        raise LocalError(f"cannot create key file {path}: {exc.strerror or exc}") from None
+    with os.fdopen(fd, "wb") as out:
+        out.write(key + b"\n")
+    return key
+
+
+def load_key(
+    key_file: str | Path | None = None,
+    env: Mapping[str, str] | None = None,
+    *,
+    create: bool = False,
+) -> bytes:
+    """The group key from ``key_file`` if given, else from $MAILROOM_KEY; LocalError if
+    none, or if it is shorter than ``MIN_KEY`` bytes. ``create``: a ``key_file`` that
+    does not exist is made first (``generate_key``)."""
     env = os.environ if env is None else env
     if key_file is not None:
+        if create and not Path(key_file).exists():
+            return generate_key(key_file)
         try:
             key = Path(key_file).read_bytes().strip()
         except OSError as exc:
@@ -125,13 +163,18 @@ def load_key(key_file: str | Path | None = None, env: Mapping[str, str] | None =
     elif env.get(KEY_ENV):
         key = env[KEY_ENV].strip().encode()
     else:
-        raise LocalError(
-            "no group key: pass --key-file or set MAILROOM_KEY",
-            hint="make one with: python -c 'import secrets; print(secrets.token_hex(32))'",
-        )
-    if len(key) < MIN_KEY:
-        raise LocalError(f"the group key is {len(key)} bytes; at least {MIN_KEY} are needed")
+        raise LocalError("no group key: pass --key-file or set MAILROOM_KEY", hint=_HINT)
+    check_key(key)
     return key
 
 
-__all__ = ["KEY_ENV", "PeerTable", "load_key", "parse_address"]
+__all__ = [
+    "KEY_BYTES",
+    "KEY_ENV",
+    "MIN_KEY",
+    "PeerTable",
+    "check_key",
+    "generate_key",
+    "load_key",
+    "parse_address",
+]

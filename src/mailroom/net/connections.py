@@ -1,9 +1,10 @@
-"""The two kinds of TCP connection a node has: accepted (``Inbound``) and opened
-(``Outbound``), each running its side of the handshake of ``frames``.
+"""The two kinds of TCP connection a node has: accepted (``Inbound``, once its CLAIM
+proved the key: ``admission``) and opened (``Outbound``, which runs the connector's
+side of the handshake, ``handshake``).
 
 A connection reports to its ``Transport`` through the transport's public methods
-(``admit``, ``authenticated``, ``forget``, ``check_intro``, ``received``); it
-writes no field of anyone else.
+(``authenticated``, ``forget``, ``received``, ``refused_by``, ``seen_of``); it writes
+no field of anyone else.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from mailroom.core.codec import decode
 from mailroom.core.errors import RemoteError
 from mailroom.core.wire import carried_message_id
 from mailroom.net import frames as fr
+from mailroom.net import handshake as hs
 
 if TYPE_CHECKING:
     from mailroom.net.transport import Link, Transport
@@ -30,18 +32,19 @@ class Mislabeled(Exception):
 
 
 class Inbound(asyncio.Protocol):
-    """An accepted connection: CHALLENGE, INTRO, PROOF, HELLO, then data frames."""
+    """An accepted connection whose CLAIM proved the group key (``admission``): it
+    sends the CONFIRM, then reads data frames."""
 
-    def __init__(self, transport: Transport) -> None:
+    def __init__(self, transport: Transport, claim: hs.Claim, secret: bytes) -> None:
         self.owner = transport
-        self.reader = fr.FrameReader(fr.PREAUTH_LIMIT)
-        self.nonce = os.urandom(fr.NONCE_SIZE)
-        self.intro: fr.Intro | None = None
-        self.opener: fr.Opener | None = None
-        self.peer = -1
+        self.peer = claim.sender
+        #: The pid the connector meant to reach (``discovery.ANY``: a seed's probe).
+        self.dest = claim.dest
+        self.secret = secret
+        self.reader = fr.FrameReader(fr.MAX_FRAME)
+        self.opener = fr.Opener.keyed(hs.session(secret), claim.encrypt)
         self.transport: asyncio.Transport | None = None
         self.remote_host = ""
-        self.timeout: asyncio.TimerHandle | None = None
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         assert isinstance(transport, asyncio.Transport)
@@ -49,32 +52,18 @@ class Inbound(asyncio.Protocol):
         name = transport.get_extra_info("peername")
         self.remote_host = name[0] if name else ""
         owner = self.owner
-        owner.admit(self)
-        if transport.is_closing():  # admitting it evicted it (a limit of 0)
-            return
-        transport.write(fr.frame(fr.CHALLENGE, self.nonce))
-        loop = asyncio.get_running_loop()
-        self.timeout = loop.call_later(owner.handshake_seconds(), self._no_hello)
+        transport.write(hs.confirm(self.secret, owner.seen_of(self.peer)))
+        owner.authenticated(self)
         if owner.paused:
             transport.pause_reading()
 
-    def _no_hello(self) -> None:
-        if self.opener is None:
-            limit = self.owner.handshake_seconds()
-            self.reject(fr.FrameError("timeouts", f"no HELLO within {limit} s"))
-
     def connection_lost(self, exc: Exception | None) -> None:
         self.owner.forget(self)
-        if self.timeout is not None:
-            self.timeout.cancel()
 
     def data_received(self, data: bytes) -> None:
         batch: Batch = []
         try:
             for kind, body in self.reader.frames(data):
-                if self.opener is None:
-                    self._handshake(kind, body)
-                    continue
                 if kind == fr.DATA:
                     items = [self.opener.open(body)]
                 elif kind == fr.BATCH:
@@ -110,36 +99,14 @@ class Inbound(asyncio.Protocol):
             out.append((packet, item))
         return out
 
-    def _handshake(self, kind: int, body: bytes) -> None:
-        owner = self.owner
-        if self.intro is None:
-            if kind != fr.INTRO:
-                raise fr.FrameError("garbage", f"expected INTRO, got frame type {kind}")
-            i = fr.read_intro(body, owner.peers.identities())
-            owner.check_intro(i, self.remote_host)
-            self.intro = i
-            assert self.transport is not None
-            self.transport.write(fr.proof(owner.key, self.nonce, i))
-            return
-        if kind != fr.HELLO:
-            raise fr.FrameError("garbage", f"expected HELLO, got frame type {kind}")
-        i = self.intro
-        fr.check_hello(owner.key, self.nonce, i, body)
-        self.peer = i.sender
-        self.opener = fr.Opener(owner.key, self.nonce, i)
-        self.reader.limit = fr.MAX_FRAME
-        owner.authenticated(self)
-
     def reject(self, exc: fr.FrameError) -> None:
         owner = self.owner
         owner.stats.add(exc.reason)
-        who = f"P{self.peer}" if self.peer >= 0 else self.remote_host
-        owner.quiet(logging.WARNING, "P%d: closing connection from %s: %s: %s", owner.pid,
-                    who, exc.reason, exc)  # fmt: skip
+        owner.quiet(logging.WARNING, "P%d: closing connection from P%d: %s: %s", owner.pid,
+                    self.peer, exc.reason, exc)  # fmt: skip
         self.close()
 
     def close(self) -> None:
-        self.owner.forget(self, closing=True)
         if self.transport is not None and not self.transport.is_closing():
             self.owner.stats.closed += 1
             self.transport.close()
@@ -154,14 +121,14 @@ class Inbound(asyncio.Protocol):
 
 
 class Outbound(asyncio.Protocol):
-    """A connection this process opened to send to ``link.peer``."""
+    """A connection this process opened to send to ``link.peer``: GREET in, CLAIM out,
+    CONFIRM in, then data frames out."""
 
     def __init__(self, link: Link) -> None:
         self.link = link
         self.reader = fr.FrameReader(fr.PREAUTH_LIMIT)
         self.transport: asyncio.Transport | None = None
-        self.intro: fr.Intro | None = None
-        self.challenge = b""
+        self.secret = b""
         self.sealer: fr.Sealer | None = None
         self.timeout: asyncio.TimerHandle | None = None
         self.lost: asyncio.Future[None] = asyncio.get_running_loop().create_future()
@@ -191,25 +158,20 @@ class Outbound(asyncio.Protocol):
             for kind, body in self.reader.frames(data):
                 if self.sealer is not None:
                     raise fr.FrameError("garbage", f"P{peer} sent frame type {kind}")
-                if self.intro is None:
-                    if kind != fr.CHALLENGE or len(body) != fr.NONCE_SIZE:
-                        raise fr.FrameError("garbage", f"P{peer} sent frame type {kind}")
-                    self.challenge = body
-                    nonce = os.urandom(fr.NONCE_SIZE)
-                    i = fr.Intro(owner.pid, peer, owner.digest, owner.encrypt, nonce)
-                    self.intro = i
-                    self.transport.write(fr.intro(i.sender, peer, i.digest, nonce, i.encrypt))
+                if not self.secret:
+                    greeting = hs.read_greeting(kind, body, peer)
+                    unsigned = hs.Claim(owner.pid, peer, owner.digest, owner.encrypt,
+                                        os.urandom(fr.NONCE_SIZE), b"")  # fmt: skip
+                    claim, self.secret = hs.claim(owner.key, owner.generator, greeting, unsigned)
+                    self.transport.write(claim.frame())
                     continue
-                if kind != fr.PROOF:
-                    raise fr.FrameError("garbage", f"P{peer} sent frame type {kind}")
-                fr.check_proof(owner.key, self.challenge, self.intro, body)
-                self.transport.write(fr.hello(owner.key, self.challenge, self.intro))
-                self.sealer = fr.Sealer(owner.key, self.challenge, self.intro)
-                self.link.ready(self)
+                seen = hs.check_confirm(self.secret, body, kind, peer)
+                self.sealer = fr.Sealer.keyed(hs.session(self.secret), owner.encrypt)
+                self.reader.limit = fr.MAX_FRAME
+                self.link.ready(self, seen)
         except fr.FrameError as exc:
             owner.stats.add(exc.reason)
-            owner.quiet(logging.WARNING, "P%d: closing connection to P%d: %s", owner.pid,
-                        peer, exc)  # fmt: skip
+            owner.refused_by(peer, exc)
             self.transport.close()
 
     def pause_writing(self) -> None:

@@ -6,7 +6,7 @@ A peer table lists every member's address in advance; a growable group's table
 nodes). Rules, in words:
 
 - Identity and authentication are unchanged: a member is a pid below the group's
-  size and proves the group key in the handshake. A growable group's INTRO carries
+  size and proves the group key in the handshake. A growable group's CLAIM carries
   the digest of its size instead of its table's, accepts any pid below the size, and
   does not pin a pid to a host (a member may restart elsewhere). A connection to a
   seed names no pid (``ANY``): the connector does not know who listens there.
@@ -48,7 +48,7 @@ from mailroom.net.config import PeerTable, parse_address
 
 log = logging.getLogger("mailroom.net")
 
-#: An INTRO's destination that means "whoever listens at this address" (a seed).
+#: A CLAIM's destination that means "whoever listens at this address" (a seed).
 ANY = 0xFFFF
 #: Longest address a Probe or a Roster may carry.
 MAX_ADDRESS = 300
@@ -82,7 +82,7 @@ DISCOVERY = (Probe, Roster)
 
 
 def growable_digest(size: int) -> bytes:
-    """What a growable group's INTRO carries instead of a peer table's digest."""
+    """What a growable group's CLAIM carries instead of a peer table's digest."""
     return hashlib.sha256(f"mailroom growable group of {size}".encode()).digest()
 
 

@@ -8,33 +8,24 @@ Rules, in words:
 - Every frame is ``length (4 bytes, big-endian) type (1 byte) body``; the length
   counts the type and body and is at most ``MAX_FRAME``. A zero or larger length,
   or an unknown type, is garbage: the connection is closed.
-- The handshake proves the group key both ways, the acceptor first, so a process
-  that binds a member's address without the key learns nothing it can use:
-
-  1. acceptor -> ``CHALLENGE``: 16 fresh random bytes (its nonce);
-  2. connector -> ``INTRO``: its pid, the pid it means to reach, the digest of
-     its peer table, whether it encrypts, and its own 16 fresh random bytes.
-     No MAC: nothing in it needs the key;
-  3. acceptor -> ``PROOF``: HMAC-SHA256 with the group key over both nonces and
-     the INTRO, once it has checked the INTRO (a known pid, meant for itself,
-     the same peer table, the same encryption setting, from the pid's host);
-  4. connector -> ``HELLO``: its own HMAC over the same, under another label,
-     sent only once the PROOF is good. Data frames follow at once.
-
-  A process without the key cannot make a PROOF, so the connector closes the
-  connection (``bad_mac``) having sent nothing but public facts; a PROOF or
-  HELLO is bound to both fresh nonces and both pids, so it cannot be replayed
-  or reflected.
-- Before the handshake completes, a frame longer than the handshake frame the
-  state expects is refused at its header (``PREAUTH_LIMIT``): an unauthenticated
-  peer cannot make a process buffer more than that.
+- The handshake (``handshake``: GREET, CLAIM, CONFIRM) proves the group key both
+  ways through a key exchange, so a peer without the key learns nothing it can
+  test a guess of the key against; it ends with a session key for the data
+  frames. Earlier releases (0.2.0 and before) spoke handshake 1 (CHALLENGE,
+  INTRO, PROOF, HELLO, built by ``intro``, ``proof`` and ``hello`` here): a PROOF
+  went to any INTRO, an HMAC under the group key that let a keyless peer test
+  guesses offline. Nodes now recognise its frames only to refuse them with a
+  reason (see ``handshake``); the builders stay for tests and tools.
+- Before the handshake completes, a frame longer than the longest handshake
+  frame is refused at its header (``PREAUTH_LIMIT``): an unauthenticated peer
+  cannot make a process buffer more than that.
 - Every ``DATA`` frame then carries a counter (1, 2, 3... on this connection),
   the application message id the packet carries (if any), whether that message
   was a broadcast, the packet's codec bytes and an HMAC-SHA256 over all of it
-  with the session key HMAC(group key, both nonces, sender, receiver). A bad MAC is a
+  with the connection's session key (from the handshake). A bad MAC is a
   forgery; a counter other than the next one is a replay (or a reordering TCP
-  never makes). A replay on a new connection fails the MAC, because the nonce
-  is new. Either way the frame is dropped, counted and the connection closed.
+  never makes). A replay on a new connection fails the MAC, because the session
+  key is new. Either way the frame is dropped, counted and the connection closed.
 - A ``BATCH`` frame carries several packets under one counter and one MAC:
   the counter, the number of packets, then for each its kind, message id,
   length and codec bytes, and the HMAC-SHA256 over all of it. It is checked
@@ -44,8 +35,8 @@ Rules, in words:
   takes to a peer (``Sealer.seal_many``), so the MAC and the frame header are
   paid once per write, not once per packet; a lone packet still goes as ``DATA``.
 
-- With ``encrypt`` (both sides must agree; the INTRO says it and the MACs cover
-  it), a DATA or BATCH frame's body after the counter is sealed with
+- With ``encrypt`` (both sides must agree; the handshake says it and its MACs
+  cover it), a DATA or BATCH frame's body after the counter is sealed with
   ChaCha20-Poly1305 under the session key, the counter as nonce and the frame
   type and counter as associated data: the 16-byte tag replaces the HMAC.
   It needs the ``cryptography`` package (``pip install mailroom[crypto]``).
@@ -57,7 +48,7 @@ import hashlib
 import hmac
 import struct
 from collections.abc import Iterator, Sequence
-from typing import Any
+from typing import Any, Self
 
 import attrs
 
@@ -70,7 +61,9 @@ MAC_SIZE = 32
 TAG_SIZE = 16
 
 CHALLENGE, HELLO, DATA, BATCH, INTRO, PROOF = 1, 2, 3, 4, 5, 6
-_KINDS = frozenset((CHALLENGE, HELLO, DATA, BATCH, INTRO, PROOF))
+#: Handshake 2's frames (``handshake``): acceptor, connector, acceptor.
+GREET, CLAIM, CONFIRM = 7, 8, 9
+_KINDS = frozenset((CHALLENGE, HELLO, DATA, BATCH, INTRO, PROOF, GREET, CLAIM, CONFIRM))
 #: At most this many packets in one BATCH frame (the count is two bytes).
 MAX_BATCH = 0xFFFF
 #: What a DATA frame's packet carries: a control packet, a unicast message, a broadcast.
@@ -84,8 +77,9 @@ _ENTRY = struct.Struct(">BIQI")  # kind, message id origin and seq, packet lengt
 _CTR = struct.Struct(">Q")
 #: INTRO flag: the connector encrypts its data frames.
 ENCRYPT = 1
-#: The longest frame (type and body) accepted before the handshake completes.
-PREAUTH_LIMIT = 1 + max(_INTRO.size, MAC_SIZE, NONCE_SIZE)
+#: The longest frame (type and body) accepted before the handshake completes: a CLAIM
+#: (pids, table digest, flags, nonce, key share, MAC).
+PREAUTH_LIMIT = 1 + 2 + 2 + 32 + 1 + NONCE_SIZE + 32 + MAC_SIZE
 
 
 class FrameError(Exception):
@@ -115,6 +109,11 @@ class FrameReader:
     def feed(self, data: bytes) -> list[tuple[int, bytes]]:
         return list(self.frames(data))
 
+    @property
+    def buffered(self) -> int:
+        """Bytes of a frame not complete yet."""
+        return len(self._buf)
+
     def frames(self, data: bytes) -> Iterator[tuple[int, bytes]]:
         """The complete frames of the stream so far, one at a time (``limit`` is read
         before each, so a caller may raise it between frames)."""
@@ -142,7 +141,7 @@ class FrameReader:
 
 @attrs.frozen
 class Intro:
-    """What a connector says about itself before anyone has proved the key."""
+    """Handshake 1's INTRO (earlier releases): what a connector says about itself."""
 
     sender: int
     dest: int
@@ -159,7 +158,7 @@ class Intro:
 
 
 def intro(sender: int, dest: int, digest: bytes, nonce: bytes, encrypt: bool = False) -> bytes:
-    """The INTRO frame a connector sends after the CHALLENGE."""
+    """Handshake 1's INTRO frame, which a connector of an earlier release sends."""
     return frame(INTRO, _INTRO.pack(sender, dest, digest, ENCRYPT if encrypt else 0, nonce))
 
 
@@ -180,12 +179,13 @@ def _mac(key: bytes, label: bytes, nonce: bytes, i: Intro) -> bytes:
 
 
 def proof(key: bytes, nonce: bytes, i: Intro) -> bytes:
-    """The PROOF frame: the acceptor (which sent ``nonce``) knows the key."""
+    """Handshake 1's PROOF frame: the acceptor (which sent ``nonce``) knows the key. It is
+    the HMAC a keyless peer could test guesses against: nodes no longer send it."""
     return frame(PROOF, _mac(key, b"mailroom-proof", nonce, i))
 
 
 def hello(key: bytes, nonce: bytes, i: Intro) -> bytes:
-    """The HELLO frame: the connector knows the key too."""
+    """Handshake 1's HELLO frame: the connector knows the key too."""
     return frame(HELLO, _mac(key, b"mailroom-hello", nonce, i))
 
 
@@ -210,7 +210,8 @@ def table_digest(entries: dict[int, str]) -> bytes:
 
 
 def session_key(key: bytes, nonce: bytes, i: Intro) -> bytes:
-    """The key that authenticates (and, with ``encrypt``, seals) one connection's frames."""
+    """Handshake 1's key that authenticates (and, with ``encrypt``, seals) one
+    connection's frames."""
     return hmac.digest(key, i.signed(b"mailroom-session", nonce), "sha256")
 
 
@@ -237,13 +238,27 @@ def _nonce(counter: bytes) -> bytes:
     return b"\0\0\0\0" + counter
 
 
-class Sealer:
-    """The connector's side after the handshake: numbers and MACs (or seals) data frames."""
+class _Session:
+    """A connection's session key (and cipher, with ``encrypt``) and its frame counter."""
 
     def __init__(self, key: bytes, nonce: bytes, i: Intro) -> None:
-        self._key = session_key(key, nonce, i)
-        self._aead = _aead(self._key) if i.encrypt else None
+        self._start(session_key(key, nonce, i), i.encrypt)
+
+    @classmethod
+    def keyed(cls, session: bytes, encrypt: bool) -> Self:
+        """The same for a session key that handshake 2 made (``handshake.session``)."""
+        made = cls.__new__(cls)
+        made._start(session, encrypt)
+        return made
+
+    def _start(self, session: bytes, encrypt: bool) -> None:
+        self._key = session
+        self._aead = _aead(session) if encrypt else None
         self.counter = 0
+
+
+class Sealer(_Session):
+    """The connector's side after the handshake: numbers and MACs (or seals) data frames."""
 
     def _out(self, kind: int, signed: bytes) -> bytes:
         if self._aead is None:
@@ -291,13 +306,8 @@ class Data:
     carries: int
 
 
-class Opener:
+class Opener(_Session):
     """The acceptor's side after the handshake: checks data frames' MACs and counters."""
-
-    def __init__(self, key: bytes, nonce: bytes, i: Intro) -> None:
-        self._key = session_key(key, nonce, i)
-        self._aead = _aead(self._key) if i.encrypt else None
-        self.counter = 0
 
     def _signed(self, kind: int, body: bytes, least: int) -> bytes:
         """The authenticated bytes of a frame body (decrypted if sealed); bad_mac if forged."""
@@ -364,8 +374,11 @@ __all__ = [
     "BATCH",
     "BROADCAST",
     "CHALLENGE",
+    "CLAIM",
+    "CONFIRM",
     "CONTROL",
     "DATA",
+    "GREET",
     "HELLO",
     "INTRO",
     "MAX_BATCH",

@@ -29,9 +29,11 @@ from mailroom.core.registry import restore_endpoint
 from mailroom.core.wire import carried_message_ids, unplain
 from mailroom.net.frames import BROADCAST, UNICAST
 from mailroom.net.membership import group_of, queues_sends, rejoined
+from mailroom.net.seen import Seen
+from mailroom.net.settings import NodeConfig
 from mailroom.net.steps import Step, replay_op
 from mailroom.net.store import FORMAT, CheckpointLog, Saved, TraceFile, read_checkpoint
-from mailroom.net.tracing import Destinations, Unsent, stack_names
+from mailroom.net.tracing import Destinations, Unsent, default_header, stack_names
 
 log = logging.getLogger("mailroom.net")
 
@@ -46,8 +48,11 @@ class Journal:
         app_state: Any,
         resumed: Any,
         restored: bool,
+        seen: Seen | None = None,
     ) -> None:
         self.trace, self.ckpt = trace, ckpt
+        #: The message ids the node has seen (kept in every base).
+        self.seen = seen
         #: Returns the application's JSON data to keep (or None).
         self.app_state = app_state
         self._app_json = json.dumps(resumed) if restored else None
@@ -91,8 +96,9 @@ class Journal:
         marks: tuple[int, int],
     ) -> None:
         """Write a new base: ``endpoint``'s snapshot, the node's ``counters`` (sent and
-        delivered), what it keeps beside the endpoint, the trace position and the
-        application's state; OSError if it could not be written."""
+        delivered), what it keeps beside the endpoint (the message ids it has seen too),
+        the trace position and the application's state; OSError if it could not be
+        written."""
         assert self.ckpt is not None
         trace = self.trace
         base: dict[str, Any] = {"format": FORMAT, "stack": stack_names(endpoint),
@@ -104,6 +110,8 @@ class Journal:
             base["kinds"] = kinds
         if unsent is not None and unsent.waiting:
             base["unsent"] = unsent.saved()
+        if self.seen is not None:
+            base["seen"] = self.seen.saved()
         if self.app_state is not None:
             base["app"] = self.app_state()
         self.ckpt.compact(base, (*marks, base["trace"], base["trace_bytes"]))
@@ -123,6 +131,8 @@ class Restored:
     endpoint: Any
     dests: Destinations
     unsent: Unsent
+    #: The highest message id of every process that arrived here.
+    seen: Seen
     #: Deliveries of the last logged step: the application state saved with it predates them.
     redelivered: list[Message] = attrs.Factory(list)
     #: A joiner's state requested in the last logged steps and not provided yet.
@@ -133,15 +143,22 @@ class Restored:
     rebase: bool = False
     #: The checkpoint it came from (None: a fresh start).
     saved: Saved | None = None
+    #: Message ids known to be used already (a rejoin counts on after them).
+    used: int = 0
 
     def counters(self) -> tuple[int, int]:
         """The node's counts of messages sent and delivered, as of the last step (after a
-        cut log, at least the ids its head says were used)."""
+        rejoin, at least the ids known to be used)."""
         last: dict[str, Any] = self.saved.last if self.saved is not None else {}
-        sent = int(last.get("sent", 0))
-        if self.rebase and self.saved is not None and self.saved.marks is not None:
-            sent = max(sent, self.saved.marks.sent)
-        return sent, int(last.get("delivered", 0))
+        return max(int(last.get("sent", 0)), self.used), int(last.get("delivered", 0))
+
+    def rejoin(self, contacts: Collection[int], used: int = 0, incarnation: int = 0) -> None:
+        """Replace the endpoint by its next incarnation, asking ``contacts``, its ids
+        counting on after ``used`` and its own last ones (``membership.rejoined``)."""
+        self.used = max(self.used, used, int(self.endpoint.sent_count))
+        self.endpoint = rejoined(self.endpoint, contacts, sent=self.used, incarnation=incarnation)
+        self.redelivered, self.owed, self.rebase = [], None, True
+        self.unsent = Unsent()
 
 
 def resume(path: Path | None, fresh: Any, n: int, rejoin: Collection[int] | None) -> Restored:
@@ -149,7 +166,7 @@ def resume(path: Path | None, fresh: Any, n: int, rejoin: Collection[int] | None
     is one, else ``fresh`` as it is."""
     saved = read_checkpoint(path) if path is not None else None
     if saved is None:
-        return Restored(fresh, Destinations(fresh.pid, n, fresh), Unsent())
+        return Restored(fresh, Destinations(fresh.pid, n, fresh), Unsent(), Seen(n))
     return restore(saved, fresh, f"checkpoint {path}", rejoin)
 
 
@@ -163,9 +180,11 @@ def restore(saved: Saved, fresh: Any, where: str, rejoin: Collection[int] | None
         raise LocalError(f"{where} is of protocol stack {named}, not {want}")
     try:
         endpoint = restore_endpoint(saved.base["endpoint"])
-        done = Restored(endpoint, Destinations(fresh.pid, fresh.n, endpoint), Unsent())
+        done = Restored(endpoint, Destinations(fresh.pid, fresh.n, endpoint), Unsent(),
+                        Seen(fresh.n))  # fmt: skip
         done.dests.load(saved.base.get("kinds"))
         done.unsent.load(saved.base.get("unsent"))
+        done.seen.load(saved.base.get("seen"), where)
     except LocalError as exc:
         raise LocalError(f"{where}: {exc}") from None
     except (TypeError, ValueError, KeyError, IndexError, AttributeError, OverflowError) as exc:
@@ -195,10 +214,7 @@ def restore(saved: Saved, fresh: Any, where: str, rejoin: Collection[int] | None
         rejoin = rejoin or ()
     if rejoin is not None:
         marks = saved.marks
-        done.endpoint = rejoined(done.endpoint, rejoin, sent=marks.sent if marks else 0,
-                                 incarnation=marks.incarnation if marks else 0)  # fmt: skip
-        done.redelivered, done.owed, done.rebase = [], None, True
-        done.unsent = Unsent()
+        done.rejoin(rejoin, marks.sent if marks else 0, marks.incarnation if marks else 0)
     return done
 
 
@@ -217,9 +233,11 @@ def _replay(done: Restored, ops: list[Any]) -> None:
             dests.issued(BROADCAST if kind == "b" else UNICAST)
         elif kind == "m":
             dests.issued(BROADCAST, len(op[1]))
-        elif kind == "r" and len(op) > 2:  # the kind its frame said (both kinds possible)
+        elif kind == "r":
             for mid in _carried(op[1]):
-                dests.held[mid] = int(op[2])
+                done.seen.saw(mid)
+                if len(op) > 2:  # the kind its frame said (both kinds possible)
+                    dests.held[mid] = int(op[2])
         elif kind == "p":
             done.owed = None
         for a in actions:
@@ -241,9 +259,17 @@ def _carried(packet: str) -> tuple[MessageId, ...]:
 
 
 def open_files(
-    saved: Saved | None, checkpoint: Path | None, trace: Path | None, header: bytes, sync: bool
+    saved: Saved | None, checkpoint: Path | None, config: NodeConfig, endpoint: Any, n: int
 ) -> tuple[TraceFile | None, CheckpointLog | None]:
-    """The trace (cut at the checkpoint's position) and the checkpoint log to continue."""
+    """The trace that ``config`` names (cut at the checkpoint's position; a new one starts
+    with the header of what ``endpoint`` promises, or ``config.trace_header``) and the
+    checkpoint log to continue."""
+    trace = Path(config.trace) if config.trace else None
+    sync = config.sync
+    header = b""
+    if trace is not None:
+        known = config.trace_header or default_header(endpoint, n)
+        header = (known.to_line() + "\n").encode()
     last: dict[str, Any] = saved.last if saved is not None else {}
     if saved is not None and saved.cut is not None and saved.marks is not None:
         last = saved.marks.counters()  # the events of the steps acted on stay

@@ -28,6 +28,8 @@ SERIES = (
     ("packets_refused", "counter", "stats.remote_errors", "Packets the endpoint refused."),
     ("outbox_dropped", "counter", "stats.outbox_dropped", "Frames dropped from a full outbox."),
     ("io_errors", "counter", "stats.io_errors", "Failed writes of the trace or checkpoint."),
+    ("connections_authenticated", "counter", "stats.authenticated", "Claims that proved the key."),
+    ("checkpoint_behind", "counter", "stats.behind", "Peers that saw more of its ids."),
     ("held_messages", "gauge", "held", "Messages the endpoint holds (mail room, queued...)."),
     ("retransmissions", "gauge", "retransmissions", "The reliable layer's, in this view."),
     ("unacknowledged", "gauge", "unacknowledged", "Packets kept until acknowledged."),

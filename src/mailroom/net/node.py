@@ -77,8 +77,9 @@ from mailroom.net.config import PeerTable
 from mailroom.net.connections import Batch
 from mailroom.net.discovery import directory_of
 from mailroom.net.flow import Flow
-from mailroom.net.journal import Journal, open_files, resume
+from mailroom.net.journal import Journal, Restored, open_files, resume
 from mailroom.net.membership import group_of, is_member, queues_sends
+from mailroom.net.restart import Restart
 from mailroom.net.service import Service
 from mailroom.net.settings import GROUP_OUTBOX as GROUP_OUTBOX
 from mailroom.net.settings import HANDSHAKE_TIMEOUT as HANDSHAKE_TIMEOUT
@@ -92,7 +93,7 @@ from mailroom.net.stats import NetStats as NetStats
 from mailroom.net.stats import QuietLog as QuietLog
 from mailroom.net.steps import FRAME_PART as FRAME_PART
 from mailroom.net.steps import Engine, Handed, Step, frame_parts
-from mailroom.net.tracing import Tracer, default_header, stack_names
+from mailroom.net.tracing import Tracer, stack_names
 from mailroom.net.transport import Transport
 
 log = logging.getLogger("mailroom.net")
@@ -134,51 +135,32 @@ class Node:
         self.config = config
         self.checkpoint_path = Path(config.checkpoint) if config.checkpoint is not None else None
         done = resume(self.checkpoint_path, endpoint, peers.n, config.rejoin)
-        saved = done.saved
-        self.endpoint = endpoint = done.endpoint
+        saved, endpoint = done.saved, done.endpoint
         if endpoint.n != peers.n:
             raise LocalError(f"the endpoint has n={endpoint.n}, the peer table {peers.n} peers")
         self.pid: int = endpoint.pid
         self.peers = peers
         self.key = key
-        #: Group membership, and the application's hooks (settable).
-        self.member = is_member(endpoint)
-        self._group = group_of(endpoint)
         self.on_deliver = config.on_deliver
         self.on_stable = config.on_stable
         self.on_view = config.on_view
         self.get_state = config.get_state
         self.on_excluded = config.on_excluded
         self.resumed_state: Any = done.resumed_state
-        #: Deliveries of the last logged step, handed again at start when ``app_state``
-        #: is kept: the state saved with that step predates them.
-        self.redelivered: list[Message] = done.redelivered
-        self._owed = done.owed
-        self._rebase = done.rebase
         self._fresh = saved is None
         self.stats = NetStats()
-        self.stats.sent, self.stats.delivered = done.counters()
         self._quiet = QuietLog()
         self.directory = directory_of(peers, self.pid, config.address, config.listen)
+        sent = lambda: int(self.endpoint.sent_count)  # noqa: E731
+        others = set(self.directory.addresses) - {self.pid}
+        self._restart = Restart(self.pid, others, saved is not None, sent, self.stats, self._quiet)
         self.transport = Transport(self.pid, self.directory, key, config, self._received,
-                                   self.stats, self._quiet, member=self.member)  # fmt: skip
-        trace_path = Path(config.trace) if config.trace else None
-        header = b""
-        if trace_path is not None:
-            known = config.trace_header or default_header(endpoint, peers.n)
-            header = (known.to_line() + "\n").encode()
-        self.trace, ckpt = open_files(saved, self.checkpoint_path, trace_path, header,
-                                      config.sync)  # fmt: skip
+                                   self.stats, self._quiet, member=is_member(endpoint),
+                                   seen=done.seen, on_seen=self._restart.heard)  # fmt: skip
+        self.trace, ckpt = open_files(saved, self.checkpoint_path, config, endpoint, peers.n)
         self._journal = Journal(self.trace, ckpt, config.app_state, done.resumed_state,
-                                saved is not None)  # fmt: skip
-        self._dests = done.dests
-        self._tracer = None
-        if self.trace is not None:
-            self._tracer = Tracer(config.run, self.pid, done.dests, self.now, self.trace,
-                                  done.unsent)  # fmt: skip
-        self._engine = Engine(endpoint, done.dests, self._tracer, logged=ckpt is not None)
-        self._engine.view = endpoint.view.id if self.member and endpoint.joined else None
-        self._flow = Flow(endpoint, config.max_retained, peers.n)
+                                saved is not None, done.seen)  # fmt: skip
+        self._adopt(done)
         self._commit = Commit(self.pid, self._journal, self._marks, self._act, self._acted,
                               self.transport.pause, self.stats, self._quiet)  # fmt: skip
         self._timer: asyncio.TimerHandle | None = None
@@ -187,6 +169,21 @@ class Node:
         self._can_send = asyncio.Event()
         self._closed = False
         self.service = Service(self, self.directory, self.join_through)
+
+    def _adopt(self, done: Restored) -> None:
+        """Host ``done``'s endpoint and what the node keeps beside it (again if it rejoins)."""
+        self.endpoint = ep = done.endpoint
+        self.member, self._group, self._dests = is_member(ep), group_of(ep), done.dests
+        #: Deliveries of the last logged step, handed again at start when ``app_state``
+        #: is kept: the state saved with that step predates them.
+        self.redelivered: list[Message] = done.redelivered
+        self._owed, self._rebase, self._done = done.owed, done.rebase, done
+        self.stats.sent, self.stats.delivered = done.counters()
+        self._tracer = Tracer(self.config.run, self.pid, done.dests, self.now, self.trace,
+                              done.unsent) if self.trace is not None else None  # fmt: skip
+        self._engine = Engine(ep, done.dests, self._tracer, logged=self._journal.ckpt is not None)
+        self._engine.view = ep.view.id if self.member and ep.joined else None
+        self._flow = Flow(ep, self.config.max_retained, self.peers.n)
 
     @property
     def outbox_limit(self) -> int:
@@ -199,8 +196,13 @@ class Node:
 
     # -- life cycle ------------------------------------------------------------------
     async def start(self) -> None:
-        """Listen, connect to every peer, and arm the endpoint's timer."""
+        """Listen, connect to every peer, and arm the endpoint's timer (a node restored
+        from a checkpoint first hears its peers: ``restart``)."""
         await self.transport.start()
+        if self._restart.checking and await self._restart.confirm(
+            self.transport, self.trace, self._done, self.config.handshake_seconds(), self.close
+        ):
+            self._adopt(self._done)
         self.service.start()
         ckpt = self._journal.ckpt
         if ckpt is not None and (self._rebase or ckpt.wants_compaction()):

@@ -41,7 +41,11 @@ class NetStats:
     whether they travelled alone in a DATA frame or with others in a BATCH frame).
 
     ``mislabeled`` counts authentic frames refused whole because a packet carries
-    another message than its frame header names (the link stays up)."""
+    another message than its frame header names (the link stays up); ``accepted``
+    connections accepted, ``authenticated`` those that proved the group key,
+    ``connected`` connections this process opened that completed the handshake;
+    ``behind`` handshakes in which a peer had seen more of this process's message ids
+    than it has sent (``restart``)."""
 
     frames_in: int = 0
     frames_out: int = 0
@@ -56,11 +60,13 @@ class NetStats:
     remote_errors: int = 0
     outbox_dropped: int = 0
     accepted: int = 0
+    authenticated: int = 0
     connected: int = 0
     closed: int = 0
     evicted: int = 0
     io_errors: int = 0
     mislabeled: int = 0
+    behind: int = 0
 
     def to_dict(self) -> dict[str, int]:
         return attrs.asdict(self)

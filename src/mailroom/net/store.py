@@ -384,8 +384,11 @@ class TraceFile:
     """Appends events to a JSON Lines file at its committed end.
 
     ``keep_bytes`` (or, for older checkpoints, ``keep`` lines) survive from an
-    earlier run; the rest, written after the last checkpoint, is cut off. A file
-    started afresh begins with ``header`` (a line; it is not an event).
+    earlier run; the rest, written after the last checkpoint, is cut off, and kept
+    in memory (``cut``) until the node knows it had not acted on it: a checkpoint
+    restored from an old copy is behind what the trace says happened, and then
+    ``restore_cut`` puts it back. A file started afresh begins with ``header`` (a
+    line; it is not an event).
     """
 
     def __init__(
@@ -410,14 +413,27 @@ class TraceFile:
                     break
                 keep_bytes += len(line)
         size = self._out.seek(0, os.SEEK_END)
+        #: The complete lines cut off the end (see ``restore_cut``).
+        self.cut = b""
         if size < keep_bytes:  # the trace lost its end (or was removed): keep what is left
             self._out.seek(0)
             text = self._out.read(size)
             keep_bytes = text.rfind(b"\n") + 1
             keep = text.count(b"\n") - (1 if text.startswith(b'{"header"') else 0)
+        elif size > keep_bytes:
+            self._out.seek(keep_bytes)
+            tail = self._out.read(size - keep_bytes)
+            self.cut = tail[: tail.rfind(b"\n") + 1]
         self._out.truncate(keep_bytes)
         self.end = keep_bytes
         self.count = keep
+
+    def restore_cut(self) -> int:
+        """Write back the lines cut at opening (the node had acted on them); how many."""
+        lines, self.cut = self.cut.splitlines(keepends=True), b""
+        if lines:
+            self.confirm(*self.stage(lines))
+        return len(lines)
 
     def stage(self, lines: list[bytes]) -> tuple[int, int]:
         """Write ``lines`` at the committed end; returns the (end, count) that ``confirm``

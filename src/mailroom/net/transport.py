@@ -8,9 +8,12 @@ Rules, in words:
   connection to every other peer (a ``Link``), reconnecting (with a short,
   growing pause) whenever it breaks or the peer is not up yet. It sends only on
   connections it opened and receives only on connections it accepted.
-- At most ``max_unauthenticated`` accepted connections may be in their handshake
-  at once; another one closes the oldest (counted in ``evicted``). Rejected
-  connections are logged at most ``LOG_BURST`` times per ``LOG_WINDOW`` seconds.
+- Accepted connections are held by ``admission`` until their first frame proves
+  the group key (at most ``max_unauthenticated`` at once, fairly by source
+  address); only then do they become ``Inbound`` connections. Rejected
+  connections are logged at most ``LOG_BURST`` times per ``LOG_WINDOW`` seconds; a
+  peer of an earlier release is named once, with the reason.
+- The group key is at least ``MIN_KEY`` (32) bytes: a shorter one is refused.
 - Frames to a peer that is not connected wait in its outbox (at most
   ``outbox_limit``; beyond that the oldest are dropped and counted). ``delays``
   holds frames to a peer back for a while, to stage a slow link.
@@ -29,8 +32,13 @@ from collections.abc import Callable, Iterable
 
 from mailroom.core.messages import MessageId
 from mailroom.net import frames as fr
+from mailroom.net import handshake as hs
+from mailroom.net import pake
+from mailroom.net.admission import Admission
+from mailroom.net.config import check_key
 from mailroom.net.connections import Batch, Inbound, Outbound
 from mailroom.net.discovery import ANY, Address, Directory, Discovery
+from mailroom.net.seen import Seen
 from mailroom.net.settings import NodeConfig
 from mailroom.net.stats import NetStats, QuietLog
 
@@ -72,10 +80,14 @@ class Link:
         if self.delay > 0:
             self.flush_soon()
 
-    def ready(self, conn: Outbound) -> None:
+    def ready(self, conn: Outbound, seen: int) -> None:
+        """``conn`` completed its handshake; the peer has seen our message ids up to
+        ``seen``."""
         self.conn = conn
         self.owner.stats.connected += 1
         log.info("P%d: connected to P%d", self.owner.pid, self.peer)
+        if self.seed is None:
+            self.owner.on_seen(self.peer, seen)
         self.flush()
 
     def flush_soon(self) -> None:
@@ -109,6 +121,8 @@ class Link:
             try:
                 _, proto = await loop.create_connection(lambda: Outbound(self), host, port)
             except OSError:
+                if self.seed is None:
+                    self.owner.on_seen(self.peer, None)  # down (or not up yet)
                 await asyncio.sleep(pause)
                 pause = min(pause * 2, 1.0)
                 continue
@@ -131,6 +145,9 @@ class Transport:
 
     ``on_frames(peer, batch)`` gets the decoded packets of the frames that one read
     brought from ``peer`` (every packet of a frame checked before any is passed on).
+    ``seen`` holds the highest message id of each process this node has seen (told to
+    it when it connects); ``on_seen(peer, seen)`` hears what a peer says it has seen of
+    this node's (None: the peer refused the connection).
     """
 
     def __init__(
@@ -144,7 +161,10 @@ class Transport:
         quiet: QuietLog,
         *,
         member: bool,
+        seen: Seen | None = None,
+        on_seen: Callable[[int, int | None], None] = lambda peer, seen: None,
     ) -> None:
+        check_key(key)
         self.pid = pid
         self.peers = peers
         self.key = key
@@ -152,16 +172,22 @@ class Transport:
         self.digest = peers.digest
         #: A growable group's discovery (set by the node): it takes Probes and Rosters.
         self.discovery: Discovery | None = None
+        #: The group's generator for the handshake's key exchange (``pake``).
+        self.generator = pake.generator(key, self.digest)
+        #: The highest message id of every process that arrived here (``seen``).
+        self.seen = seen if seen is not None else Seen(peers.n)
+        self.on_seen = on_seen
         self.encrypt = config.encrypt
         self.outbox_limit = config.outbox_for(member)
         self.stats = stats
         self.quiet = quiet
         self._on_frames = on_frames
-        self._server: asyncio.Server | None = None
+        self._admission: Admission | None = None
         self._links: dict[int, Link] = {}
         self._seeds: dict[Address, Link] = {}
         self._inbound: set[Inbound] = set()
-        self._unauthenticated: dict[Inbound, None] = {}
+        self._adopting: dict[asyncio.Task[object], socket.socket] = {}
+        self._told: set[int] = set()  # peers named as of an earlier release
         self._paused = False
         if config.encrypt:
             fr._aead(bytes(32))  # LocalError now, not at the first connection
@@ -175,32 +201,47 @@ class Transport:
         """True while the node cannot write its files: accepted connections are not read."""
         return self._paused
 
-    def admit(self, conn: Inbound) -> None:
-        """An accepted connection starts its handshake; one too many closes the oldest."""
-        self.stats.accepted += 1
-        self._inbound.add(conn)
-        waiting = self._unauthenticated
-        waiting[conn] = None
-        if len(waiting) > self.config.max_unauthenticated:
-            oldest = next(iter(waiting))
-            oldest.reject(fr.FrameError("evicted", "too many connections in their handshake"))
+    def adopt(self, sock: socket.socket, claim: hs.Claim, secret: bytes) -> None:
+        """An accepted connection proved the key (``admission``): it becomes an
+        ``Inbound`` connection, which confirms and reads data frames."""
+        loop = asyncio.get_running_loop()
+        task: asyncio.Task[object] = asyncio.ensure_future(
+            loop.connect_accepted_socket(lambda: Inbound(self, claim, secret), sock)
+        )
+        self._adopting[task] = sock
+        task.add_done_callback(self._adopted)
+
+    def _adopted(self, task: asyncio.Task[object]) -> None:
+        sock = self._adopting.pop(task)
+        if task.cancelled() or task.exception() is not None:
+            sock.close()
 
     def authenticated(self, conn: Inbound) -> None:
-        """``conn`` completed its handshake: an older connection from its peer is dead."""
-        self._unauthenticated.pop(conn, None)
-        dest = conn.intro.dest if conn.intro is not None else self.pid
+        """``conn`` proved the key: an older connection from its peer is dead (a seed's
+        probe, to ``ANY``, is another connection than a member's)."""
+        self.stats.authenticated += 1
+        self._inbound.add(conn)
+        log.info("P%d: P%d connected", self.pid, conn.peer)
         for other in [c for c in self._inbound if c is not conn and c.peer == conn.peer
-                      and (c.intro is None or c.intro.dest == dest)]:  # fmt: skip
-            other.close()  # the peer restarted or reconnected (a seed's probe is another)
+                      and c.dest == conn.dest]:  # fmt: skip
+            other.close()  # the peer restarted or reconnected
 
-    def forget(self, conn: Inbound, closing: bool = False) -> None:
-        """``conn`` is closing (or closed): it no longer counts."""
-        self._unauthenticated.pop(conn, None)
-        if not closing:
-            self._inbound.discard(conn)
+    def forget(self, conn: Inbound) -> None:
+        """``conn`` closed: it no longer counts."""
+        self._inbound.discard(conn)
 
-    def check_intro(self, i: fr.Intro, remote_host: str) -> None:
-        """FrameError("refused") unless the INTRO is meant for this process and its group."""
+    def refused_by(self, peer: int, exc: fr.FrameError) -> None:
+        """Our connection to ``peer`` failed its handshake: log why (a peer of an earlier
+        release once, with the reason; anything else at the rate limit)."""
+        if hs.OLD_RELEASE in str(exc):
+            if peer not in self._told:
+                self._told.add(peer)
+                log.warning("P%d: refused P%d: %s", self.pid, peer, exc)
+            return
+        self.quiet(logging.WARNING, "P%d: closing connection to P%d: %s", self.pid, peer, exc)
+
+    def check_intro(self, i: hs.Claim, remote_host: str) -> None:
+        """FrameError("refused") unless the CLAIM is meant for this process and its group."""
         if i.dest != self.pid and not (i.dest == ANY and self.peers.growable):
             raise fr.FrameError("refused", f"P{i.sender} meant to reach P{i.dest}, not us")
         if i.digest != self.digest:
@@ -227,8 +268,16 @@ class Transport:
             return False
         return any(info[4][0] == remote for info in infos)
 
+    def seen_of(self, pid: int) -> int:
+        """The highest message id of ``pid``'s that arrived here."""
+        return self.seen.of(pid)
+
     def received(self, peer: int, batch: Batch) -> None:
         self.stats.frames_in += len(batch)
+        seen = self.seen
+        for packet, item in batch:
+            if item.message_id is not None:
+                seen.saw(item.message_id, packet)
         if self.discovery is not None:
             batch = self.discovery.take(peer, batch)
             if not batch:
@@ -243,15 +292,11 @@ class Transport:
     # -- what the node asks -----------------------------------------------------------------
     async def start(self) -> None:
         """Listen and start a link to every other peer."""
-        loop = asyncio.get_running_loop()
         listen = self.config.listen
-        if listen is not None:
-            self._server = await loop.create_server(lambda: Inbound(self), sock=listen)
-        else:
-            host, port = self.peers.addresses[self.pid]
-            self._server = await loop.create_server(
-                lambda: Inbound(self), host, port, reuse_address=True
-            )
+        socks = [listen] if listen is not None else _bind(*self.peers.addresses[self.pid])
+        self._admission = Admission(self, socks)
+        self._admission.start()
+        log.info("P%d: listening on %s", self.pid, ", ".join(_name(s) for s in socks))
         for peer in sorted(self.peers.addresses):  # a growable group's others: when used
             if peer != self.pid:
                 self.link(peer)
@@ -300,7 +345,7 @@ class Transport:
 
     def handshaking(self) -> int:
         """Accepted connections still in their handshake."""
-        return len(self._unauthenticated)
+        return len(self._admission.waiting) if self._admission is not None else 0
 
     def pause(self, paused: bool) -> None:
         """Stop (or resume) reading every accepted connection."""
@@ -320,12 +365,37 @@ class Transport:
             if link.task is not None:
                 with contextlib.suppress(asyncio.CancelledError):
                     await link.task
+        if self._admission is not None:
+            self._admission.close()
+        for task in list(self._adopting):
+            task.cancel()
         for conn in list(self._inbound):
             conn.close()
-        if self._server is not None:
-            self._server.close()
-            with contextlib.suppress(asyncio.TimeoutError):
-                await asyncio.wait_for(self._server.wait_closed(), 1.0)
+
+
+def _name(sock: socket.socket) -> str:
+    host, port = sock.getsockname()[:2]
+    return f"{host}:{port}"
+
+
+def _bind(host: str, port: int) -> list[socket.socket]:
+    """Listening sockets on every address ``host`` names (as asyncio's servers bind)."""
+    socks = []
+    try:
+        for family, kind, proto, _, address in socket.getaddrinfo(
+            host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
+        ):
+            sock = socket.socket(family, kind, proto)
+            socks.append(sock)
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            if family == socket.AF_INET6:
+                sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
+            sock.bind(address)
+    except OSError:
+        for sock in socks:
+            sock.close()
+        raise
+    return socks
 
 
 __all__ = ["Link", "Send", "Transport"]
