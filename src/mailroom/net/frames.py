@@ -39,7 +39,7 @@ Rules, in words:
   cover it), a DATA or BATCH frame's body after the counter is sealed with
   ChaCha20-Poly1305 under the session key, the counter as nonce and the frame
   type and counter as associated data: the 16-byte tag replaces the HMAC.
-  It needs the ``cryptography`` package (``pip install mailroom[crypto]``).
+  The cipher is the ``cryptography`` package's (a dependency of mailroom).
 """
 
 from __future__ import annotations
@@ -52,7 +52,6 @@ from typing import Any, Self
 
 import attrs
 
-from mailroom.core.errors import LocalError
 from mailroom.core.messages import MessageId
 
 MAX_FRAME = 1 << 20
@@ -215,22 +214,9 @@ def session_key(key: bytes, nonce: bytes, i: Intro) -> bytes:
     return hmac.digest(key, i.signed(b"mailroom-session", nonce), "sha256")
 
 
-def aead_available() -> bool:
-    try:
-        import cryptography.hazmat.primitives.ciphers.aead  # noqa: F401
-    except ImportError:
-        return False
-    return True
-
-
 def _aead(key: bytes) -> Any:
-    try:
-        from cryptography.hazmat.primitives.ciphers.aead import ChaCha20Poly1305
-    except ImportError:
-        raise LocalError(
-            "encryption needs the cryptography package",
-            hint="pip install 'mailroom[crypto]'",
-        ) from None
+    from cryptography.hazmat.primitives.ciphers.aead import ChaCha20Poly1305
+
     return ChaCha20Poly1305(key)
 
 
@@ -393,7 +379,6 @@ __all__ = [
     "Intro",
     "Opener",
     "Sealer",
-    "aead_available",
     "check_hello",
     "check_proof",
     "frame",

@@ -12,9 +12,8 @@ chose its share, so each connection tests at most that one guess, online.
 - ``generator(key, digest)``: SHA-512 of the key and the table digest, mapped to the
   curve by Elligator 2 (RFC 9380, section 6.7.1). It runs once per node, so its
   branches leak nothing about the key to anyone who times the handshake.
-- ``x25519(scalar, u)``: RFC 7748's function, from the ``cryptography`` package when
-  it is installed (constant time, about 20 times faster), else in Python (the same
-  bytes; not constant time: install ``mailroom[crypto]`` where that matters).
+- ``x25519(scalar, u)``: RFC 7748's function, from the ``cryptography`` package
+  (constant time; a dependency of mailroom, never hand-written here).
 - ``KeyPair``: a fresh scalar and its share ``scalar·G``.
 """
 
@@ -33,28 +32,6 @@ _A24 = 121665
 _Z = 2
 #: Bytes of a scalar, a point (its u-coordinate) and a shared secret.
 SIZE = 32
-
-
-def _python_x25519(scalar: bytes, u: bytes) -> bytes:
-    """RFC 7748's X25519 (Montgomery ladder), in Python."""
-    k = int.from_bytes(scalar, "little")
-    k = (k & ~7 & ((1 << 254) - 1)) | (1 << 254)
-    x1 = int.from_bytes(u, "little") & ((1 << 255) - 1)
-    x2, z2, x3, z3, swap = 1, 0, x1, 1, 0
-    for t in range(254, -1, -1):
-        bit = (k >> t) & 1
-        if swap ^ bit:
-            x2, x3, z2, z3 = x3, x2, z3, z2
-        swap = bit
-        a, b, c, d = x2 + z2, x2 - z2, x3 + z3, x3 - z3
-        aa, bb = a * a % P, b * b % P
-        e = aa - bb
-        da, cb = d * a % P, c * b % P
-        x3, z3 = (da + cb) ** 2 % P, x1 * (da - cb) ** 2 % P
-        x2, z2 = aa * bb % P, e * (aa + _A24 * e) % P
-    if swap:
-        x2, z2 = x3, z3
-    return (x2 * pow(z2, P - 2, P) % P).to_bytes(SIZE, "little")
 
 
 def _library_key(scalar: bytes) -> Any:
@@ -79,18 +56,6 @@ def _library_x25519(scalar: bytes, u: bytes) -> bytes:
     return _library_exchange(_library_key(scalar), u)
 
 
-def backend() -> str:
-    """Which X25519 runs: "cryptography" or "python"."""
-    try:
-        import cryptography.hazmat.primitives.asymmetric.x25519  # noqa: F401
-    except ImportError:
-        return "python"
-    return "cryptography"
-
-
-_LIBRARY = backend() == "cryptography"
-
-
 def _checked(out: bytes) -> bytes:
     if out == bytes(SIZE):
         raise ValueError("the peer's key share is a point of low order")
@@ -102,7 +67,7 @@ def x25519(scalar: bytes, u: bytes) -> bytes:
     the identity (``u`` of low order: no shared secret)."""
     if len(scalar) != SIZE or len(u) != SIZE:
         raise ValueError("X25519 takes a 32-byte scalar and a 32-byte point")
-    return _checked((_library_x25519 if _LIBRARY else _python_x25519)(scalar, u))
+    return _checked(_library_x25519(scalar, u))
 
 
 def _elligator2(r: int) -> int:
@@ -127,23 +92,23 @@ class KeyPair:
 
     scalar: bytes = attrs.field(repr=False)
     share: bytes
-    _key: Any = attrs.field(default=None, repr=False, eq=False)
+    _key: Any = attrs.field(repr=False, eq=False)
 
     @classmethod
     def fresh(cls, g: bytes) -> KeyPair:
         scalar = os.urandom(SIZE)
-        key = _library_key(scalar) if _LIBRARY else None
-        return cls(scalar, _checked(cls._times(scalar, key, g)), key)
+        key = _library_key(scalar)
+        return cls(scalar, _checked(cls._times(key, g)), key)
 
     @staticmethod
-    def _times(scalar: bytes, key: Any, u: bytes) -> bytes:
+    def _times(key: Any, u: bytes) -> bytes:
         if len(u) != SIZE:
             raise ValueError("a key share is 32 bytes")
-        return _library_exchange(key, u) if key is not None else _python_x25519(scalar, u)
+        return _library_exchange(key, u)
 
     def shared(self, theirs: bytes) -> bytes:
         """``scalar·theirs``; ValueError if ``theirs`` is of low order."""
-        return _checked(self._times(self.scalar, self._key, theirs))
+        return _checked(self._times(self._key, theirs))
 
 
-__all__ = ["SIZE", "KeyPair", "backend", "generator", "x25519"]
+__all__ = ["SIZE", "KeyPair", "generator", "x25519"]
