@@ -12,7 +12,10 @@ restore round-trip compares the rebuilt endpoint's snapshot with the input).
 Most fields name an attribute and a kind (``Field("delivered", COUNTS)``); a field
 whose state is spread over several attributes, or whose check needs what earlier
 fields loaded, declares its two directions side by side with ``Field.custom``.
-Loading runs in table order, so a field may rely on every field above it.
+Loading runs in table order, so a field may rely on every field above it. A field
+added to an endpoint after its snapshots were in use may name the data it writes
+when it holds nothing new (``absent``): it is then left out, and a snapshot without
+it loads that, so earlier snapshots restore exactly.
 
 Why a table and not attrs + cattrs: the endpoints keep their state in plain
 attributes tuned for the per-packet path (lists shared with buffers, dicts keyed
@@ -33,6 +36,8 @@ from mailroom.core.errors import LocalError
 
 #: Counters above this are refused as corrupt (as on the wire).
 MAX_COUNTER = 2**53
+#: A field's ``absent`` when it is always written.
+ALWAYS = object()
 
 
 @attrs.frozen
@@ -62,7 +67,8 @@ class Field:
 
     ``inplace``: the attribute holds a list other objects share (a buffer keeps a
     reference to ``delivered``), so loading replaces the list's contents rather
-    than the list.
+    than the list. ``absent``: the data for which the key is left out of the snapshot
+    (and that a snapshot without the key loads); ``ALWAYS``: the key is always there.
     """
 
     key: str
@@ -72,6 +78,7 @@ class Field:
     #: for custom fields: endpoint -> data, and (endpoint, data) -> None
     dumper: Callable[[Any], Any] | None = None
     loader: Callable[[Any, Any], None] | None = None
+    absent: Any = ALWAYS
 
     def __attrs_post_init__(self) -> None:
         if self.kind is None and (self.dumper is None or self.loader is None):
@@ -79,10 +86,19 @@ class Field:
 
     @classmethod
     def custom(
-        cls, key: str, dump: Callable[[Any], Any], load: Callable[[Any, Any], None]
+        cls,
+        key: str,
+        dump: Callable[[Any], Any],
+        load: Callable[[Any, Any], None],
+        absent: Any = ALWAYS,
     ) -> Field:
         """A field written by ``dump(endpoint)`` and read by ``load(endpoint, data)``."""
-        return cls(key, dumper=dump, loader=load)
+        return cls(key, dumper=dump, loader=load, absent=absent)
+
+    def left_out(self, data: Any) -> bool:
+        """The field writes ``data``, for which its key is left out of the snapshot."""
+        absent = self.absent
+        return absent is not ALWAYS and type(data) is type(absent) and data == absent
 
     def dump(self, endpoint: object) -> Any:
         if self.dumper is not None:
@@ -106,15 +122,21 @@ class Field:
 def dump_fields(endpoint: object, fields: tuple[Field, ...], data: dict[str, Any]) -> None:
     """Write each field of ``fields`` into ``data`` under its key, in order."""
     for f in fields:
-        data[f.key] = f.dump(endpoint)
+        value = f.dump(endpoint)
+        if not f.left_out(value):
+            data[f.key] = value
 
 
 def load_fields(endpoint: object, fields: tuple[Field, ...], data: dict[str, Any]) -> None:
-    """Read each field of ``fields`` from ``data``, in order; LocalError if one is missing."""
+    """Read each field of ``fields`` from ``data``, in order; LocalError if one is missing
+    (one with an ``absent`` value loads that)."""
     for f in fields:
-        if f.key not in data:
+        if f.key in data:
+            f.load(endpoint, data[f.key])
+        elif f.absent is not ALWAYS:
+            f.load(endpoint, f.absent)
+        else:
             raise LocalError(f"snapshot lacks field {f.key!r}")
-        f.load(endpoint, data[f.key])
 
 
 # -- checks of single values: each returns the value or raises LocalError ------------------
@@ -203,6 +225,7 @@ def counts(attr: str, key: str | None = None) -> Field:
 
 
 __all__ = [
+    "ALWAYS",
     "COUNTER",
     "COUNTS",
     "FLAG",

@@ -50,9 +50,10 @@ class Group(Flushing):
     """One member of a process group: views, flush, joins, leaves and state transfer.
 
     ``Group(pid, n, protocol="cbcast", *, members=None, contacts=(), reliable=False,
-    retry=1.0, stability_every=16, incarnation=0)``: process ``pid`` of the identities
-    0..n-1 runs ``protocol`` inside each view; with ``members`` it founds view 1 with
-    them, else it is a joiner that asks ``contacts`` (docs/membership.md, "Using it").
+    retry=1.0, stability_every=16, incarnation=0, safe=False)``: process ``pid`` of the
+    identities 0..n-1 runs ``protocol`` inside each view; with ``members`` it founds view
+    1 with them, else it is a joiner that asks ``contacts``; with ``safe`` a message is
+    delivered once every member of the view holds it (docs/membership.md, "Using it").
     """
 
     protocol = "Group"
@@ -106,6 +107,9 @@ class Group(Flushing):
             queued=len(self._outbox),
             flush_log=0 if installed is None else len(installed.log),
             gone=self._gone,
+            waiting_safe=0
+            if installed is None or installed.held is None
+            else installed.held.messages,
         )
 
     def _lacks_majority(self) -> bool:
@@ -253,6 +257,12 @@ class Group(Flushing):
     def _load_future(self, data: object) -> None:
         self._future = [PACKET.load(d, self, "future") for d in snap_list(data, "future")]
 
+    def _load_safe(self, data: object) -> None:
+        self.safe = self._check_safe(data)
+        installed = self._epoch.installed
+        if installed is not None and (installed.held is not None) != self.safe:
+            raise LocalError("snapshot field held does not match field safe")
+
     def _load_last_commit(self, data: object) -> None:
         if data is not None:
             self._last_commit = check.packet_from(data, "last_commit", Commit)
@@ -265,6 +275,7 @@ class Group(Flushing):
         Field("incarnation", kind=COUNTER),
         Field("contacts", kind=check.MEMBERS),
         *lift(lambda g: g._epoch, Epoch.persistent),
+        Field.custom("safe", lambda g: g.safe, _load_safe, absent=False),
         *lift(lambda g: g._changes, Changes.persistent),
         Field.custom("outbox", lambda g: [[p, to] for p, to in g._outbox], _load_outbox),
         Field.custom("future", lambda g: [PACKET.dump(p) for p in g._future], _load_future),
