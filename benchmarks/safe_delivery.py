@@ -14,10 +14,14 @@ announcements and Queries) and the mean and largest latency from the broadcast t
 each delivery. Every run is checked (view properties, order, liveness, and uniform
 agreement for the safe runs) before it is reported.
 
-``--instructions`` counts the CPU instructions per delivery with callgrind (valgrind
-must be installed): a bare host (one FIFO wire, no simulator) runs rounds in which
-every member broadcasts once and the wire drains; it runs 2R and R rounds under
-callgrind and reports the difference per delivery, so start-up does not count.
+A bare host (no simulator) shows what receiving in batches saves: rounds in which
+every member broadcasts once and the wire drains, either one packet per step (first
+in, first out) or, as the runtime does with the packets of one read, every packet
+waiting for a member as one step (``receive_batch``): packets per delivery, and with
+``--instructions`` the CPU instructions per delivery counted by callgrind (valgrind
+must be installed; it runs 2R and R rounds and reports the difference per delivery,
+so start-up does not count). ``--crash`` adds the stall after a crash
+(``benchmarks/membership.py``'s run) with and without safe delivery.
 Run: ``python benchmarks/safe_delivery.py`` (``--sizes 3 5``, ``--instructions``).
 """
 
@@ -33,6 +37,7 @@ from collections import deque
 from typing import Any
 
 from mailroom.core.actions import Deliver, Transmit
+from mailroom.core.endpoint import receive_batch
 from mailroom.protocols.membership import Group
 from mailroom.sim import NetworkModel, Simulation
 from mailroom.testing.membership import view_problems
@@ -93,38 +98,48 @@ def table(sizes: tuple[int, ...]) -> str:
     return "\n".join(lines)
 
 
-# -- instructions per delivery ---------------------------------------------------------------
-def drive(protocol: str, n: int, safe: bool, rounds: int) -> int:
-    """A bare host: ``rounds`` times, every member broadcasts once and the wire drains
-    (first in, first out). Returns the number of deliveries."""
+# -- a bare host: packets and instructions per delivery ----------------------------------------
+def drive(protocol: str, n: int, safe: bool, rounds: int, batched: bool) -> dict[str, int]:
+    """``rounds`` times, every member broadcasts once and the wire drains: one packet per
+    step, or (``batched``) every packet waiting for a member as one step."""
     eps = [Group(p, n, protocol, members=range(n), safe=safe) for p in range(n)]
     wire: deque[tuple[int, Any]] = deque()
-    delivered = 0
+    count = {"deliveries": 0, "packets": 0, "announcements": 0}
 
     def act(actions: list[Any]) -> None:
-        nonlocal delivered
         for a in actions:
             if isinstance(a, Transmit):
                 wire.append((a.to, a.packet))
+                count["packets"] += 1
+                count["announcements"] += type(a.packet).__name__ == "Stability"
             elif isinstance(a, Deliver):
-                delivered += 1
+                count["deliveries"] += 1
 
     for k in range(rounds):
         for p in range(n):
             act(eps[p].broadcast(f"r{k}"))
         while wire:
-            to, packet = wire.popleft()
-            act(eps[to].receive(packet))
-    assert delivered == rounds * n * n
-    return delivered
+            if not batched:
+                to, packet = wire.popleft()
+                act(eps[to].receive(packet))
+                continue
+            waiting: dict[int, list[Any]] = {}
+            for to, packet in wire:
+                waiting.setdefault(to, []).append(packet)
+            wire.clear()
+            for to, packets in sorted(waiting.items()):
+                act(receive_batch(eps[to], packets)[0])
+    assert count["deliveries"] == rounds * n * n
+    return count
 
 
-def callgrind(protocol: str, n: int, safe: bool, rounds: int) -> int:
+def callgrind(protocol: str, n: int, safe: bool, rounds: int, batched: bool) -> int:
     """Instructions of a run of ``drive`` under callgrind (the whole process)."""
     with tempfile.TemporaryDirectory() as tmp:
         out = os.path.join(tmp, "cg.out")
         cmd = ["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}", sys.executable]
         cmd += [__file__, "--drive", protocol, str(n), str(int(safe)), str(rounds)]
+        cmd += [str(int(batched))]
         subprocess.run(cmd, check=True, capture_output=True)
         with open(out) as f:
             found = re.search(r"^(?:summary|totals): (\d+)", f.read(), re.M)
@@ -132,21 +147,52 @@ def callgrind(protocol: str, n: int, safe: bool, rounds: int) -> int:
         return int(found.group(1))
 
 
-def instructions(sizes: tuple[int, ...], rounds: int = 100) -> str:
+def bare(sizes: tuple[int, ...], instructions: bool, rounds: int = 100) -> str:
+    head = "| protocol | n | steps | packets / delivery (default → safe) | announcements (safe) |"
+    lines = [head + (" instructions / delivery (default → safe) |" if instructions else "")]
+    lines.append("|---|---|---|---|---|" + ("---|" if instructions else ""))
+    for protocol in PROTOCOLS:
+        for n in sizes:
+            for batched in (False, True):
+                per = n * n * rounds
+                a, b = (drive(protocol, n, safe, rounds, batched) for safe in (False, True))
+                line = (
+                    f"| {protocol} | {n} | {'a batch' if batched else 'a packet'} | "
+                    f"{a['packets'] / per:.2f} → {b['packets'] / per:.2f} | "
+                    f"{b['announcements'] / per:.2f} |"
+                )
+                if instructions:
+                    ir = [
+                        (
+                            callgrind(protocol, n, safe, 2 * rounds, batched)
+                            - callgrind(protocol, n, safe, rounds, batched)
+                        )
+                        / per
+                        for safe in (False, True)
+                    ]
+                    line += f" {ir[0]:,.0f} → {ir[1]:,.0f} ({ir[1] / ir[0]:.1f}x) |"
+                lines.append(line)
+    return "\n".join(lines)
+
+
+def crashes(sizes: tuple[int, ...]) -> str:
+    """The stall after a crash (the coordinator and sequencer P0, or the last member), with
+    and without safe delivery: ``benchmarks/membership.py``'s run."""
+    import membership
+
     lines = [
-        "| protocol | n | instructions / delivery, default | safe | safe / default |",
+        "| protocol | n | crashed | stall (default → safe) | view installed after |",
         "|---|---|---|---|---|",
     ]
     for protocol in PROTOCOLS:
         for n in sizes:
-            per = []
-            for safe in (False, True):
-                more = callgrind(protocol, n, safe, 2 * rounds)
-                less = callgrind(protocol, n, safe, rounds)
-                per.append((more - less) / (rounds * n * n))
-            lines.append(
-                f"| {protocol} | {n} | {per[0]:,.0f} | {per[1]:,.0f} | {per[1] / per[0]:.2f} |"
-            )
+            for victim in (0, n - 1):
+                a = membership.measure(protocol, n, victim)
+                b = membership.measure(protocol, n, victim, safe=True)
+                lines.append(
+                    f"| {protocol} | {n} | P{victim} | {a['stall']:.1f} → {b['stall']:.1f} | "
+                    f"{a['view']:.1f} → {b['view']:.1f} |"
+                )
     return "\n".join(lines)
 
 
@@ -154,17 +200,20 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--sizes", type=int, nargs="+", default=list(SIZES))
     parser.add_argument("--instructions", action="store_true", help="callgrind counts too")
-    parser.add_argument("--drive", nargs=4, metavar=("PROTOCOL", "N", "SAFE", "ROUNDS"))
+    parser.add_argument("--crash", action="store_true", help="the stall after a crash too")
+    parser.add_argument("--drive", nargs=5, metavar=("PROTOCOL", "N", "SAFE", "ROUNDS", "BATCH"))
     args = parser.parse_args()
     if args.drive:
-        protocol, n, safe, rounds = args.drive
-        drive(protocol, int(n), safe == "1", int(rounds))
+        protocol, n, safe, rounds, batched = args.drive
+        drive(protocol, int(n), safe == "1", int(rounds), batched == "1")
         return
     sizes = tuple(args.sizes)
     print(table(sizes))
-    if args.instructions:
+    print()
+    print(bare(sizes, args.instructions))
+    if args.crash:
         print()
-        print(instructions(sizes))
+        print(crashes(sizes))
 
 
 if __name__ == "__main__":

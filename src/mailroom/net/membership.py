@@ -39,10 +39,12 @@ def group_endpoint(
     reliable: bool = True,
     heartbeat: float = 0.5,
     suspect_after: float = 2.0,
+    safe: bool = False,
 ) -> HeartbeatDetector:
     """``HeartbeatDetector(Group(protocol))`` for process ``pid`` of the ``n`` identities:
     a member of the initial view ``members``, or (``members`` None) a joiner that asks
-    ``contacts``. Join and flush messages are resent every ``heartbeat`` seconds."""
+    ``contacts``. Join and flush messages are resent every ``heartbeat`` seconds; with
+    ``safe`` the group delivers safely (a message once every member holds it)."""
     if heartbeat <= 0 or suspect_after <= heartbeat:
         raise LocalError(
             f"need 0 < heartbeat < suspect-after, got {heartbeat} and {suspect_after}",
@@ -56,6 +58,7 @@ def group_endpoint(
         contacts=contacts,
         reliable=reliable,
         retry=heartbeat,
+        safe=safe,
     )
     return HeartbeatDetector(group, interval=heartbeat, timeout=suspect_after)
 

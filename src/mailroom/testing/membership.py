@@ -756,7 +756,7 @@ class GroupSafeOwnHold(Group):
 
     protocol = "GroupSafeOwnHold"
 
-    def safe_holds(self) -> list[tuple[int, ...]]:
+    def safe_holds(self) -> list[Sequence[int]]:
         installed = self._epoch.installed
         assert installed is not None
         return [installed.hold_of(self.pid)]
@@ -769,7 +769,7 @@ class GroupSafeForgetsSilent(Group):
 
     protocol = "GroupSafeForgetsSilent"
 
-    def safe_holds(self) -> list[tuple[int, ...]]:
+    def safe_holds(self) -> list[Sequence[int]]:
         installed = self._epoch.installed
         assert installed is not None
         heard = [m for m in installed.view.members if m == self.pid or m in installed.stable]

@@ -148,6 +148,7 @@ class HeartbeatDetector(EndpointBase):
     flushing = _of_group("flushing")
     sending_view = _of_group("sending_view")
     joined = _of_group("joined")
+    safe = _of_group("safe")
 
     @property
     def needs_consume(self) -> bool:

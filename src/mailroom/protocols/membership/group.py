@@ -234,7 +234,8 @@ class Group(Flushing):
     def buffered(self) -> int:
         installed = self._epoch.installed
         inner = 0 if installed is None else int(installed.inner.buffered())
-        return inner + len(self._outbox) + len(self._future)
+        held = 0 if installed is None or installed.held is None else installed.held.messages
+        return inner + held + len(self._outbox) + len(self._future)
 
     # -- snapshots: the parts' fields (each part declares its own) ----------------------------
     def _load_protocol(self, data: object) -> None:

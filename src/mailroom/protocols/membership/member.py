@@ -13,7 +13,7 @@ coordinator. ``flushing.Flushing`` adds the flush and the installation of views;
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Collection, Iterable
+from collections.abc import Callable, Collection, Iterable, Sequence
 from typing import Any, ClassVar
 
 from mailroom.core.actions import Action, Transmit, View
@@ -34,7 +34,6 @@ from mailroom.protocols.membership.packets import (
     Stability,
     Suspect,
 )
-from mailroom.protocols.membership.safe import covered
 from mailroom.protocols.membership.transfer import Transfer
 from mailroom.protocols.membership.view import InstalledView
 from mailroom.protocols.reliable import Reliable
@@ -184,15 +183,15 @@ class Member(EndpointBase):
         installed = self._epoch.installed
         if installed is None or not installed.held or self.flushing:
             return []
-        return installed.held.release(covered(self.safe_holds()))
+        return installed.held.release(self.safe_holds())
 
-    def safe_holds(self) -> list[tuple[int, ...]]:
+    def safe_holds(self) -> list[Sequence[int]]:
         """How far each member of the view holds, as far as this process knows: a held
         delivery is handed over once all of these cover it. (An extension point: the
         harness's known-buggy ``GroupSafeOwnHold`` counts its own hold alone.)"""
         installed = self._epoch.installed
         assert installed is not None
-        return [installed.hold_of(m) for m in installed.view.members]
+        return installed.holds()
 
     def _hold_to(self, member: int) -> list[Action]:
         """How far this process holds, for a member that asked (safe delivery)."""

@@ -68,15 +68,15 @@ class Held:
         """The inner seqs of the held deliveries of ``rank``."""
         return {seq for r, seq, _ in self.items if r == rank}
 
-    def release(self, floor: Sequence[int]) -> list[Action]:
-        """Hand over, from the head, every delivery that ``floor`` covers (every member
-        holds messages 1..floor[r] of each rank r), and the reports between them."""
+    def release(self, holds: Sequence[Sequence[int]]) -> list[Action]:
+        """Hand over, from the head, every delivery that all of ``holds`` cover (each
+        holds messages 1..hold[r] of each rank r), and the reports between them."""
         out: list[Action] = []
         items = self.items
         while items:
             rank, seq, action = items[0]
             if rank >= 0:
-                if seq > floor[rank]:
+                if any(hold[rank] < seq for hold in holds):
                     break
                 self.messages -= 1
             items.popleft()
@@ -127,7 +127,7 @@ class Held:
 
 def covered(holds: Iterable[Sequence[int]]) -> list[int]:
     """Per rank, the messages every one of ``holds`` covers (their entrywise minimum)."""
-    return [min(column) for column in zip(*holds, strict=True)]
+    return list(map(min, zip(*holds, strict=True)))
 
 
 def _row(action: Action) -> list[Any]:

@@ -99,7 +99,7 @@ class GroupStatus:
         if self.future:
             line += f"; {self.future} packets of later views held"
         if self.waiting_safe:
-            line += f"; {self.waiting_safe} messages wait until every member holds them"
+            line += f"; {self.waiting_safe} held until every member has them (safe delivery)"
         return line
 
 

@@ -14,7 +14,7 @@ far this process holds after every step that advanced it.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import Any, ClassVar
 
 from mailroom.core.actions import Action, Backpressure, Deliver, Stable, Transmit, View
@@ -24,7 +24,7 @@ from mailroom.core.persist import Field, counter, snap_counter, snap_list
 from mailroom.core.registry import restore_endpoint
 from mailroom.core.wire import carried_message_id
 from mailroom.protocols.membership.packets import Entry, GroupData, Stability
-from mailroom.protocols.membership.safe import Held
+from mailroom.protocols.membership.safe import Held, covered
 from mailroom.protocols.membership.values import ENTRIES, snap_members
 
 
@@ -60,6 +60,8 @@ class InstalledView:
         #: member -> the ``low`` it last reported (stability)
         self.stable: dict[int, tuple[int, ...]] = {}
         self.since_report = 0
+        #: what the reports say every member delivered, as of the last pruning
+        self._floor: list[int] = []
         #: safe delivery: the deliveries not handed over yet (None: delivered at once)
         self.held: Held | None = Held() if safe else None
 
@@ -235,21 +237,29 @@ class InstalledView:
             raise RemoteError(f"stability report has {len(low)} entries for {size}")
         known = self.stable.get(p.sender)
         if known is not None:
-            low = tuple(max(a, b) for a, b in zip(low, known, strict=True))
+            low = tuple(map(max, low, known))
         self.stable[p.sender] = low
         self._prune()
 
-    def hold_of(self, member: int) -> tuple[int, ...]:
+    def hold_of(self, member: int) -> Sequence[int]:
         """How far ``member`` holds, as far as this process knows (its own: how far its
         ordering protocol delivered; another's: its last report, zeros before one)."""
         if member == self.pid:
-            return tuple(self.low)
+            return self.low
         return self.stable.get(member) or (0,) * len(self.low)
+
+    def holds(self) -> list[Sequence[int]]:
+        """``hold_of`` every member, in member order."""
+        stable, zeros = self.stable, (0,) * len(self.low)
+        return [self.low if m == self.pid else stable.get(m, zeros) for m in self.view.members]
 
     def _prune(self) -> None:
         if len(self.stable) < len(self.view.members):
             return
-        floor = [min(lows[r] for lows in self.stable.values()) for r in range(len(self.low))]
+        floor = covered(self.stable.values())
+        if floor == self._floor:
+            return  # nothing more is known to be everywhere
+        self._floor = floor
         rank_of = {m: r for r, m in enumerate(self.view.members)}
         self.log = [e for e in self.log if e[1] - self.bases[rank_of[e[0]]] > floor[rank_of[e[0]]]]
 
