@@ -2,9 +2,10 @@
 
 The joiner issues a message while it waits for the application state; a further view
 change starts and the joiner promises in its flush; only then does the state arrive.
-Whatever the joiner issued before it froze belongs to the view it issued it in (the
-flush log delivers it there, everywhere); nothing goes on the wire while it is frozen;
-its next message gets the next id. Three ways to get there, each for the five
+Nothing goes on the wire before the joiner runs with the state: what it issued waits,
+with the id it was given, for the first view in which it does, and is sent (and
+traced, after that view's installation) and delivered there, everywhere, once; its
+next message gets the next id. Three ways to get there, each for the five
 broadcast protocols: a member leaves, a member crashes during the join's flush, and a
 healed minority rejoins one member at a time.
 """
@@ -105,22 +106,26 @@ def test_a_member_leaves_while_the_joiners_state_is_on_its_way(protocol: str) ->
     settle(sim, hold=state_to(3))
     assert [view_ids(sim, p) for p in range(4)] == [[1, 2], [1, 2], [1, 2], []]
     queued = sim.broadcast(3, "queued while joining")  # P3 waits for its state: queued
-    assert queued == MessageId(3, 1) and sim.trace[-1].view == 2
+    assert queued == MessageId(3, 1) and [e for e in sim.trace if e.process == 3] == []
     sim.leave(2)
     arrive(sim, "Leave", 0)  # P0 coordinates the flush of view 2
     arrive(sim, "Prepare", 3)  # P3 promises in it (without the state)
     assert sim.endpoints[3].flushing
-    frozen = sim.broadcast(3, "issued while frozen")  # for view 3
-    assert frozen == MessageId(3, 2) and sim.trace[-1].view == 3
+    frozen = sim.broadcast(3, "issued while frozen")  # queued too
+    assert frozen == MessageId(3, 2)
     arrive(sim, "StateTransfer", 3)  # and now the state of view 2 arrives
-    assert [e.kind for e in sim.trace if e.process == 3] == ["send", "send", "view"]
+    assert [e.kind for e in sim.trace if e.process == 3] == ["view"]  # frozen: nothing sent
     settle(sim)
+    p3 = [(e.kind, e.view) for e in sim.trace if e.process == 3]
+    assert p3[:3] == [("view", 2), ("view", 3), ("send", 3)]  # sent once P3 runs in view 3
     after = sim.broadcast(3, "after")
     settle(sim)
     assert after == MessageId(3, 3)
-    # every member of view 2 delivers the queued message once, in view 2 (the leaver
-    # too, before it is out); the others deliver the rest in view 3
-    assert once(sim, queued, range(4)) == [(queued, "queued while joining", 2)] * 4
+    sends = [(e.message, e.view) for e in sim.trace if e.process == 3 and e.kind == "send"]
+    assert sends == [(queued, 3), (frozen, 3), (after, 3)]
+    # the members of view 3 deliver both queued messages once, in view 3, where P3 sent
+    # them; the leaver never had them
+    assert once(sim, queued, range(4)) == [(queued, "queued while joining", 3)] * 3
     assert once(sim, frozen, range(4)) == [(frozen, "issued while frozen", 3)] * 3
     assert once(sim, after, range(4)) == [(after, "after", 3)] * 3
     assert_settled(sim, protocol, (0, 1, 3), View(3, (0, 1, 3)))
@@ -149,7 +154,7 @@ def test_a_member_crashes_during_the_joins_flush(protocol: str) -> None:
     after = sim.broadcast(3, "after")
     settle(sim)
     assert (queued, after) == (MessageId(3, 1), MessageId(3, 2))
-    assert once(sim, queued, range(4)) == [(queued, "queued while joining", 2)] * 3
+    assert once(sim, queued, range(4)) == [(queued, "queued while joining", 3)] * 3
     assert once(sim, after, range(4)) == [(after, "after", 3)] * 3
     assert_settled(sim, protocol, (0, 1, 3), View(3, (0, 1, 3)))
 
@@ -181,6 +186,6 @@ def test_a_healed_minority_rejoins_one_member_at_a_time(protocol: str) -> None:
     settle(sim)
     assert (queued, after) == (MessageId(3, 1), MessageId(3, 2))
     assert sim.endpoints[3].incarnation == sim.endpoints[4].incarnation == 1
-    assert once(sim, queued, range(5)) == [(queued, "queued while joining", 3)] * 4
+    assert once(sim, queued, range(5)) == [(queued, "queued while joining", 4)] * 5
     assert once(sim, after, range(5)) == [(after, "after", 4)] * 5
     assert_settled(sim, protocol, tuple(range(5)), View(4, tuple(range(5))))

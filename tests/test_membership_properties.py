@@ -49,6 +49,11 @@ SEARCH = settings(
     deadline=None,
     suppress_health_check=list(HealthCheck),
 )
+#: The hard cases (a crash in the middle of a flush) are found about once in a thousand
+#: or two; Hypothesis also biases its choices with the literals of every loaded module,
+#: so a budget near that rate finds them or not depending on unrelated code. The search
+#: stops at the first one found.
+REACH = settings(SEARCH, max_examples=10_000)
 
 
 @pytest.mark.parametrize("protocol", PROTOCOLS)
@@ -117,7 +122,7 @@ def test_the_strategy_reaches(note: str) -> None:
     found = find(
         group_scenarios("cbcast", n=5, kinds=("crash", "suspect")),
         lambda s: note in replay_group(s).notes,
-        settings=SEARCH,
+        settings=REACH,
     )
     run = assert_group_properties(found)
     assert note in run.notes
@@ -231,11 +236,13 @@ def test_a_coordinator_outbid_between_its_promises_and_its_accept_waits() -> Non
     assert_group_properties(scenario)
 
 
-def test_a_joiner_that_promises_before_its_state_arrives_keeps_its_message_in_its_view() -> None:
+def test_a_joiner_waiting_for_its_state_sends_its_message_in_the_next_view() -> None:
     """P2 and P3 join {0, 1} one after the other. P2, admitted to view 2, issues m2 while
     it waits for its state; P3's join starts the flush of view 2 and P2 promises in it
-    without the state. m2 belongs to view 2: it travels in P2's promise and the flush
-    log delivers it there. Before the fix P2 sent it in view 3 (same-view delivery)."""
+    without the state. m2 waits at P2 for the first view P2 runs in with the state
+    (view 3): it is sent there, after P2 installs it, and everyone delivers it there.
+    Before the fix P2 sent it alone in view 2 (or the flush log delivered it in a view
+    P2 never installed, so no trace could show where it was sent)."""
     scenario = GroupScenario(
         n=4,
         protocol="cbcast",
@@ -247,12 +254,12 @@ def test_a_joiner_that_promises_before_its_state_arrives_keeps_its_message_in_it
         hold_state=True,
     )
     run = assert_group_properties(scenario)
-    m2 = [(e.process, e.message, e.view) for e in run.trace if e.payload == "m2"]
     sent = MessageId(2, 1)
-    # sent in view 2, delivered there by the members that had the state; P2's state
-    # arrives after that flush (it is frozen without it), and the state of view 3 has m2
-    assert sorted(m2) == [(0, sent, 2), (1, sent, 2), (2, sent, 2)]
-    assert [e.kind for e in run.trace if e.payload == "m2"].count("send") == 1
+    m2 = [(e.kind, e.process, e.message, e.view) for e in run.trace if e.payload == "m2"]
+    assert [e for e in m2 if e[0] == "send"] == [("send", 2, sent, 3)]
+    assert sorted(e[1:] for e in m2 if e[0] == "deliver") == [(p, sent, 3) for p in range(4)]
+    p2 = [(e.kind, e.view) for e in run.trace if e.process == 2]
+    assert p2.index(("view", 3)) < p2.index(("send", 3))  # installed, then sent
     assert [2, 1] in run.sim.app_state[2] and [2, 1] in run.sim.app_state[3]
 
 

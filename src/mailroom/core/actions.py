@@ -77,9 +77,8 @@ class ViewChange:
     already in the group); ``dropped`` lists this member's own
     messages of the previous view that no member delivered (send them again if
     they still matter). ``incarnations``: the members' incarnations, in member order
-    (empty if the group does not say); ``replaced``: members of both views whose
-    incarnation changed (the old one left and its next one joined in one flush: a
-    process that restarted and rejoined before the group noticed its crash).
+    (empty if the group does not say): a restarted process leaves in one view and
+    its next incarnation joins in a later one.
     """
 
     view: View
@@ -88,7 +87,6 @@ class ViewChange:
     state: Any = None
     dropped: tuple[MessageId, ...] = ()
     incarnations: tuple[int, ...] = attrs.field(default=(), converter=_members)
-    replaced: tuple[int, ...] = attrs.field(default=(), converter=_members)
 
 
 @attrs.frozen

@@ -77,6 +77,9 @@ class NodeConfig:
     rejoin: Collection[int] | None = None
     #: The trace's header (None: what the hosted protocol promises, found in the registry).
     trace_header: TraceHeader | None = None
+    #: A growable group: "host:port" where the others reach this node (None: its peer-table
+    #: entry, else the listening socket's name).
+    address: str | None = None
 
     def handshake_seconds(self) -> float:
         """Seconds a connection has to complete its handshake."""

@@ -174,7 +174,7 @@ def replay_op(endpoint: Any, op: Any) -> list[Action]:
     broadcasts and sends), ``["b", payload]`` broadcast, ``["m", [payloads]]``
     broadcast as a batch, ``["s", payload, to]`` sent, ``["t", now]`` tick, ``["c",
     [origin, seq] or None]`` consumed; for group endpoints ``["p", view, state]`` state
-    provided, ``["j"]`` join, ``["x", pid]`` suspect, ``["l"]`` leave."""
+    provided, ``["j"]`` (or ``["j", contacts]``) join, ``["x", pid]`` suspect, ``["l"]`` leave."""
     kind = op[0]
     if kind == "r":
         try:
@@ -196,8 +196,8 @@ def replay_op(endpoint: Any, op: Any) -> list[Action]:
         return list(endpoint.consume(mid))
     if kind == "p":
         return list(endpoint.provide_state(int(op[1]), unplain(op[2])))
-    if kind == "j":
-        return list(endpoint.join())
+    if kind == "j":  # with the contacts discovery found, if any
+        return list(endpoint.join(*op[1:2]))
     if kind == "x":
         return list(endpoint.suspect(int(op[1])))
     if kind == "l":

@@ -28,7 +28,7 @@ FORMAT = 1
 Entry = list[Any]
 
 
-class Journal:
+class OperationLog:
     """The base (``dict``: object, applied, view, incarnations) and the log since."""
 
     def __init__(self, base: dict[str, Any], base_bytes: int, compact_bytes: int) -> None:
@@ -109,4 +109,4 @@ def checked_base(base: object) -> dict[str, Any]:
     return base
 
 
-__all__ = ["COMPACT_BYTES", "FORMAT", "Journal", "checked_base", "checked_checkpoint"]
+__all__ = ["COMPACT_BYTES", "FORMAT", "OperationLog", "checked_base", "checked_checkpoint"]

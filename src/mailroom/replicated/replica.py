@@ -35,7 +35,7 @@ import attrs
 from mailroom.core.actions import View, ViewChange
 from mailroom.core.errors import LocalError, MailroomError, RemoteError
 from mailroom.core.messages import Message, MessageId, Payload
-from mailroom.replicated.journal import COMPACT_BYTES, Entry, Journal, checked_base
+from mailroom.replicated.journal import COMPACT_BYTES, Entry, OperationLog, checked_base
 from mailroom.replicated.journal import checked_checkpoint as _checkpoint_parts
 from mailroom.replicated.methods import CALLER, Caller, MethodSpec, bind, fits, resolve, spec_of
 from mailroom.replicated.operations import (
@@ -129,7 +129,7 @@ class Replica:
         self._history = history
         self._hook: Callable[[Members], None] | None = getattr(obj, "on_view", None)
         base, size = self._base() if view is not None else ({}, 0)
-        self.journal = Journal(base, size, compact_bytes)
+        self.journal = OperationLog(base, size, compact_bytes)
         if view is not None:
             self._started()
 

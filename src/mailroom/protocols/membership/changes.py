@@ -36,13 +36,16 @@ class Changes:
 
     def next_members(self, view: View) -> tuple[list[int], tuple[int, ...]] | None:
         """The members of ``view`` that stay and the next view's members, or None if
-        no change of ``view`` is wanted."""
+        no change of ``view`` is wanted. A member whose later incarnation asks to join
+        (it restarted) leaves in one view and comes back in the next, so its departure
+        is a view change that applications and trace checkers see."""
         joiners = set(self.joiners) - self.leaving
-        gone = (self.suspects | self.leaving | joiners) & set(view.members)
+        rejoining = joiners & set(view.members)
+        gone = (self.suspects | self.leaving | rejoining) & set(view.members)
         if not gone and not joiners:
             return None
         survivors = [m for m in view.members if m not in gone]
-        return survivors, tuple(sorted(set(survivors) | joiners))
+        return survivors, tuple(sorted(set(survivors) | (joiners - rejoining)))
 
     def lacks_majority(self, view: View) -> bool:
         """A change of ``view`` is wanted, but those that would stay are no majority of it."""

@@ -9,7 +9,8 @@ For hosts that have no failure detector of their own. Rules, in words:
   ``sender``, counts as hearing from that process; the detector reads no clock,
   so it is noted at the next ``tick(now)`` as heard at ``now``.
 - Suspecting: a member not heard from for ``timeout`` is passed to
-  ``group.suspect(pid)``, once per view; when the group installs a new view,
+  ``group.suspect(pid)``, once per view (again if the group withdrew the suspicion:
+  the member answered, and stays silent anew); when the group installs a new view,
   members that stay keep their last-heard time (a silent one is suspected again
   at once), newcomers start at the tick that sees the view.
 - Time: ``tick(now)`` with a clock behind the last one (a restore on another
@@ -38,16 +39,16 @@ from mailroom.core.persist import (
     PIDS,
     TIME,
     Field,
-    Kind,
+    arguments,
+    counter,
+    init_arguments,
     snap_list,
     snap_pid,
     snap_time,
 )
 from mailroom.core.registry import restore_endpoint
+from mailroom.core.timers import MAX_TIME, NOW, HostClock
 from mailroom.core.wire import packet
-
-#: Host times above this are refused (as Reliable's).
-MAX_TIME = 2.0**40
 
 
 @packet
@@ -73,20 +74,6 @@ class GroupLike(Endpoint, Protocol):
     def suspect(self, pid: int) -> list[Action]: ...
 
 
-def _built(detector: HeartbeatDetector, data: object) -> None:
-    """A field ``restore`` builds the detector from: nothing more to load."""
-
-
-def _view_id(data: object, ep: object, key: str) -> int | None:
-    if data is not None and (type(data) is not int or data < 0):
-        raise LocalError(f"snapshot field {key} holds {data!r}, not a view id")
-    return data
-
-
-#: A view id, or None.
-VIEW_ID = Kind(lambda v: v, _view_id)
-
-
 def _of_group(name: str) -> Any:
     """The wrapped group's attribute ``name``: read here, never set here."""
 
@@ -99,17 +86,32 @@ def _of_group(name: str) -> Any:
     return property(read, refuse, doc=f"The group's ``{name}``.")
 
 
-def _check_time(value: object, what: str, *, zero: bool = False) -> float:
-    """A finite time up to MAX_TIME: positive (an interval), or from 0 (with ``zero``)."""
+def _check_time(value: object, what: str) -> float:
     if type(value) is int or type(value) is float:
         number = float(value)
-        if math.isfinite(number) and (number > 0 or (zero and number == 0)) and number <= MAX_TIME:
+        if math.isfinite(number) and 0 < number <= MAX_TIME:
             return number
-    lowest = "non-negative" if zero else "positive"
-    raise LocalError(f"{what} must be a {lowest} finite number up to {MAX_TIME:g}, got {value!r}")
+    raise LocalError(f"{what} must be a positive finite number, got {value!r}")
 
 
-class HeartbeatDetector(EndpointBase):
+def _beats_iff_watching(d: HeartbeatDetector, beat: float | None) -> str | None:
+    """``next_beat``: set exactly when a view is watched (loaded just above)."""
+    return None if (d.watching is None) == (beat is None) else "does not fit watching"
+
+
+def _suspects_watched(d: HeartbeatDetector, suspected: set[int]) -> str | None:
+    """``suspected``: only members it watches (``heard``, loaded above)."""
+    return None if suspected <= set(d.heard) else "holds a process it does not watch"
+
+
+def _group_argument(data: object) -> dict[str, Any]:
+    """``group``: the wrapped endpoint, restored from its own snapshot."""
+    if not isinstance(data, dict) or data.get("protocol") == HeartbeatDetector.protocol:
+        raise LocalError("snapshot field group must be another endpoint's snapshot")
+    return {"group": restore_endpoint(data)}
+
+
+class HeartbeatDetector(HostClock, EndpointBase):
     """Suspects a member of the group's view that stays silent for ``timeout``."""
 
     protocol = "HeartbeatDetector"
@@ -178,10 +180,6 @@ class HeartbeatDetector(EndpointBase):
         self._offers("can_send")
         return bool(self.group.can_send(to))
 
-    def status(self) -> Any:
-        """The group's ``status()`` (a ``GroupStatus``)."""
-        return self.group.status()
-
     def suspect(self, pid: int) -> list[Action]:
         """Another detector's (or the host's) suspicion, passed on to the group."""
         return list(self.group.suspect(pid))
@@ -189,8 +187,14 @@ class HeartbeatDetector(EndpointBase):
     def leave(self) -> list[Action]:
         return list(self.group.leave())
 
-    def join(self) -> list[Action]:
-        return list(self.group.join())
+    def join(self, contacts: Collection[int] | None = None) -> list[Action]:
+        if contacts is None:
+            return list(self.group.join())
+        return list(self.group.join(contacts))
+
+    def status(self) -> Any:
+        """The group's ``status()`` (a ``GroupStatus``)."""
+        return self.group.status()
 
     def provide_state(self, view: int, state: Payload) -> list[Action]:
         return list(self.group.provide_state(view, state))
@@ -243,13 +247,10 @@ class HeartbeatDetector(EndpointBase):
 
     def tick(self, now: float) -> list[Action]:
         """The group's timers, then heartbeats due and suspicions of silent members."""
-        _check_time(now, "now", zero=True)  # before anything changes
+        now = self._advance(now)
         actions: list[Action] = list(self.group.tick(now))
-        if now < self.now:
-            self._shift(now - self.now)
-        self._rebase = False
-        self.now = float(now)
-        return actions + self._watch()
+        actions += self._watch()
+        return actions
 
     def _watch(self) -> list[Action]:
         """Bring the schedule to the group's view; beat and suspect what is due now."""
@@ -277,6 +278,8 @@ class HeartbeatDetector(EndpointBase):
                 actions.append(Transmit(q, Heartbeat(view.id, self.pid), None))
             self.heartbeats_sent += len(others)
             self.next_beat = now + self.interval
+        # a suspicion the group withdrew (the member answered) may be raised again
+        self.suspected &= set(getattr(self.group, "suspects", self.suspected))
         for q in others:
             # the same sum as the deadline, so a tick at that deadline always suspects
             if q not in self.suspected and now >= self.heard[q] + self.timeout:
@@ -297,49 +300,34 @@ class HeartbeatDetector(EndpointBase):
     def pending(self) -> list[Pending]:
         return list(self.group.pending())
 
+    # -- snapshot ----------------------------------------------------------------------------
     @classmethod
-    def restore(cls, data: Snapshot) -> Self:
-        """Rebuild the detector and its group from ``snapshot()`` data (LocalError if
-        it does not fit)."""
+    def _from_header(cls, data: Snapshot) -> Self:
+        """The detector around its restored group, with its parameters; the header's
+        counters are the group's."""
+        cls._check_header(data)
+        return cls(**init_arguments(cls.persistent, data))
 
-        def build() -> HeartbeatDetector:
-            cls._check_header(data)
-            inner = data["group"]
-            if not isinstance(inner, dict) or inner.get("protocol") == cls.protocol:
-                raise LocalError("snapshot field group must be another endpoint's snapshot")
-            params = data["params"]
-            if type(params) is not dict:
-                raise LocalError("snapshot field params must be a dict")
-            return cls(restore_endpoint(inner), **params)
-
-        return cls._checked(data, build)
-
-    def _load(self, data: Snapshot) -> None:
-        super()._load(data)
-        if not self.suspected <= set(self.heard) or self.pid in self.heard:
-            raise LocalError("snapshot suspects a process it does not watch")
-        if (self.watching is None) != (self.next_beat is None) or (
-            self.watching is None and (self.heard or self.suspected)
-        ):
-            raise LocalError("snapshot keeps heartbeat times without a watched view")
-        self._rebase = True
+    def _dump_heard(self) -> list[list[Any]]:
+        return [[q, t] for q, t in sorted(self.heard.items())]
 
     def _load_heard(self, data: object) -> None:
         for row in snap_list(data, "heard"):
             q, t = snap_list(row, "heard row", 2)
             self.heard[snap_pid(q, self.n, "heard")] = snap_time(t, "heard")
+        if self.pid in self.heard or (self.heard and self.watching is None):
+            raise LocalError("snapshot field heard holds a process it does not watch")
 
-    #: ``params`` and ``group`` are read when ``restore`` builds the detector.
     persistent = (
-        Field.custom("params", lambda d: {"interval": d.interval, "timeout": d.timeout}, _built),
-        Field("now", kind=TIME),
-        Field("watching", kind=VIEW_ID),
-        Field("next_beat", kind=TIME.optional()),
-        Field.custom("heard", lambda d: [[q, t] for q, t in sorted(d.heard.items())], _load_heard),
+        arguments("params", ("interval", "timeout")),
+        NOW,
+        Field("watching", kind=COUNTER.optional()),
+        Field("next_beat", kind=TIME.optional(), check=_beats_iff_watching),
+        Field.custom("heard", _dump_heard, _load_heard),
         Field("fresh", kind=PIDS),
-        Field("suspected", kind=PIDS),
-        Field("heartbeats_sent", kind=COUNTER),
-        Field.custom("group", lambda d: d.group.snapshot(), _built),
+        Field("suspected", kind=PIDS, check=_suspects_watched),
+        counter("heartbeats_sent"),
+        Field("group", dumper=lambda d: d.group.snapshot(), init=_group_argument),
     )
 
 

@@ -24,11 +24,11 @@ Rules, in words (``MEMBER`` and ``COORDINATOR`` below are the same rules as data
 - The view ends at a Commit, whoever sent it and whatever the phase: the flush log is
   delivered, the next view installed, and its flush starts afresh (RUNNING, IDLE).
 - Sends (the rule the façade applies): a message goes on the wire only while its
-  sender is RUNNING in a view whose application state it holds. A message issued
-  before that (a member or a joiner that waits for the state) belongs to the view it
-  was issued in: if the process freezes first, the message travels in its Promise (as
-  ``own``) and the flush log delivers it in that view. A message issued while frozen
-  belongs to the next view and waits for it.
+  sender is RUNNING in a view whose application state it holds, and it is sent in
+  that view. A message issued before that (while frozen, or by a joiner that waits
+  for the state) waits in the sender's queue, keeping the id it was given, for the
+  first view in which the sender runs with the state: the sender's Promise counts
+  only what it sent, so the next view numbers the queued messages after that.
 """
 
 from __future__ import annotations
@@ -81,7 +81,7 @@ class Round(enum.Enum):
     ACCEPT = "accept"
 
 
-class Step(enum.Enum):
+class Milestone(enum.Enum):
     """What moves a coordinator besides the packets it receives."""
 
     OPEN = "it opens a ballot"
@@ -100,10 +100,15 @@ MEMBER: dict[Freeze, dict[type, Freeze]] = {
 }
 
 #: A coordinator: the events each phase takes (others are ignored) and where they lead.
-COORDINATOR: dict[Round, dict[type | Step, Round]] = {
-    IDLE: {Step.OPEN: PREPARE},
-    PREPARE: {Step.OPEN: PREPARE, Promise: PREPARE, Nack: PREPARE, Step.ALL_PROMISED: ACCEPT},
-    ACCEPT: {Step.OPEN: PREPARE, Accepted: ACCEPT, Nack: ACCEPT, Step.ALL_ACCEPTED: IDLE},
+COORDINATOR: dict[Round, dict[type | Milestone, Round]] = {
+    IDLE: {Milestone.OPEN: PREPARE},
+    PREPARE: {
+        Milestone.OPEN: PREPARE,
+        Promise: PREPARE,
+        Nack: PREPARE,
+        Milestone.ALL_PROMISED: ACCEPT,
+    },
+    ACCEPT: {Milestone.OPEN: PREPARE, Accepted: ACCEPT, Nack: ACCEPT, Milestone.ALL_ACCEPTED: IDLE},
 }
 
 
@@ -137,11 +142,11 @@ class Flush:
         """This coordinator's ballot (the running one, or the last one it ran)."""
         return (self.attempt, self.pid)
 
-    def takes(self, event: type | Step) -> bool:
-        """The coordinator's phase takes ``event`` (a packet class or a Step)."""
+    def takes(self, event: type | Milestone) -> bool:
+        """The coordinator's phase takes ``event`` (a packet class or a Milestone)."""
         return event in COORDINATOR[self.round]
 
-    def _step(self, event: type | Step) -> None:
+    def _step(self, event: type | Milestone) -> None:
         self.round = COORDINATOR[self.round][event]
 
     # -- as a member ---------------------------------------------------------------------------
@@ -183,7 +188,7 @@ class Flush:
         self.promises = {}
         self.accepts = set()
         self.value = None
-        self._step(Step.OPEN)
+        self._step(Milestone.OPEN)
         return Prepare(view, self.pid, *self.ballot, proposal)
 
     def count_promise(self, p: Promise, quorum: set[int]) -> bool:
@@ -196,7 +201,7 @@ class Flush:
     def propose(self, view: int, value: NextView) -> Accept:
         """The quorum promised: ask it to accept ``value``."""
         self.value = value
-        self._step(Step.ALL_PROMISED)
+        self._step(Milestone.ALL_PROMISED)
         return value.accept(view, self.ballot)
 
     def count_accepted(self, p: Accepted, quorum: set[int]) -> bool:
@@ -207,7 +212,7 @@ class Flush:
         self.accepts.add(p.sender)
         if not quorum <= self.accepts:
             return False
-        self._step(Step.ALL_ACCEPTED)
+        self._step(Milestone.ALL_ACCEPTED)
         return True
 
     def count_nack(self, ballot: Ballot) -> bool:

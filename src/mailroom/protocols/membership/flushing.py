@@ -46,19 +46,8 @@ class Flushing(Member):
             return self._elsewhere(p, p.view, p.sender)
         ballot = _ballot(p)
         check.members(p.members, self.n)
-        running = not self.flushing
         higher = self._epoch.flush.promise(ballot)
-        self._froze(running)
         return self._answer(p, higher, lambda: self._promise(ballot))
-
-    def _froze(self, running: bool) -> None:
-        """If this member was running and is frozen now, the messages it issued for the
-        view and could not send yet (it waits for the state) travel in the flush as its
-        own: the flush log delivers them in this view (flush.py, "Sends")."""
-        installed = self._epoch.installed
-        if running and self.flushing and self._outbox and installed is not None:
-            installed.carry(self._outbox, self.sent_count - len(self._outbox))
-            self._outbox = []
 
     def _answer(
         self, p: Prepare | Accept, higher: Ballot | None, reply: Callable[[], object]
@@ -89,9 +78,7 @@ class Flushing(Member):
             return self._elsewhere(p, p.view, p.sender)
         ballot = _ballot(p)
         value = check.next_view(p.members, p.bases, p.incarnations, p.needs, p.log, self.n)
-        running = not self.flushing
         higher = self._epoch.flush.accept(ballot, value)
-        self._froze(running)
         return self._answer(p, higher, lambda: Accepted(p.view, self.pid, *ballot))
 
     def _on_commit(self, p: Commit) -> list[Action]:
@@ -153,9 +140,7 @@ class Flushing(Member):
             return []  # primary partition: a minority does not install views
         prepare = flush.open(installed.view.id, proposal)
         actions: list[Action] = [control(m, prepare) for m in self.flush_quorum() if m != self.pid]
-        running = not self.flushing
         flush.promise(flush.ballot)  # its own ballot is above every one it promised
-        self._froze(running)
         self._arm()
         return actions + self._on_promise(self._promise(flush.ballot))
 
@@ -234,14 +219,11 @@ class Flushing(Member):
         joined = tuple(m for m in view.members if m not in before)
         left = tuple(sorted(before - set(view.members)))
         transfer = Transfer.of(self.n, self.pid, view, value.needs, (joined, left))
-        replaced = () if old is None else _replaced(old.view.members, old.incarnations, value)
         self._install(view, value.bases, value.incarnations, transfer)
         if transfer.needs_state:
             self._arm()
             return actions + self._replay_future()
-        actions.append(
-            ViewChange(view, joined, left, incarnations=value.incarnations, replaced=replaced)
-        )
+        actions.append(ViewChange(view, joined, left, incarnations=value.incarnations))
         actions += transfer.request(view.id)
         return actions + self._after_install()
 
@@ -328,16 +310,6 @@ class Flushing(Member):
         Commit: _on_commit,
         StateTransfer: _on_state,
     }
-
-
-def _replaced(members: tuple[int, ...], incs: tuple[int, ...], value: NextView) -> tuple[int, ...]:
-    """The members of the old view (``members``, ``incs``) that ``value`` keeps as a later
-    incarnation: the old one left and the next one joined in the same flush."""
-    return tuple(
-        m
-        for m, inc in zip(members, incs, strict=True)
-        if m in value.members and value.incarnations[value.members.index(m)] != inc
-    )
 
 
 def _ballot(p: Prepare | Accept) -> Ballot:

@@ -13,11 +13,11 @@ coordinator. ``flushing.Flushing`` adds the flush and the installation of views;
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Collection, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable
 from typing import Any, ClassVar
 
 from mailroom.core.actions import Action, Transmit, View
-from mailroom.core.endpoint import EndpointBase, receive_each
+from mailroom.core.endpoint import EndpointBase
 from mailroom.core.errors import LocalError, RemoteError
 from mailroom.core.messages import Payload
 from mailroom.core.registry import entry
@@ -34,6 +34,7 @@ from mailroom.protocols.membership.packets import (
     Stability,
     Suspect,
 )
+from mailroom.protocols.membership.safe import SafeDelivery
 from mailroom.protocols.membership.transfer import Transfer
 from mailroom.protocols.membership.view import InstalledView
 from mailroom.protocols.reliable import Reliable
@@ -42,7 +43,7 @@ from mailroom.protocols.reliable import Reliable
 MAX_FUTURE = 4096
 
 
-class Member(EndpointBase):
+class Member(SafeDelivery, EndpointBase):
     """A member's parts, the traffic of its view and of other views, requests to change it."""
 
     def __init__(
@@ -76,7 +77,7 @@ class Member(EndpointBase):
         self.contacts = tuple(sorted({int(c) for c in contacts}))
         for c in self.contacts:
             self._check_dest(c)
-        self._one_step = False  # receiving a batch: announce the hold at its end
+        self._one_step = False  # receiving a batch (safe.py)
         self._left = False  # leave() was called
         self._gone = False  # excluded for good (left)
         #: messages issued before they can be sent (see flush.py, "Sends")
@@ -170,49 +171,6 @@ class Member(EndpointBase):
         out = installed.translate(actions, self.mode == "broadcast", every, not self._one_step)
         return self._handed(out)
 
-    # -- safe delivery (safe.py) ---------------------------------------------------------
-    def _handed(self, actions: list[Action]) -> list[Action]:
-        """``actions`` of a step of the view's ordering protocol, then the held deliveries
-        that every member now holds (safe delivery)."""
-        installed = self._epoch.installed
-        return actions + self._release() if installed is not None and installed.held else actions
-
-    def _release(self) -> list[Action]:
-        """Hand over the held deliveries that every member holds (none while frozen: the
-        Commit hands over what is held)."""
-        installed = self._epoch.installed
-        if installed is None or not installed.held or self.flushing:
-            return []
-        return installed.held.release(self.safe_holds())
-
-    def safe_holds(self) -> list[Sequence[int]]:
-        """How far each member of the view holds, as far as this process knows: a held
-        delivery is handed over once all of these cover it. (An extension point: the
-        harness's known-buggy ``GroupSafeOwnHold`` counts its own hold alone.)"""
-        installed = self._epoch.installed
-        assert installed is not None
-        return installed.holds()
-
-    def _hold_to(self, member: int) -> list[Action]:
-        """How far this process holds, for a member that asked (safe delivery)."""
-        installed = self._epoch.installed
-        if installed is None or installed.held is None or member not in installed.view.members:
-            return []
-        return installed.report([member])
-
-    def _ask_holds(self) -> list[Action]:
-        """At a retry: if the first held delivery was first at the last retry too, ask the
-        members whose hold does not cover it to report theirs again (one was lost)."""
-        installed = self._epoch.installed
-        held = None if installed is None or self.flushing else installed.held
-        head = held.head() if held else None
-        if installed is None or head is None or not self._retries.stuck(head):
-            return []
-        rank, seq = head
-        query = Query(installed.view.id, self.pid)
-        members = installed.view.members
-        return [control(m, query) for m in members if installed.hold_of(m)[rank] < seq]
-
     # -- receiving in the view -------------------------------------------------------------
     def receive(self, packet: object) -> list[Action]:
         handler = self.handlers.get(type(packet))
@@ -223,22 +181,6 @@ class Member(EndpointBase):
     def receive_many(self, packets: Iterable[object]) -> tuple[list[Action], list[RemoteError]]:
         """Receive ``packets`` in order as one step (the refused ones' errors are returned)."""
         return self.one_step(self.receive, packets)
-
-    def one_step(
-        self, receive: Callable[[object], list[Action]], packets: Iterable[object]
-    ) -> tuple[list[Action], list[RemoteError]]:
-        """``receive`` (this group's, or that of a layer around it) each of ``packets`` as
-        one step: under safe delivery this process announces how far it holds once, at
-        the end, rather than after each packet."""
-        self._one_step = True
-        try:
-            actions, errors = receive_each(receive, packets)
-        finally:
-            self._one_step = False
-        installed = self._epoch.installed
-        if installed is not None and installed.held is not None and installed.advanced():
-            actions += installed.report()
-        return actions, errors
 
     def _on_data(self, p: GroupData) -> list[Action]:
         if not self._current(p.view, p.sender):
@@ -258,9 +200,17 @@ class Member(EndpointBase):
             if self.safe and (self.view is None or p.view > self.view.id):
                 return self._hold(p, ask=p.sender)  # a hold reported in a later view
             return self.notice(p.sender, p.view)  # stale: it may not know it is out
-        assert self._epoch.installed is not None
-        self._epoch.installed.heard(p)
-        return self._release()
+        view = self._epoch.installed
+        assert view is not None
+        view.heard(p)
+        released = self._release()  # safe delivery: what every member now holds
+        changes = self._changes
+        if p.sender in changes.suspects and changes.lacks_majority(view.view):
+            # the suspect answers in this view, and its suspicion can never win a
+            # majority: withdrawn, or it would keep every other change out for good
+            changes.suspects.discard(p.sender)
+            return released + self._coordinate()
+        return released
 
     def _current(self, view: object, sender: object) -> bool:
         """The packet is of this process's installed view, from one of its members."""
@@ -313,10 +263,14 @@ class Member(EndpointBase):
         return [control(sender, Query(self.view.id if self.view else 0, self.pid))]
 
     # -- requests to change the view -----------------------------------------------------------
-    def join(self) -> list[Action]:
-        """A joiner asks its contacts to let it in (tick repeats it every ``retry``)."""
+    def join(self, contacts: Collection[int] | None = None) -> list[Action]:
+        """A joiner asks its contacts (``contacts``, if given, replace them) to let it in
+        (tick repeats it every ``retry``)."""
         if self.view is not None or self._gone:
             return []
+        if contacts is not None:
+            found = tuple(sorted({self._check_dest(c) for c in contacts} - {self.pid}))
+            self.contacts = found or self.contacts
         if not self.contacts:
             raise LocalError("a joiner needs contacts (members of the running group)")
         self._arm()
@@ -339,6 +293,9 @@ class Member(EndpointBase):
                 if last is not None and last.view + 1 == installed.view.id:
                     return [control(p.sender, last)]
                 return []
+            # a later incarnation asks: the member's old one is gone (it restarted), so
+            # it is suspected, and can neither coordinate nor be waited for
+            self._changes.suspects.add(p.sender)
         self._changes.joiners[p.sender] = (p.incarnation, p.sent)
         return self._forward_or_coordinate(p)
 
@@ -370,13 +327,24 @@ class Member(EndpointBase):
         view, last = self.view, self._last_commit
         if view is None:
             return []
-        if p.view == view.id:  # the state again, or (safe delivery) how far this one holds
-            return self._epoch.transfer.answer(p, self.pid) + self._hold_to(p.sender)
-        if p.view > view.id:
-            return []
+        if p.view >= view.id:
+            return self._alive(p) if p.view == view.id else []
         if last is not None and (p.view == last.view or p.sender not in view.members):
             return [control(p.sender, last)]  # it missed the Commit, or was excluded meanwhile
         return []
+
+    def _alive(self, p: Query) -> list[Action]:
+        """A member of this view asks: the state again if it waits for it, else (unless
+        frozen) a stability report, which tells a member that suspects this one and
+        cannot win a majority that it is alive (``_on_stability`` withdraws it), or,
+        under safe delivery, how far this one holds (its report was lost)."""
+        answer = self._epoch.transfer.answer(p, self.pid)
+        installed = self._epoch.installed
+        if answer or self.flushing or installed is None or p.sender == self.pid:
+            return answer
+        if p.sender not in installed.view.members:
+            return []
+        return [control(p.sender, Stability(installed.view.id, self.pid, tuple(installed.low)))]
 
     def _coordinate(self) -> list[Action]:
         """Open a ballot if the view must change (``Flushing`` does)."""

@@ -17,21 +17,30 @@ to every other member; a member that still waits for a message after a retry
 period asks the members whose announcement does not cover it (``Query``), and they
 answer with their report, so a lost report only delays. A member hands nothing over
 while it is frozen in a flush: the Commit releases everything it holds.
+
+``Held`` is the queue (part of the installed view's snapshot); ``SafeDelivery`` is
+the member's side (a base of ``Member``): release after each step, the reports of
+a batch coalesced into one, and the retry that asks again.
 """
 
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Iterable, Sequence
-from typing import Any
+from collections.abc import Callable, Iterable, Sequence
+from typing import TYPE_CHECKING, Any
 
 import attrs
 
 from mailroom.clocks import VectorClock
-from mailroom.core.actions import Action, Deliver, Stable
-from mailroom.core.errors import LocalError
+from mailroom.core.actions import Action, Deliver, Stable, Transmit
+from mailroom.core.endpoint import receive_each
+from mailroom.core.errors import LocalError, RemoteError
 from mailroom.core.messages import Message, MessageId, TaggedMessage, check_payload
 from mailroom.core.persist import snap_counter, snap_list
+from mailroom.protocols.membership.packets import Query
+
+if TYPE_CHECKING:
+    from mailroom.protocols.membership.epoch import Epoch, Retries
 
 #: A held action and what it waits for: (rank, inner seq, action); rank -1 waits for
 #: nothing but the actions ahead of it (a ``Stable`` report).
@@ -123,6 +132,67 @@ class Held:
                 raise LocalError(f"snapshot field held names {mid}, of an earlier view")
             held.add(inner.origin, inner.seq, Deliver(message))
         return held
+
+
+class SafeDelivery:
+    """A member's side of safe delivery (a base of ``Member``, whose parts it reads)."""
+
+    pid: int
+    _epoch: Epoch
+    _retries: Retries
+    #: receiving a batch: announce the hold once, at its end
+    _one_step: bool = False
+
+    def _handed(self, actions: list[Action]) -> list[Action]:
+        """``actions`` of a step of the view's ordering protocol, then the held deliveries
+        that every member now holds (safe delivery)."""
+        installed = self._epoch.installed
+        return actions + self._release() if installed is not None and installed.held else actions
+
+    def _release(self) -> list[Action]:
+        """Hand over the held deliveries that every member holds (none while frozen: the
+        Commit hands over what is held)."""
+        installed = self._epoch.installed
+        if installed is None or not installed.held or self._epoch.flush.frozen:
+            return []
+        return installed.held.release(self.safe_holds())
+
+    def safe_holds(self) -> list[Sequence[int]]:
+        """How far each member of the view holds, as far as this process knows: a held
+        delivery is handed over once all of these cover it. (An extension point: the
+        harness's known-buggy ``GroupSafeOwnHold`` counts its own hold alone.)"""
+        installed = self._epoch.installed
+        assert installed is not None
+        return installed.holds()
+
+    def _ask_holds(self) -> list[Action]:
+        """At a retry: if the first held delivery was first at the last retry too, ask the
+        members whose hold does not cover it to report theirs again (one was lost)."""
+        installed = self._epoch.installed
+        held = None if installed is None or self._epoch.flush.frozen else installed.held
+        head = held.head() if held else None
+        if installed is None or head is None or not self._retries.stuck(head):
+            return []
+        rank, seq = head
+        query = Query(installed.view.id, self.pid)
+        members = installed.view.members
+        return [Transmit(m, query, None) for m in members if installed.hold_of(m)[rank] < seq]
+
+    def one_step(
+        self, receive: Callable[[object], list[Action]], packets: Iterable[object]
+    ) -> tuple[list[Action], list[RemoteError]]:
+        """``receive`` (this group's, or that of a layer around it) each of ``packets`` as
+        one step: under safe delivery this process announces how far it holds once, at
+        the end, rather than after each packet."""
+        self._one_step = True
+        try:
+            actions, errors = receive_each(receive, packets)
+        finally:
+            self._one_step = False
+        installed = self._epoch.installed
+        if installed is not None and installed.held is not None and installed.advanced():
+            actions += installed.report()
+        return actions, errors
 
 
 def covered(holds: Iterable[Sequence[int]]) -> list[int]:

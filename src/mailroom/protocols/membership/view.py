@@ -197,15 +197,6 @@ class InstalledView:
                 actions.append(Deliver(Message(MessageId(origin, seq), origin, payload)))
         return actions
 
-    def carry(self, queued: list[tuple[Payload, int | None]], first: int) -> None:
-        """This process's messages ``first + 1``, ``first + 2``... of the view, issued but
-        never sent, go into the flush with its own (broadcasts: a unicast is never
-        queued)."""
-        base = self.bases[self.rank]
-        for k, (payload, _) in enumerate(queued):
-            seq = first + k + 1
-            self.own[seq - base] = [self.pid, seq, payload]
-
     def own_ids(self) -> list[MessageId]:
         """This process's messages of the view that it has not delivered (yet): under safe
         delivery, those it holds and has not handed over too."""
@@ -217,16 +208,14 @@ class InstalledView:
         return [list(self.own[k]) for k in sorted(self.own)]
 
     # -- stability: what every member has, so the flush log stays small ---------------------
-    def report(self, to: Iterable[int] | None = None) -> list[Action]:
-        """Tell the other members (or those ``to``) what this process delivered (and
-        prune with it)."""
+    def report(self) -> list[Action]:
+        """Tell the other members what this process delivered (and prune with it)."""
         self.since_report = 0
         low = tuple(self.low)
         self.stable[self.pid] = low
         self._prune()
         packet = Stability(self.view.id, self.pid, low)
-        targets = self.view.members if to is None else to
-        return [Transmit(m, packet, None) for m in targets if m != self.pid]
+        return [Transmit(m, packet, None) for m in self.view.members if m != self.pid]
 
     def heard(self, p: Stability) -> None:
         """Member ``p.sender`` reported what it delivered; RemoteError if malformed. A
