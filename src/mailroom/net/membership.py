@@ -74,10 +74,11 @@ def rejoined(
     endpoint: Any, contacts: Collection[int], *, sent: int = 0, incarnation: int = 0
 ) -> Any:
     """A joiner that takes over from ``endpoint`` (a group endpoint restored from a
-    checkpoint): its next incarnation, asking ``contacts`` (default: the other members
-    of its last view), its message ids counting on from the last one it used. ``sent``
-    and ``incarnation``: what the process is known to have reached (a log cut after
-    them): ids start after ``sent``, the incarnation above ``incarnation``."""
+    checkpoint): its next incarnation, with the same options, asking ``contacts``
+    (default: the other members of its last view), its message ids counting on from
+    the last one it used. ``sent`` and ``incarnation``: what the process is known to
+    have reached (a log cut after them): ids start after ``sent``, the incarnation
+    above ``incarnation``."""
     old = group_of(endpoint)
     if old is None:
         raise LocalError(f"only a group member can rejoin, not {type(endpoint).__name__}")
@@ -92,6 +93,7 @@ def rejoined(
         retry=old.retry,
         stability_every=old.stability_every,
         incarnation=max(old.incarnation, incarnation) + 1,
+        safe=old.safe,
     )
     group.sent_count = max(old.sent_count, sent)
     if isinstance(endpoint, HeartbeatDetector):
