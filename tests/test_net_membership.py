@@ -35,7 +35,7 @@ from mailroom.core.actions import Excluded, ViewChange
 from mailroom.core.messages import MessageId
 from mailroom.net import Node
 from mailroom.net.cli import main
-from mailroom.net.membership import group_endpoint
+from mailroom.net.membership import group_endpoint, group_of, rejoined
 from mailroom.net.node import GROUP_OUTBOX
 from mailroom.net.store import CheckpointLog
 from mailroom.protocols.membership import Group as Group_
@@ -427,6 +427,15 @@ def test_bad_group_options_are_one_line_errors(
             s.close()
     err = capsys.readouterr().err
     assert err.startswith("error: ") and message in err and err.count("\n") == 1
+
+
+def test_a_restarted_member_rejoins_with_its_options_safe_delivery_included() -> None:
+    for safe in (False, True):
+        old = group_endpoint("sequencer", 1, 3, members=[0, 1, 2], heartbeat=0.1, safe=safe)
+        new = group_of(rejoined(old, [0], sent=4, incarnation=2))
+        assert new is not None and new.safe is safe and new.contacts == (0,)
+        assert (new.incarnation, new.sent_count, new.inner_protocol) == (3, 4, "sequencer")
+        assert (new.reliable, new.retry) == (True, 0.1)
 
 
 @pytest.mark.slow
