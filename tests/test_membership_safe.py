@@ -312,12 +312,17 @@ def test_snapshots_without_safe_delivery_are_as_before_and_strict() -> None:
     safe = Group(0, 3, "cbcast", members=range(3), safe=True)
     data = safe.snapshot()
     assert data["safe"] is True and data["held"] == []
-    with pytest.raises(LocalError, match="held does not match"):
+    with pytest.raises(LocalError, match="safe does not match field held"):
         restore_endpoint({k: v for k, v in data.items() if k != "held"})
     with pytest.raises(LocalError, match="held"):
         restore_endpoint({**data, "held": [["m", 0, 0, "x"]]})  # no message of the view
     with pytest.raises(LocalError, match="held"):
         restore_endpoint({**data, "held": [["q", 1]]})
+    with pytest.raises(LocalError, match="safe"):
+        restore_endpoint({**data, "safe": 1})
+    unicast = Group(0, 3, "rst", members=range(3)).snapshot()
+    with pytest.raises(LocalError, match="safe is true with rst, not a broadcast protocol"):
+        restore_endpoint({**unicast, "safe": True, "held": []})
 
 
 def test_safe_delivery_needs_a_broadcast_protocol() -> None:

@@ -46,6 +46,17 @@ from mailroom.protocols.membership.status import GroupStatus
 from mailroom.protocols.membership.values import PACKET
 
 
+def _safe_fits(g: Group, safe: bool) -> str | None:
+    """``safe`` (loaded after the epoch): with a broadcast protocol, and exactly when the
+    installed view holds deliveries (``held``)."""
+    if safe and g.mode != "broadcast":
+        return f"is true with {g.inner_protocol}, not a broadcast protocol"
+    installed = g._epoch.installed
+    if installed is not None and (installed.held is not None) != safe:
+        return "does not match field held"
+    return None
+
+
 class Group(Flushing):
     """One member of a process group: views, flush, joins, leaves and state transfer.
 
@@ -258,12 +269,6 @@ class Group(Flushing):
     def _load_future(self, data: object) -> None:
         self._future = [PACKET.load(d, self, "future") for d in snap_list(data, "future")]
 
-    def _load_safe(self, data: object) -> None:
-        self.safe = self._check_safe(data)
-        installed = self._epoch.installed
-        if installed is not None and (installed.held is not None) != self.safe:
-            raise LocalError("snapshot field held does not match field safe")
-
     def _load_last_commit(self, data: object) -> None:
         if data is not None:
             self._last_commit = check.packet_from(data, "last_commit", Commit)
@@ -276,7 +281,7 @@ class Group(Flushing):
         Field("incarnation", kind=COUNTER),
         Field("contacts", kind=check.MEMBERS),
         *lift(lambda g: g._epoch, Epoch.persistent),
-        Field.custom("safe", lambda g: g.safe, _load_safe, absent=False),
+        Field("safe", kind=FLAG, check=_safe_fits, absent=False),
         *lift(lambda g: g._changes, Changes.persistent),
         Field.custom("outbox", lambda g: [[p, to] for p, to in g._outbox], _load_outbox),
         Field.custom("future", lambda g: [PACKET.dump(p) for p in g._future], _load_future),
