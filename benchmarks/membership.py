@@ -48,9 +48,12 @@ END = 70.0
 FLUSH = {"Suspect", "Prepare", "Promise", "Accept", "Accepted", "Commit"}
 
 
-def measure(protocol: str, n: int, victim: int, retry: float = 1.0) -> dict[str, float]:
+def measure(
+    protocol: str, n: int, victim: int, retry: float = 1.0, safe: bool = False
+) -> dict[str, float]:
     """One run: ``victim`` crashes at CRASH while everyone broadcasts every time unit;
-    the Groups repeat unanswered flush requests every ``retry``."""
+    the Groups repeat unanswered flush requests every ``retry`` (and deliver safely with
+    ``safe``)."""
     wire: list[tuple[float, str]] = []
 
     def on_transmit(sim: Simulation, pid: int, t: Transmit) -> None:
@@ -58,7 +61,7 @@ def measure(protocol: str, n: int, victim: int, retry: float = 1.0) -> dict[str,
 
     eps = [
         HeartbeatDetector(
-            Group(p, n, protocol, members=range(n), retry=retry),
+            Group(p, n, protocol, members=range(n), retry=retry, safe=safe),
             interval=INTERVAL,
             timeout=TIMEOUT,
         )

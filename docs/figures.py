@@ -130,6 +130,33 @@ def membership_crash() -> Diagram:
     return draw(sim.trace, labels=labels, title="Carol crashes; the flush hands m3 to Alice")
 
 
+def membership_safe_crash() -> Diagram:
+    """The crash story under safe delivery: Carol's m3 reaches only Bob; nobody
+    delivers it (Alice does not hold it) until the flush after Carol's crash hands it
+    to Alice and Bob, just before view 2."""
+    from mailroom import Group
+
+    def settle(sim: Simulation) -> None:
+        while sim.in_flight:
+            sim.arrive(min(sim.in_flight))
+
+    sim = Simulation(
+        [Group(p, 3, "cbcast", members=range(3), safe=True) for p in range(3)], adversarial=True
+    )
+    m1 = sim.broadcast(0, "m1 from Alice")
+    settle(sim)
+    m3 = sim.broadcast(2, "m3 from Carol")
+    sim.drop(sim.packets(m3, to=0)[0].id)
+    sim.arrive_message(m3, 1)
+    settle(sim)
+    sim.crash(2)
+    sim.suspect(0, 2)
+    sim.suspect(1, 2)
+    settle(sim)
+    names = {m1: "m1", m3: "m3"}
+    return draw(sim.trace, labels=ABC, names=names, title="Safe delivery: m3 waits for the flush")
+
+
 def lab_column_for_deliv() -> Diagram:
     from mailroom.lab import ColumnForDeliv, counterexample
 
@@ -154,6 +181,7 @@ FIGURES: dict[str, Callable[[], Diagram]] = {
     "rst-under-loss": rst_under_loss,
     "tagged-naive": tagged_naive,
     "membership-crash": membership_crash,
+    "membership-safe-crash": membership_safe_crash,
     "lab-column-for-deliv": lab_column_for_deliv,
     "lab-fifo-is-weaker": lab_fifo_is_weaker,
 }

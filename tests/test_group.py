@@ -134,7 +134,8 @@ def test_a_joiner_gets_the_state_and_then_the_same_messages() -> None:
     view = View(2, (0, 1, 2, 3))
     assert all(net.eps[p].view == view for p in range(4))
     change = [a for a in net.log[3] if isinstance(a, ViewChange)]
-    assert change == [ViewChange(view, (0, 1, 2, 3), (), ["P0#1"])]  # it had no view before
+    # it had no view before; the members are their first incarnations
+    assert change == [ViewChange(view, (0, 1, 2, 3), (), ["P0#1"], incarnations=(0, 0, 0, 0))]
     requests = [a for p in range(3) for a in net.log[p] if isinstance(a, StateRequest)]
     assert requests == [StateRequest(2, (3,))]  # one member (the lowest) sends the state
     net.do(3, "broadcast", "hello")

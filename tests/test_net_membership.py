@@ -35,13 +35,14 @@ from mailroom.core.actions import Excluded, ViewChange
 from mailroom.core.messages import MessageId
 from mailroom.net import Node
 from mailroom.net.cli import main
-from mailroom.net.membership import group_endpoint
+from mailroom.net.membership import group_endpoint, group_of, rejoined
 from mailroom.net.node import GROUP_OUTBOX
 from mailroom.net.store import CheckpointLog
 from mailroom.protocols.membership import Group as Group_
 from mailroom.testing.membership import (
     check_same_view,
     check_self_inclusion,
+    check_uniform_agreement,
     check_view_agreement,
     check_virtual_synchrony,
     survivors_total,
@@ -116,14 +117,18 @@ def _delivered_before(events: list[Event], pid: int, view: int) -> list[Event]:
             is not None and e.view < view]  # fmt: skip
 
 
-def _crash_and_rejoin(tmp_path: Path, protocol: str, order: str, victim: int) -> dict[str, Any]:
-    """The story with ``kill -9`` of ``victim``; returns what it measured."""
+def _crash_and_rejoin(
+    tmp_path: Path, protocol: str, order: str, victim: int, safe: bool = False
+) -> dict[str, Any]:
+    """The story with ``kill -9`` of ``victim``; returns what it measured. With ``safe``
+    every process runs ``--safe`` (the restarted one too) and the merged traces pass
+    uniform agreement as well."""
     count = 150
     rest = tuple(p for p in range(3) if p != victim)
     provider = rest[0]  # the lowest member that has the state hands it to the joiner
     args = ["--protocol", protocol, "--count", str(count), "--interval", "0.03",
             "--heartbeat", str(HEARTBEAT), "--suspect-after", str(SUSPECT_AFTER),
-            "--rto", "0.2"]  # fmt: skip
+            "--rto", "0.2", *(["--safe"] if safe else [])]  # fmt: skip
     with group(tmp_path, 3, args) as g:
         ckpt = {pid: str(g.path("checkpoint", pid)) for pid in range(3)}
         for pid in range(3):
@@ -192,6 +197,7 @@ def _crash_and_rejoin(tmp_path: Path, protocol: str, order: str, victim: int) ->
             + check_self_inclusion(events)
             + check_same_view(events)
             + check_virtual_synchrony(events, final=final)
+            + (check_uniform_agreement(events, final=final) if safe else [])
         )
         assert not problems, problems
         report = check(events, ["integrity", "causal"])
@@ -405,6 +411,8 @@ def test_join_state_false_suspicion_and_replay_in_one_process(tmp_path: Path) ->
         (["--members", "0,x"], "not a comma-separated list of pids"),
         (["--join", "7"], "P7 is not in the peer table"),
         (["--members", "0,1,2", "--heartbeat", "1", "--suspect-after", "0.5"], "heartbeat"),
+        (["--safe"], "--safe is a group's option"),
+        (["--members", "0,1,2", "--safe", "--protocol", "rst"], "needs a broadcast protocol"),
     ],
 )
 def test_bad_group_options_are_one_line_errors(
@@ -419,6 +427,22 @@ def test_bad_group_options_are_one_line_errors(
             s.close()
     err = capsys.readouterr().err
     assert err.startswith("error: ") and message in err and err.count("\n") == 1
+
+
+def test_a_restarted_member_rejoins_with_its_options_safe_delivery_included() -> None:
+    for safe in (False, True):
+        old = group_endpoint("sequencer", 1, 3, members=[0, 1, 2], heartbeat=0.1, safe=safe)
+        new = group_of(rejoined(old, [0], sent=4, incarnation=2))
+        assert new is not None and new.safe is safe and new.contacts == (0,)
+        assert (new.incarnation, new.sent_count, new.inner_protocol) == (3, 4, "sequencer")
+        assert (new.reliable, new.retry) == (True, 0.1)
+
+
+@pytest.mark.slow
+def test_a_safe_group_survives_kill_and_rejoin(tmp_path: Path) -> None:
+    """``--safe``: the killed member's deliveries are all delivered by the survivors."""
+    found = _crash_and_rejoin(tmp_path, "cbcast", "causal", victim=2, safe=True)
+    print(f"safe cbcast: view without the killed member {found['detected']:.2f} s after the kill")
 
 
 @pytest.mark.slow

@@ -15,10 +15,12 @@ from hypothesis import strategies as st
 
 import mailroom.testing.membership  # noqa: F401  (it defines endpoint classes)
 from mailroom.clocks import VectorClock
+from mailroom.core.actions import Transmit
 from mailroom.core.endpoint import ENDPOINT_TYPES, HEADER_KEYS, EndpointBase
 from mailroom.core.errors import LocalError
 from mailroom.core.messages import MessageId
 from mailroom.core.persist import (
+    ALWAYS,
     CLOCK,
     COUNTER,
     COUNTS,
@@ -304,9 +306,47 @@ def test_a_snapshot_holds_exactly_the_header_and_the_declared_fields(
 ) -> None:
     ep = _fresh(cls)
     data = json.loads(json.dumps(ep.snapshot()))
-    assert list(data) == [*HEADER_KEYS, *(f.key for f in cls.persistent)]
+    declared = [f.key for f in cls.persistent]
+    assert list(data) == [*HEADER_KEYS, *(key for key in declared if key in data)]
+    # only a field with an absent value may be left out (Group's safe and held)
+    optional = {f.key for f in cls.persistent if f.absent is not ALWAYS}
+    assert set(declared) - set(data) <= optional
     back = cls.restore(data)
     assert type(back) is cls and back.snapshot() == data
+
+
+def _safe_groups() -> list[type[EndpointBase]]:
+    return [c for c in _library_classes() if issubclass(c, (Group, HeartbeatDetector))]
+
+
+@pytest.mark.parametrize("cls", _safe_groups(), ids=lambda c: c.protocol)
+def test_a_safe_group_snapshots_every_declared_field_mid_hold_and_goes_on_alike(
+    cls: type[EndpointBase],
+) -> None:
+    """Under safe delivery P0 holds its own message until P1 and P2 report they hold it:
+    a snapshot taken meanwhile writes every declared field, and the restored endpoint
+    hands over the same deliveries as the original when the reports come."""
+
+    def member(p: int) -> EndpointBase:
+        group = Group if issubclass(cls, HeartbeatDetector) else cls
+        g = group(p, N, "cbcast", members=range(N), safe=True)  # type: ignore[call-arg]
+        return cls(g) if issubclass(cls, HeartbeatDetector) else g  # type: ignore[call-arg]
+
+    eps = [member(p) for p in range(N)]
+    sent = [a for a in eps[0].broadcast("a") if isinstance(a, Transmit)]
+    data = json.loads(json.dumps(eps[0].snapshot()))
+    assert list(data) == [*HEADER_KEYS, *(f.key for f in cls.persistent)]
+    held = data["group"]["held"] if issubclass(cls, HeartbeatDetector) else data["held"]
+    if cls in (Group, HeartbeatDetector):  # the known-buggy variants hand it over at once
+        assert [row[:4] for row in held] == [["m", 0, 1, "a"]]
+    back = cls.restore(data)
+    assert type(back) is cls and back.snapshot() == data
+    arrived = [a for q in (1, 2) for s in sent if s.to == q for a in eps[q].receive(s.packet)]
+    reports = [a.packet for a in arrived if isinstance(a, Transmit) and a.to == 0]
+    assert reports and all(type(r).__name__ == "Stability" for r in reports)
+    for r in reports:
+        assert back.receive(r) == eps[0].receive(r)
+    assert back.snapshot() == eps[0].snapshot()
 
 
 def test_the_lab_and_the_naive_variants_restore_what_they_hold() -> None:

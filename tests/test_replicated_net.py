@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 from mailroom.core.errors import LocalError
+from mailroom.net.membership import group_endpoint, group_of
 from mailroom.protocols.membership import Group
 from mailroom.replicated import Bundle, History, ReplDict, ReplLockManager, check_history
 from mailroom.replicated.aiohost import AsyncReplica
@@ -34,14 +35,19 @@ async def until(predicate: Any, what: str, timeout: float = 30.0) -> None:
         await asyncio.sleep(0.01)
 
 
-def test_calls_reads_a_joiner_an_exclusion_and_a_restart(tmp_path: Path) -> None:
+@pytest.mark.parametrize("safe", [False, True])
+def test_calls_reads_a_joiner_an_exclusion_and_a_restart(tmp_path: Path, safe: bool) -> None:
     socks = listening_sockets(3)
     peers = table_of(socks)
     history = History()
 
     def replica(p: int, *, members: Any = None, **options: Any) -> AsyncReplica:
-        group = Group(p, 3, "sequencer", members=members, contacts=[0, 1], reliable=True, retry=0.1)
-        return AsyncReplica(store(), group, peers, KEY, listen=socks[p], history=history, **options)
+        group = Group(
+            p, 3, "sequencer", members=members, contacts=[0, 1], reliable=True, retry=0.1, safe=safe
+        )
+        return AsyncReplica(
+            store(), group, peers, KEY, listen=socks[p], history=history, safe=safe, **options
+        )
 
     async def main() -> list[AsyncReplica]:
         r = [replica(p, members=[0, 1], checkpoint=tmp_path / f"ckpt{p}") for p in (0, 1)]
@@ -86,7 +92,7 @@ def test_calls_reads_a_joiner_an_exclusion_and_a_restart(tmp_path: Path) -> None
     finally:
         for s in socks:
             s.close()
-    report = check_history(history.rows, store, safe=False)
+    report = check_history(history.rows, store, safe=safe)
     assert report.ok, [p.explain() for p in report.problems]
     assert report.acknowledged >= 7
 
@@ -120,10 +126,11 @@ def test_a_replica_that_requires_safe_delivery_refuses_a_plain_group() -> None:
     socks = listening_sockets(1)
     try:
         group = Group(0, 1, "skeen", members=[0])
-        if getattr(group, "safe", False):  # pragma: no cover - once Group offers it
-            pytest.skip("this Group delivers safely")
         with pytest.raises(LocalError, match="delivers safely"):
             AsyncReplica(store(), group, table_of(socks), KEY, safe=True)
+        endpoint = group_endpoint("skeen", 0, 1, members=[0], safe=True)
+        r = AsyncReplica(store(), endpoint, table_of(socks), KEY, safe=True)
+        assert group_of(r.node.endpoint) is endpoint.group and endpoint.group.safe
     finally:
         for s in socks:
             s.close()

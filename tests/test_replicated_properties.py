@@ -5,22 +5,18 @@ states judge every run, and known-buggy variants must be caught.
 The default Group delivers non-uniformly: a member may apply and acknowledge an
 operation that no survivor holds, then crash or be excluded. So the properties hold
 "acknowledged by a replica alive at the end" (``safe=False``); the stronger
-"acknowledged by anyone" runs once Group offers safe delivery (``Group(safe=True)``,
-a later phase), and a pinned schedule shows the plain group losing such an operation.
+"acknowledged by anyone" holds with safe delivery (``Group(safe=True)``), and a pinned
+schedule shows the plain group losing such an operation and the safe group keeping it.
 """
 
 from __future__ import annotations
 
-import inspect
 from typing import Any
 
-import pytest
 from hypothesis import HealthCheck, find, given, settings
 from hypothesis import strategies as st
 
-from mailroom import Group
 from mailroom.core.actions import View
-from mailroom.core.errors import LocalError
 from mailroom.replicated import (
     ReplDict,
     ReplLockManager,
@@ -28,6 +24,7 @@ from mailroom.replicated import (
     check_history,
     replicated,
 )
+from mailroom.replicated.replica import OutcomeUnknown
 from mailroom.replicated.simhost import group_factory
 from mailroom.replicated.testing import (
     EagerLock,
@@ -42,7 +39,6 @@ from mailroom.replicated.testing import (
 )
 
 PROTOCOLS = ("sequencer", "skeen", "lamport")
-SAFE = "safe" in inspect.signature(Group).parameters
 KEYS = st.sampled_from(["a", "b"])
 DICT_CALLS = st.one_of(
     st.tuples(st.just("set"), st.tuples(KEYS, st.integers(0, 9))),
@@ -121,7 +117,6 @@ def test_the_lock_is_never_held_by_two_members_in_one_view(s: ReplicaScenario) -
     assert_run(s, ReplLockManager)
 
 
-@pytest.mark.skipif(not SAFE, reason="waits for safe delivery: Group(safe=True), a later phase")
 @settings(max_examples=examples(60))
 @given(replica_scenarios(DICT_CALLS, reads=DICT_READS))
 def test_nothing_acknowledged_by_anyone_is_lost_with_safe_delivery(s: ReplicaScenario) -> None:
@@ -150,6 +145,26 @@ def test_the_plain_group_can_lose_what_one_member_acknowledged() -> None:
     lost = [p for p in check_history(rows, ReplDict).problems if p.property == "lost"]
     assert lost and lost[0].op == (0, 1)
     assert check_history(rows, ReplDict, safe=False).ok
+
+
+def test_the_safe_group_does_not_acknowledge_what_it_could_lose() -> None:
+    """The same schedule with safe delivery: P0 holds its call until every member holds
+    it, which never happens before the others exclude it, so it is never applied nor
+    acknowledged (its caller learns the outcome is unknown). Nothing acknowledged is
+    lost, and the group goes on without it."""
+    g = SimGroup(ReplDict, 3, "sequencer", adversarial=True, safe=True)
+    g.partition([[0], [1, 2]])
+    told = g.call(0, "set", "k", 1)
+    assert not told.done  # held: P1 and P2 do not have it
+    for p, q in [(1, 0), (2, 0), (0, 1), (0, 2)]:
+        g.suspect(p, q)
+    g.settle(timers=False)
+    g.sim.partitions = []
+    g.settle()
+    assert told.outcome is not None and isinstance(told.outcome.error, OutcomeUnknown)
+    assert g.read(1, "get", "k") is None and g.read(0, "get", "k") is None
+    assert g.members() == (0, 1, 2) and g.replicas[0].incarnation == 1  # type: ignore[union-attr]
+    assert check_history(g.end(), ReplDict).ok
 
 
 # -- known-buggy variants: each must be caught ----------------------------------------------
@@ -213,9 +228,3 @@ def test_a_view_is_installed_at_the_same_point_everywhere() -> None:
     assert g.members() == (0, 1)
     assert [r["view"] for r in g.history.rows if r["row"] == "view"] == [2, 2]
     assert View(2, (0, 1)) == g.replicas[0].view  # type: ignore[union-attr]
-
-
-@pytest.mark.skipif(SAFE, reason="Group offers safe delivery")
-def test_asking_for_safe_delivery_before_group_offers_it_is_a_local_error() -> None:
-    with pytest.raises(LocalError, match="no safe"):
-        SimGroup(ReplDict, 3, "sequencer", safe=True)

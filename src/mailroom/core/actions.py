@@ -76,7 +76,9 @@ class ViewChange:
     application state transferred to a joining member (None at members that were
     already in the group); ``dropped`` lists this member's own
     messages of the previous view that no member delivered (send them again if
-    they still matter).
+    they still matter). ``incarnations``: the members' incarnations, in member order
+    (empty if the group does not say): a restarted process leaves in one view and
+    its next incarnation joins in a later one.
     """
 
     view: View
@@ -84,6 +86,7 @@ class ViewChange:
     left: tuple[int, ...] = attrs.field(converter=_members)
     state: Any = None
     dropped: tuple[MessageId, ...] = ()
+    incarnations: tuple[int, ...] = attrs.field(default=(), converter=_members)
 
 
 @attrs.frozen
@@ -99,14 +102,23 @@ class StateRequest:
 @attrs.frozen
 class Excluded:
     """This process is no longer a member: the group installed ``view`` without it
-    (suspected, cut off in a minority, or it left). ``dropped``: its own messages that
-    will never be delivered. With ``rejoining`` the endpoint now asks to join again as
-    a new incarnation: the application drops its state and waits for the ViewChange
-    that brings the transferred state."""
+    (suspected, cut off in a minority, or it left). ``dropped``: its own messages this
+    process did not deliver and will not: ``unsent``, those it issued and never sent
+    (nobody delivers them), and the others (``in_doubt``), which it sent and which the
+    members of ``view`` may or may not have delivered. With ``rejoining`` the endpoint
+    now asks to join again as a new incarnation: the application drops its state and
+    waits for the ViewChange that brings the transferred state."""
 
     view: View
     dropped: tuple[MessageId, ...] = ()
     rejoining: bool = False
+    unsent: tuple[MessageId, ...] = ()
+
+    @property
+    def in_doubt(self) -> tuple[MessageId, ...]:
+        """Its messages it sent whose outcome it cannot know (``dropped`` less ``unsent``)."""
+        unsent = set(self.unsent)
+        return tuple(m for m in self.dropped if m not in unsent)
 
 
 Action = Transmit | Deliver | Stable | Backpressure | ViewChange | StateRequest | Excluded

@@ -112,11 +112,19 @@ def receive_batch(
     if callable(many):
         result: tuple[list[Action], list[RemoteError]] = many(packets)
         return result
+    return receive_each(endpoint.receive, packets)
+
+
+def receive_each(
+    receive: Callable[[object], list[Action]], packets: Iterable[object]
+) -> tuple[list[Action], list[RemoteError]]:
+    """``receive(packet)`` for each of ``packets`` in order; the refused ones' errors are
+    returned, not raised."""
     actions: list[Action] = []
     errors: list[RemoteError] = []
     for packet in packets:
         try:
-            actions += endpoint.receive(packet)
+            actions += receive(packet)
         except RemoteError as exc:
             errors.append(exc)
     return actions, errors

@@ -20,7 +20,10 @@ Three sorts of field:
   directions side by side, for state spread over several attributes or rebuilt
   one item at a time (a mail room, whose packets must be ones the protocol accepts).
 
-Loading runs in table order, so a field may rely on every field above it.
+Loading runs in table order, so a field may rely on every field above it. A field
+added to an endpoint after its snapshots were in use may name the data it writes
+when it holds nothing new (``absent``): it is then left out, and a snapshot without
+it loads that, so earlier snapshots restore exactly.
 
 Why a table and not attrs + cattrs: the endpoints keep their state in plain
 attributes tuned for the per-packet path (lists shared with buffers, dicts keyed
@@ -45,6 +48,8 @@ from mailroom.core.wire import packet_from_data, packet_to_data
 
 #: Counters above this are refused as corrupt (as on the wire).
 MAX_COUNTER = 2**53
+#: A field's ``absent`` when it is always written.
+ALWAYS = object()
 
 
 def _refill(target: Any, value: Any) -> None:
@@ -96,7 +101,9 @@ class Field:
     replacing it. ``check(endpoint, value)``: a rule the loaded value must meet,
     checked before it is stored; it returns what is wrong (``"is true with nothing
     unconsumed"``) or None. ``init(value)``: the field is given to the constructor,
-    as the keyword arguments it returns; loading then leaves it alone.
+    as the keyword arguments it returns; loading then leaves it alone. ``absent``:
+    the data for which the key is left out of the snapshot (and that a snapshot
+    without the key loads); ``ALWAYS``: the key is always there.
     """
 
     key: str
@@ -108,6 +115,7 @@ class Field:
     #: for custom fields: endpoint -> data, and (endpoint, data) -> None
     dumper: Callable[[Any], Any] | None = None
     loader: Callable[[Any, Any], None] | None = None
+    absent: Any = ALWAYS
 
     def __attrs_post_init__(self) -> None:
         if self.kind is None and self.dumper is None:
@@ -119,10 +127,19 @@ class Field:
 
     @classmethod
     def custom(
-        cls, key: str, dump: Callable[[Any], Any], load: Callable[[Any, Any], None]
+        cls,
+        key: str,
+        dump: Callable[[Any], Any],
+        load: Callable[[Any, Any], None],
+        absent: Any = ALWAYS,
     ) -> Field:
         """A field written by ``dump(endpoint)`` and read by ``load(endpoint, data)``."""
-        return cls(key, dumper=dump, loader=load)
+        return cls(key, dumper=dump, loader=load, absent=absent)
+
+    def left_out(self, data: Any) -> bool:
+        """The field writes ``data``, for which its key is left out of the snapshot."""
+        absent = self.absent
+        return absent is not ALWAYS and type(data) is type(absent) and data == absent
 
     def dump(self, endpoint: object) -> Any:
         if self.dumper is not None:
@@ -155,17 +172,22 @@ class Field:
 def dump_fields(endpoint: object, fields: tuple[Field, ...], data: dict[str, Any]) -> None:
     """Write each field of ``fields`` into ``data`` under its key, in order."""
     for f in fields:
-        data[f.key] = f.dump(endpoint)
+        value = f.dump(endpoint)
+        if not f.left_out(value):
+            data[f.key] = value
 
 
 def _present(f: Field, data: dict[str, Any]) -> Any:
-    if f.key not in data:
-        raise LocalError(f"snapshot lacks field {f.key!r}")
-    return data[f.key]
+    if f.key in data:
+        return data[f.key]
+    if f.absent is not ALWAYS:
+        return f.absent
+    raise LocalError(f"snapshot lacks field {f.key!r}")
 
 
 def load_fields(endpoint: object, fields: tuple[Field, ...], data: dict[str, Any]) -> None:
-    """Read each field of ``fields`` from ``data``, in order; LocalError if one is missing."""
+    """Read each field of ``fields`` from ``data``, in order; LocalError if one is missing
+    (one with an ``absent`` value loads that)."""
     for f in fields:
         f.load(endpoint, _present(f, data))
 
@@ -402,6 +424,7 @@ def packets(
 
 
 __all__ = [
+    "ALWAYS",
     "CLOCK",
     "COUNTER",
     "COUNTS",

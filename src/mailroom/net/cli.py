@@ -17,7 +17,9 @@ stays silent for ``--suspect-after`` seconds is excluded by a view change and
 the others go on; ``--join`` starts a joiner that asks the named members to let
 it in (or, restarted from its ``--checkpoint``, rejoins as its next
 incarnation) and gets the application state (the ids of the messages delivered
-so far) at the view that admits it. Each view is printed as a line:
+so far) at the view that admits it; ``--safe`` makes its deliveries safe (uniform:
+a message is delivered once every member of the view holds it, so what any member
+delivered survives its crash). Each view is printed as a line:
 
     view 2 members [0, 1] joined [] left [2]
 
@@ -191,6 +193,9 @@ def build_parser(
                    help="join a running group through these members (e.g. 0,1), or, in a "
                    "growable group, through those its seeds name; with an existing "
                    "--checkpoint, rejoin as the next incarnation")  # fmt: skip
+    g.add_argument("--safe", action="store_true",
+                   help="safe (uniform) delivery: a message is delivered once every member "
+                   "of the view holds it (a broadcast protocol)")  # fmt: skip
     g.add_argument("--heartbeat", type=float, default=0.5, metavar="SECONDS",
                    help="heartbeat interval of the failure detector (default 0.5)")  # fmt: skip
     g.add_argument("--suspect-after", type=float, default=2.0, metavar="SECONDS",
@@ -237,6 +242,8 @@ def endpoint_of(args: argparse.Namespace, peers: PeerTable) -> tuple[Any, list[i
     if args.members is not None and args.join is not None:
         raise LocalError("--members starts a group, --join joins one: pass one of them")
     if args.members is None and args.join is None:
+        if args.safe:
+            raise LocalError("--safe is a group's option: pass --members or --join too")
         endpoint = make_endpoint(
             args.protocol, args.pid, peers.n, reliable=not args.no_reliable, rto=args.rto
         )
@@ -254,6 +261,7 @@ def endpoint_of(args: argparse.Namespace, peers: PeerTable) -> tuple[Any, list[i
         reliable=not args.no_reliable,
         heartbeat=args.heartbeat,
         suspect_after=args.suspect_after,
+        safe=args.safe,
     )
     return endpoint, contacts
 

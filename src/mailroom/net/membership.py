@@ -39,10 +39,12 @@ def group_endpoint(
     reliable: bool = True,
     heartbeat: float = 0.5,
     suspect_after: float = 2.0,
+    safe: bool = False,
 ) -> HeartbeatDetector:
     """``HeartbeatDetector(Group(protocol))`` for process ``pid`` of the ``n`` identities:
     a member of the initial view ``members``, or (``members`` None) a joiner that asks
-    ``contacts``. Join and flush messages are resent every ``heartbeat`` seconds."""
+    ``contacts``. Join and flush messages are resent every ``heartbeat`` seconds; with
+    ``safe`` the group delivers safely (a message once every member holds it)."""
     if heartbeat <= 0 or suspect_after <= heartbeat:
         raise LocalError(
             f"need 0 < heartbeat < suspect-after, got {heartbeat} and {suspect_after}",
@@ -56,6 +58,7 @@ def group_endpoint(
         contacts=contacts,
         reliable=reliable,
         retry=heartbeat,
+        safe=safe,
     )
     return HeartbeatDetector(group, interval=heartbeat, timeout=suspect_after)
 
@@ -71,10 +74,11 @@ def rejoined(
     endpoint: Any, contacts: Collection[int], *, sent: int = 0, incarnation: int = 0
 ) -> Any:
     """A joiner that takes over from ``endpoint`` (a group endpoint restored from a
-    checkpoint): its next incarnation, asking ``contacts`` (default: the other members
-    of its last view), its message ids counting on from the last one it used. ``sent``
-    and ``incarnation``: what the process is known to have reached (a log cut after
-    them): ids start after ``sent``, the incarnation above ``incarnation``."""
+    checkpoint): its next incarnation, with the same options, asking ``contacts``
+    (default: the other members of its last view), its message ids counting on from
+    the last one it used. ``sent`` and ``incarnation``: what the process is known to
+    have reached (a log cut after them): ids start after ``sent``, the incarnation
+    above ``incarnation``."""
     old = group_of(endpoint)
     if old is None:
         raise LocalError(f"only a group member can rejoin, not {type(endpoint).__name__}")
@@ -89,6 +93,7 @@ def rejoined(
         retry=old.retry,
         stability_every=old.stability_every,
         incarnation=max(old.incarnation, incarnation) + 1,
+        safe=old.safe,
     )
     group.sent_count = max(old.sent_count, sent)
     if isinstance(endpoint, HeartbeatDetector):

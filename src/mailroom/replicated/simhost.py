@@ -12,7 +12,6 @@ through the same object (``crash``, ``suspect``, ``partition``, ``join``), or th
 
 from __future__ import annotations
 
-import inspect
 from collections.abc import Callable, Collection, Sequence
 from typing import Any
 
@@ -36,12 +35,7 @@ EndpointFactory = Callable[[int, int, "Collection[int] | None", "Collection[int]
 
 def group_factory(protocol: str = "sequencer", **options: Any) -> EndpointFactory:
     """Plain ``Group`` endpoints over ``protocol`` (``options`` go to Group: with
-    ``safe=True``, safe delivery, LocalError while Group does not offer it)."""
-    if options.get("safe") and "safe" not in inspect.signature(Group).parameters:
-        raise LocalError(
-            "this Group has no safe (uniform) delivery yet",
-            hint="without it, only what a surviving replica acknowledged is sure to survive",
-        )
+    ``safe=True``, safe delivery)."""
 
     def make(pid: int, n: int, members: Collection[int] | None, contacts: Collection[int]) -> Any:
         return Group(pid, n, protocol, members=members, contacts=contacts, **options)
@@ -94,7 +88,7 @@ class SimGroup:
                 hint="use sequencer, skeen or lamport",
             )
         self.factory = factory
-        self.make_endpoint = endpoint or group_factory(protocol, **({"safe": True} if safe else {}))
+        self.make_endpoint = endpoint or group_factory(protocol, safe=safe)
         self.make_replica = replica
         self.history = history if history is not None else History()
         first = tuple(sorted(set(range(n) if members is None else members)))

@@ -27,7 +27,9 @@ majority always survives and the primary partition can go on (a minority blocks 
 design). ``view_problems`` checks the run: the view properties (view agreement,
 self-inclusion, same-view delivery, virtual synchrony), the protocol's order
 (total compared only between processes that left a view into the same next view),
-integrity, liveness for membership runs and that the survivors' states converged.
+integrity, liveness for membership runs and that the survivors' states converged;
+for groups with safe delivery (``Group(..., safe=True)``, made by
+``variant_factory(Group, safe=True)``), uniform agreement too.
 """
 
 from __future__ import annotations
@@ -588,6 +590,37 @@ def check_virtual_synchrony(
     return found
 
 
+def check_uniform_agreement(
+    trace: Sequence[Event], run: str = "", final: Mapping[int, int] | None = None
+) -> list[Violation]:
+    """Safe delivery: every message some process delivered in view V (one that crashed
+    or was excluded afterwards included) is delivered in V by every process that
+    installs V and then V + 1 (or ends the run alive in V)."""
+    got = {key: set(ms) for key, ms in _delivered_in(trace).items()}
+    groups = cohorts(trace, final)
+    found = []
+    seen: set[tuple[MessageId, int]] = set()
+    for e in trace:
+        if e.kind != "deliver" or e.view is None or (e.message, e.view) in seen:
+            continue
+        seen.add((e.message, e.view))
+        staying = groups.get((e.view, "next"), set()) | groups.get((e.view, "end"), set())
+        for q in sorted(staying):
+            if e.message not in got.get((q, e.view), ()):
+                found.append(
+                    Violation(
+                        "uniform_agreement",
+                        run,
+                        (e.process, q),
+                        (e.message,),
+                        (e.seq,),
+                        f"P{e.process} delivered {e.message} in view {e.view} and P{q}, "
+                        f"which went on from that view, never did",
+                    )
+                )
+    return found
+
+
 def check_group_liveness(
     trace: Sequence[Event], run: str = "", final: Mapping[int, int] | None = None
 ) -> list[Violation]:
@@ -668,8 +701,9 @@ def settled_problems(sim: Simulation, run: str = "", total: bool = False) -> lis
     return found
 
 
-def view_problems(sim: Simulation, protocol: str) -> list[Violation]:
-    """Every property of a membership run that the trace and the endpoints can show."""
+def view_problems(sim: Simulation, protocol: str, uniform: bool | None = None) -> list[Violation]:
+    """Every property of a membership run that the trace and the endpoints can show;
+    ``uniform`` agreement too (by default: if every endpoint delivers safely)."""
     trace = sim.trace
     run = sim.run_name
     alive = final_views(sim)
@@ -677,6 +711,10 @@ def view_problems(sim: Simulation, protocol: str) -> list[Violation]:
     found += check_self_inclusion(trace, run)
     found += check_same_view(trace, run)
     found += check_virtual_synchrony(trace, run, alive)
+    if uniform is None:
+        uniform = all(getattr(ep, "safe", False) is True for ep in sim.endpoints)
+    if uniform:
+        found += check_uniform_agreement(trace, run, alive)
     promises = entry(protocol).promises
     report = check(trace, [p for p in ("integrity", "fifo", "causal") if p in promises])
     found += [v for vs in report.violations.values() for v in vs]
@@ -711,13 +749,41 @@ class GroupNoQuorum(Group):
         return {self.pid} if self.view is not None else set()
 
 
-def variant_factory(cls: type[Group]) -> GroupFactory:
-    """A factory for ``replay_group`` that makes ``cls`` endpoints."""
+class GroupSafeOwnHold(Group):
+    """Safe delivery that hands a message over once this member holds it, without
+    waiting for the others: a member delivers its own message and crashes before
+    anyone else has it, and the survivors never deliver it (uniform agreement)."""
+
+    protocol = "GroupSafeOwnHold"
+
+    def safe_holds(self) -> list[Sequence[int]]:
+        installed = self._epoch.installed
+        assert installed is not None
+        return [installed.hold_of(self.pid)]
+
+
+class GroupSafeForgetsSilent(Group):
+    """Safe delivery that forgets the members it has not heard an announcement from
+    (they count as holding everything): until every member has announced once, a
+    message is handed over as soon as its holders so far hold it (uniform agreement)."""
+
+    protocol = "GroupSafeForgetsSilent"
+
+    def safe_holds(self) -> list[Sequence[int]]:
+        installed = self._epoch.installed
+        assert installed is not None
+        heard = [m for m in installed.view.members if m == self.pid or m in installed.stable]
+        return [installed.hold_of(m) for m in heard]
+
+
+def variant_factory(cls: type[Group], **options: Any) -> GroupFactory:
+    """A factory for ``replay_group`` that makes ``cls`` endpoints (``options`` go to
+    the class: ``variant_factory(Group, safe=True)`` makes groups with safe delivery)."""
 
     def make(pid: int, n: int, protocol: str, members: tuple[int, ...]) -> Group:
         if pid in members:
-            return cls(pid, n, protocol, members=members)
-        return cls(pid, n, protocol, contacts=members)
+            return cls(pid, n, protocol, members=members, **options)
+        return cls(pid, n, protocol, contacts=members, **options)
 
     return make
 
@@ -740,12 +806,15 @@ __all__ = [
     "GroupNoQuorum",
     "GroupOp",
     "GroupRun",
+    "GroupSafeForgetsSilent",
+    "GroupSafeOwnHold",
     "GroupScenario",
     "GroupSkipsFlushLog",
     "assert_group_properties",
     "check_group_liveness",
     "check_same_view",
     "check_self_inclusion",
+    "check_uniform_agreement",
     "check_view_agreement",
     "check_virtual_synchrony",
     "group_scenarios",

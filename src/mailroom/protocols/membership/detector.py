@@ -23,14 +23,14 @@ passed through to the group; ``snapshot()`` includes the group's snapshot.
 from __future__ import annotations
 
 import math
-from collections.abc import Collection
+from collections.abc import Collection, Iterable
 from typing import Any, Protocol, Self, runtime_checkable
 
 import attrs
 
 from mailroom.core import validate
 from mailroom.core.actions import Action, Transmit, View
-from mailroom.core.endpoint import Endpoint, EndpointBase, Snapshot, capabilities
+from mailroom.core.endpoint import Endpoint, EndpointBase, Snapshot, capabilities, receive_each
 from mailroom.core.errors import LocalError, RemoteError
 from mailroom.core.messages import MessageId, Payload
 from mailroom.core.pending import Pending
@@ -150,6 +150,7 @@ class HeartbeatDetector(HostClock, EndpointBase):
     flushing = _of_group("flushing")
     sending_view = _of_group("sending_view")
     joined = _of_group("joined")
+    safe = _of_group("safe")
 
     @property
     def needs_consume(self) -> bool:
@@ -207,6 +208,14 @@ class HeartbeatDetector(HostClock, EndpointBase):
         if type(sender) is int and 0 <= sender < self.n and sender != self.pid:
             self.fresh.add(sender)
         return actions
+
+    def receive_many(self, packets: Iterable[object]) -> tuple[list[Action], list[RemoteError]]:
+        """Receive ``packets`` in order as one step of the group's (``one_step``)."""
+        one_step = getattr(self.group, "one_step", None)
+        if callable(one_step):
+            result: tuple[list[Action], list[RemoteError]] = one_step(self.receive, packets)
+            return result
+        return receive_each(self.receive, packets)
 
     def _heartbeat(self, beat: Heartbeat) -> list[Action]:
         validate.counter(beat.view, "Heartbeat view")

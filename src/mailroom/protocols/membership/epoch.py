@@ -66,8 +66,15 @@ class Retries:
     asked: set[int] = attrs.Factory(set)
     told: set[int] = attrs.Factory(set)
     waiting_since: float | None = None
+    #: safe delivery: the (rank, inner seq) of the first held delivery at the last retry
+    head: tuple[int, int] | None = None
 
     persistent = (Field("retry_at", "at", TIME.optional()),)
+
+    def stuck(self, head: tuple[int, int]) -> bool:
+        """``head`` is the first held delivery now and was at the last retry too."""
+        again, self.head = head == self.head, head
+        return again
 
 
 def lift(get: Callable[[Any], Any], fields: tuple[Field, ...]) -> tuple[Field, ...]:
@@ -76,7 +83,9 @@ def lift(get: Callable[[Any], Any], fields: tuple[Field, ...]) -> tuple[Field, .
 
 
 def _lifted(get: Callable[[Any], Any], f: Field) -> Field:
-    return Field.custom(f.key, lambda ep: f.dump(get(ep)), lambda ep, data: f.load(get(ep), data))
+    return Field.custom(
+        f.key, lambda ep: f.dump(get(ep)), lambda ep, data: f.load(get(ep), data), f.absent
+    )
 
 
 def lift_optional(
@@ -98,7 +107,7 @@ def _lifted_optional(get: Callable[[Any], Any], f: Field, empty: Any) -> Field:
         elif not same_data(data, empty):
             raise LocalError(f"snapshot field {f.key} holds data but no view is installed")
 
-    return Field.custom(f.key, dump, load)
+    return Field.custom(f.key, dump, load, f.absent)
 
 
 Epoch.persistent = (

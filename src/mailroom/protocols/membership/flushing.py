@@ -109,7 +109,12 @@ class Flushing(Member):
             return []
         transfer.needs_state = False
         joined, left = transfer.change
-        return [ViewChange(view, joined, left, p.payload), *self._after_install()]
+        assert self._epoch.installed is not None
+        incs = self._epoch.installed.incarnations
+        return [
+            ViewChange(view, joined, left, p.payload, incarnations=incs),
+            *self._after_install(),
+        ]
 
     # -- the flush, as coordinator ----------------------------------------------------------
     def flush_quorum(self) -> set[int]:
@@ -188,20 +193,26 @@ class Flushing(Member):
 
     # -- installing a view ---------------------------------------------------------------------
     def recover_flush_log(self, log: list[Entry]) -> list[Action]:
-        """Deliver what this process lacks of the decided flush log, before the next view.
-        (An extension point: the harness's known-buggy ``GroupSkipsFlushLog`` skips it.)"""
+        """Deliver what this process lacks of the decided flush log, before the next view;
+        under safe delivery, first what it holds and has not handed over. (An extension
+        point: the harness's known-buggy ``GroupSkipsFlushLog`` skips it.)"""
         installed = self._epoch.installed
         assert installed is not None
-        return installed.recover(log)
+        held = installed.held.release_all() if installed.held is not None else []
+        return held + installed.recover(log)
 
     def _decided(self, view_id: int, value: NextView, commit: Commit) -> list[Action]:
         """Deliver what this process lacks of the flush log, then install the next view."""
         old = self._epoch.installed
         actions: list[Action] = []
-        if old is not None and self.mode == "broadcast" and not self._epoch.transfer.needs_state:
+        named = value.names(self.pid, self.incarnation)
+        recovers = (
+            old is not None and self.mode == "broadcast" and not self._epoch.transfer.needs_state
+        )
+        if recovers and (named or not self.safe):  # safe: an excluded member hands over nothing
             actions = self.recover_flush_log(value.log)
         self._last_commit = commit
-        if not value.names(self.pid, self.incarnation):
+        if not named:
             return actions + self._exclude(View(view_id, value.members), commit)
         view = View(view_id, value.members)
         before = set(old.view.members) if old is not None else set()
@@ -212,7 +223,7 @@ class Flushing(Member):
         if transfer.needs_state:
             self._arm()
             return actions + self._replay_future()
-        actions.append(ViewChange(view, joined, left))
+        actions.append(ViewChange(view, joined, left, incarnations=value.incarnations))
         actions += transfer.request(view.id)
         return actions + self._after_install()
 
@@ -248,15 +259,15 @@ class Flushing(Member):
     def _exclude(self, view: View, commit: Commit) -> list[Action]:
         """This incarnation is not in ``view``: report it and, unless it left, rejoin."""
         installed = self._epoch.installed
-        dropped = [] if installed is None else installed.own_ids()
+        in_doubt = [] if installed is None else installed.own_ids()
         first = self.sent_count - len(self._outbox)
-        dropped += [MessageId(self.pid, first + k + 1) for k in range(len(self._outbox))]
+        unsent = tuple(MessageId(self.pid, first + k + 1) for k in range(len(self._outbox)))
         rejoin = not self._left
         self._last_commit = commit
         self._epoch = Epoch(self.pid, self.n)
         self._changes = Changes(self.n)
         self._outbox, self._future = [], []
-        actions: list[Action] = [Excluded(view, tuple(dropped), rejoin)]
+        actions: list[Action] = [Excluded(view, (*in_doubt, *unsent), rejoin, unsent)]
         if not rejoin:
             self._gone = True
             return actions
@@ -275,17 +286,19 @@ class Flushing(Member):
         waiting = self._epoch.transfer.repeat(view.id, self.pid)
         if waiting is not None:
             return list(waiting)
+        actions = self._ask_holds()  # safe delivery
         coord = self.coordinator
         if coord == self.pid:
             started = self._coordinate()
             if started or self._epoch.flush.round is not IDLE:
-                return started
+                return actions + started
             # a minority cannot install a view: ask the suspected whether they went on
             query = Query(view.id, self.pid)
-            return [control(p, query) for p in sorted(self._changes.suspects)]
+            return actions + [control(p, query) for p in sorted(self._changes.suspects)]
         if coord is None:
-            return []
-        return [control(coord, p) for p in self._changes.forward(view.id, self.pid, coord)]
+            return actions
+        forward = self._changes.forward(view.id, self.pid, coord)
+        return actions + [control(coord, p) for p in forward]
 
     handlers: ClassVar[dict[type, Callable[[Any, Any], list[Action]]]] = {
         **Member.handlers,

@@ -46,13 +46,25 @@ from mailroom.protocols.membership.status import GroupStatus
 from mailroom.protocols.membership.values import PACKET
 
 
+def _safe_fits(g: Group, safe: bool) -> str | None:
+    """``safe`` (loaded after the epoch): with a broadcast protocol, and exactly when the
+    installed view holds deliveries (``held``)."""
+    if safe and g.mode != "broadcast":
+        return f"is true with {g.inner_protocol}, not a broadcast protocol"
+    installed = g._epoch.installed
+    if installed is not None and (installed.held is not None) != safe:
+        return "does not match field held"
+    return None
+
+
 class Group(Flushing):
     """One member of a process group: views, flush, joins, leaves and state transfer.
 
     ``Group(pid, n, protocol="cbcast", *, members=None, contacts=(), reliable=False,
-    retry=1.0, stability_every=16, incarnation=0)``: process ``pid`` of the identities
-    0..n-1 runs ``protocol`` inside each view; with ``members`` it founds view 1 with
-    them, else it is a joiner that asks ``contacts`` (docs/membership.md, "Using it").
+    retry=1.0, stability_every=16, incarnation=0, safe=False)``: process ``pid`` of the
+    identities 0..n-1 runs ``protocol`` inside each view; with ``members`` it founds view
+    1 with them, else it is a joiner that asks ``contacts``; with ``safe`` a message is
+    delivered once every member of the view holds it (docs/membership.md, "Using it").
     """
 
     protocol = "Group"
@@ -106,6 +118,9 @@ class Group(Flushing):
             queued=len(self._outbox),
             flush_log=0 if installed is None else len(installed.log),
             gone=self._gone,
+            waiting_safe=0
+            if installed is None or installed.held is None
+            else installed.held.messages,
         )
 
     def _lacks_majority(self) -> bool:
@@ -230,7 +245,8 @@ class Group(Flushing):
     def buffered(self) -> int:
         installed = self._epoch.installed
         inner = 0 if installed is None else int(installed.inner.buffered())
-        return inner + len(self._outbox) + len(self._future)
+        held = 0 if installed is None or installed.held is None else installed.held.messages
+        return inner + held + len(self._outbox) + len(self._future)
 
     # -- snapshots: the parts' fields (each part declares its own) ----------------------------
     def _load_protocol(self, data: object) -> None:
@@ -265,6 +281,7 @@ class Group(Flushing):
         Field("incarnation", kind=COUNTER),
         Field("contacts", kind=check.MEMBERS),
         *lift(lambda g: g._epoch, Epoch.persistent),
+        Field("safe", kind=FLAG, check=_safe_fits, absent=False),
         *lift(lambda g: g._changes, Changes.persistent),
         Field.custom("outbox", lambda g: [[p, to] for p, to in g._outbox], _load_outbox),
         Field.custom("future", lambda g: [PACKET.dump(p) for p in g._future], _load_future),

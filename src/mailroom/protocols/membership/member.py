@@ -34,6 +34,7 @@ from mailroom.protocols.membership.packets import (
     Stability,
     Suspect,
 )
+from mailroom.protocols.membership.safe import SafeDelivery
 from mailroom.protocols.membership.transfer import Transfer
 from mailroom.protocols.membership.view import InstalledView
 from mailroom.protocols.reliable import Reliable
@@ -42,7 +43,7 @@ from mailroom.protocols.reliable import Reliable
 MAX_FUTURE = 4096
 
 
-class Member(EndpointBase):
+class Member(SafeDelivery, EndpointBase):
     """A member's parts, the traffic of its view and of other views, requests to change it."""
 
     def __init__(
@@ -57,10 +58,13 @@ class Member(EndpointBase):
         retry: float = 1.0,
         stability_every: int = 16,
         incarnation: int = 0,
+        safe: bool = False,
     ) -> None:
         super().__init__(pid, n)
         self._use(protocol)
         self.reliable = bool(reliable)
+        #: safe (uniform) delivery: a message is handed over once every member holds it
+        self.safe = self._check_safe(safe)
         if type(retry) not in (int, float) or not math.isfinite(retry) or retry <= 0:
             raise LocalError(f"retry must be a positive number of time units, got {retry!r}")
         self.retry = float(retry)
@@ -73,6 +77,7 @@ class Member(EndpointBase):
         self.contacts = tuple(sorted({int(c) for c in contacts}))
         for c in self.contacts:
             self._check_dest(c)
+        self._one_step = False  # receiving a batch (safe.py)
         self._left = False  # leave() was called
         self._gone = False  # excluded for good (left)
         #: messages issued before they can be sent (see flush.py, "Sends")
@@ -98,6 +103,16 @@ class Member(EndpointBase):
         self._factory = found.factory
         self.capabilities: frozenset[str] = frozenset({self.mode})
 
+    def _check_safe(self, safe: object) -> bool:
+        if type(safe) is not bool:
+            raise LocalError(f"safe must be True or False, got {safe!r}")
+        if safe and self.mode != "broadcast":
+            raise LocalError(
+                f"safe delivery needs a broadcast protocol, not {self.inner_protocol}",
+                hint="use cbcast, tagged, sequencer, skeen or lamport",
+            )
+        return safe
+
     def _install(
         self, view: View, bases: tuple[int, ...], incs: tuple[int, ...], transfer: Transfer
     ) -> None:
@@ -109,7 +124,7 @@ class Member(EndpointBase):
         if self.reliable:
             layers = inner.layers if isinstance(inner, Stack) else [inner]
             inner = Stack(Reliable(rank, size), *layers)
-        installed = InstalledView(view, self.pid, self.n, bases, incs, inner)
+        installed = InstalledView(view, self.pid, self.n, bases, incs, inner, self.safe)
         self._epoch = Epoch(self.pid, self.n, installed, transfer=transfer)
         self._changes = self._changes.within(view, tuple(incs))
         self._retries = Retries()
@@ -147,18 +162,25 @@ class Member(EndpointBase):
     def _send_now(self, payload: Payload, to: int | None) -> list[Action]:
         installed = self._epoch.installed
         assert installed is not None
-        return installed.send(payload, to, self.sent_count, self.stability_every)
+        return self._handed(installed.send(payload, to, self.sent_count, self.stability_every))
 
     def _translate(self, actions: Iterable[Action]) -> list[Action]:
         installed = self._epoch.installed
         assert installed is not None
-        return installed.translate(actions, self.mode == "broadcast", self.stability_every)
+        every = self.stability_every
+        out = installed.translate(actions, self.mode == "broadcast", every, not self._one_step)
+        return self._handed(out)
 
+    # -- receiving in the view -------------------------------------------------------------
     def receive(self, packet: object) -> list[Action]:
         handler = self.handlers.get(type(packet))
         if handler is None:
             raise RemoteError(f"Group got a {type(packet).__name__}, not a group packet")
         return handler(self, packet)
+
+    def receive_many(self, packets: Iterable[object]) -> tuple[list[Action], list[RemoteError]]:
+        """Receive ``packets`` in order as one step (the refused ones' errors are returned)."""
+        return self.one_step(self.receive, packets)
 
     def _on_data(self, p: GroupData) -> list[Action]:
         if not self._current(p.view, p.sender):
@@ -175,17 +197,20 @@ class Member(EndpointBase):
 
     def _on_stability(self, p: Stability) -> list[Action]:
         if not self._current(p.view, p.sender):
+            if self.safe and (self.view is None or p.view > self.view.id):
+                return self._hold(p, ask=p.sender)  # a hold reported in a later view
             return self.notice(p.sender, p.view)  # stale: it may not know it is out
         view = self._epoch.installed
         assert view is not None
         view.heard(p)
+        released = self._release()  # safe delivery: what every member now holds
         changes = self._changes
         if p.sender in changes.suspects and changes.lacks_majority(view.view):
             # the suspect answers in this view, and its suspicion can never win a
             # majority: withdrawn, or it would keep every other change out for good
             changes.suspects.discard(p.sender)
-            return self._coordinate()
-        return []
+            return released + self._coordinate()
+        return released
 
     def _current(self, view: object, sender: object) -> bool:
         """The packet is of this process's installed view, from one of its members."""
@@ -311,7 +336,8 @@ class Member(EndpointBase):
     def _alive(self, p: Query) -> list[Action]:
         """A member of this view asks: the state again if it waits for it, else (unless
         frozen) a stability report, which tells a member that suspects this one and
-        cannot win a majority that it is alive (``_on_stability`` withdraws it)."""
+        cannot win a majority that it is alive (``_on_stability`` withdraws it), or,
+        under safe delivery, how far this one holds (its report was lost)."""
         answer = self._epoch.transfer.answer(p, self.pid)
         installed = self._epoch.installed
         if answer or self.flushing or installed is None or p.sender == self.pid:
@@ -342,7 +368,8 @@ class Member(EndpointBase):
         epoch = self._epoch
         if epoch.installed is None:
             return bool(self.contacts)
-        return epoch.flush.frozen or epoch.transfer.needs_state or self._changes.wanted
+        held = bool(epoch.installed.held)
+        return epoch.flush.frozen or epoch.transfer.needs_state or self._changes.wanted or held
 
     def _arm(self) -> None:
         if self._retries.at is None and self._now is not None:

@@ -141,7 +141,8 @@ class Nack(BallotPacket):
 @packet
 @attrs.frozen
 class Query:
-    """``sender`` is in view ``view`` and has seen a later one: send it what you know."""
+    """``sender`` is in view ``view`` and has seen a later one: send it what you know
+    (in the same view: the state it waits for, or how far you hold under safe delivery)."""
 
     view: int
     sender: int

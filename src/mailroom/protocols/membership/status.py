@@ -32,7 +32,8 @@ class GroupStatus:
     installed (primary partition) and ``waiting_since`` is the host time of the first tick
     that found it so; ``future``: packets of later views it holds; ``queued``: messages
     issued and not sent yet; ``flush_log``: deliveries a flush would carry (not known to be
-    stable); ``gone``: it left the group for good.
+    stable); ``gone``: it left the group for good; ``waiting_safe``: under safe delivery,
+    the messages it holds and has not handed over until every member holds them.
     """
 
     pid: int
@@ -53,6 +54,7 @@ class GroupStatus:
     queued: int
     flush_log: int
     gone: bool
+    waiting_safe: int = 0
 
     def data(self) -> dict[str, Any]:
         """As JSON data (phases by their lower-case names)."""
@@ -96,6 +98,8 @@ class GroupStatus:
             )
         if self.future:
             line += f"; {self.future} packets of later views held"
+        if self.waiting_safe:
+            line += f"; {self.waiting_safe} held until every member has them (safe delivery)"
         return line
 
 

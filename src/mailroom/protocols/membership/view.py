@@ -7,12 +7,14 @@ message of the view (inner seq k) is MessageId(member, bases[r] + k), where
 that translation and what the flush needs of the view: which inner seqs of each rank
 this process delivered, the log of deliveries (broadcast) it would report in a
 Promise, its own messages not delivered yet, and the stability reports that prune
-the log (what every member has delivered need not travel in a flush).
+the log (what every member has delivered need not travel in a flush). Under safe
+delivery (``safe.py``) the deliveries wait in ``held`` and the reports announce how
+far this process holds after every step that advanced it.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import Any, ClassVar
 
 from mailroom.core.actions import Action, Backpressure, Deliver, Stable, Transmit, View
@@ -22,6 +24,7 @@ from mailroom.core.persist import Field, counter, snap_counter, snap_list
 from mailroom.core.registry import restore_endpoint
 from mailroom.core.wire import carried_message_id
 from mailroom.protocols.membership.packets import Entry, GroupData, Stability
+from mailroom.protocols.membership.safe import Held, covered
 from mailroom.protocols.membership.values import ENTRIES, snap_members
 
 
@@ -37,6 +40,7 @@ class InstalledView:
         bases: Iterable[int],
         incarnations: Iterable[int],
         inner: Any,
+        safe: bool = False,
     ) -> None:
         size = len(view.members)
         self.view = view
@@ -56,6 +60,10 @@ class InstalledView:
         #: member -> the ``low`` it last reported (stability)
         self.stable: dict[int, tuple[int, ...]] = {}
         self.since_report = 0
+        #: what the reports say every member delivered, as of the last pruning
+        self._floor: list[int] = []
+        #: safe delivery: the deliveries not handed over yet (None: delivered at once)
+        self.held: Held | None = Held() if safe else None
 
     # -- identities ------------------------------------------------------------------------
     def outer(self, mid: MessageId) -> MessageId:
@@ -99,10 +107,13 @@ class InstalledView:
                 f"({members[inner.origin]}, base {self.bases[inner.origin]})"
             )
 
-    def translate(self, actions: Iterable[Action], logs: bool, every: int) -> list[Action]:
+    def translate(
+        self, actions: Iterable[Action], logs: bool, every: int, announce: bool = True
+    ) -> list[Action]:
         """The inner protocol's actions, by identity: packets wrapped in GroupData,
         deliveries recorded for the flush (``logs``: in the log too) and stability
-        reported every ``every`` logged deliveries."""
+        reported every ``every`` logged deliveries (under safe delivery: at the end, if
+        this process holds more than it reported and ``announce``)."""
         out: list[Action] = []
         members = self.view.members
         for a in actions:
@@ -117,12 +128,23 @@ class InstalledView:
             elif isinstance(a, Deliver):
                 out += self._delivered(a.message, logs, every)
             elif isinstance(a, Stable):
-                out.append(Stable(tuple(self.outer(m) for m in a.messages)))
+                stable = Stable(tuple(self.outer(m) for m in a.messages))
+                if self.held:  # after the deliveries it follows
+                    self.held.add(-1, 0, stable)
+                else:
+                    out.append(stable)
             elif isinstance(a, Backpressure):
                 out.append(Backpressure(members[a.to], a.waiting))
             else:
                 out.append(a)
+        if self.held is not None and announce and self.advanced():
+            out += self.report()  # safe delivery: announce how far this process holds
         return out
+
+    def advanced(self) -> bool:
+        """This process holds more than it last reported."""
+        last = self.stable.get(self.pid)
+        return any(self.low) if last is None else tuple(self.low) != last
 
     def _delivered(self, m: Message, logs: bool, every: int) -> list[Action]:
         """An inner delivery: record it for the flush and hand it over by identity."""
@@ -139,6 +161,9 @@ class InstalledView:
             msg: Message = TaggedMessage(outer, sender, m.payload, m.tag)
         else:
             msg = Message(outer, sender, m.payload)
+        if self.held is not None:
+            self.held.add(rank, seq, Deliver(msg))
+            return []
         out: list[Action] = [Deliver(msg)]
         if self.since_report >= every:
             out += self.report()
@@ -173,9 +198,11 @@ class InstalledView:
         return actions
 
     def own_ids(self) -> list[MessageId]:
-        """This process's messages of the view that it has not delivered (yet)."""
+        """This process's messages of the view that it has not delivered (yet): under safe
+        delivery, those it holds and has not handed over too."""
         base = self.bases[self.rank]
-        return [MessageId(self.pid, base + k) for k in sorted(self.own)]
+        held = set() if self.held is None else self.held.seqs(self.rank)
+        return [MessageId(self.pid, base + k) for k in sorted(held | set(self.own))]
 
     def own_entries(self) -> list[Entry]:
         return [list(self.own[k]) for k in sorted(self.own)]
@@ -191,18 +218,37 @@ class InstalledView:
         return [Transmit(m, packet, None) for m in self.view.members if m != self.pid]
 
     def heard(self, p: Stability) -> None:
-        """Member ``p.sender`` reported what it delivered; RemoteError if malformed."""
+        """Member ``p.sender`` reported what it delivered; RemoteError if malformed. A
+        report overtaken by a later one on the way changes nothing."""
         low = tuple(p.low)
         size = len(self.view.members)
         if len(low) != size or any(type(v) is not int or v < 0 for v in low):
             raise RemoteError(f"stability report has {len(low)} entries for {size}")
+        known = self.stable.get(p.sender)
+        if known is not None:
+            low = tuple(map(max, low, known))
         self.stable[p.sender] = low
         self._prune()
+
+    def hold_of(self, member: int) -> Sequence[int]:
+        """How far ``member`` holds, as far as this process knows (its own: how far its
+        ordering protocol delivered; another's: its last report, zeros before one)."""
+        if member == self.pid:
+            return self.low
+        return self.stable.get(member) or (0,) * len(self.low)
+
+    def holds(self) -> list[Sequence[int]]:
+        """``hold_of`` every member, in member order."""
+        stable, zeros = self.stable, (0,) * len(self.low)
+        return [self.low if m == self.pid else stable.get(m, zeros) for m in self.view.members]
 
     def _prune(self) -> None:
         if len(self.stable) < len(self.view.members):
             return
-        floor = [min(lows[r] for lows in self.stable.values()) for r in range(len(self.low))]
+        floor = covered(self.stable.values())
+        if floor == self._floor:
+            return  # nothing more is known to be everywhere
+        self._floor = floor
         rank_of = {m: r for r, m in enumerate(self.view.members)}
         self.log = [e for e in self.log if e[1] - self.bases[rank_of[e[0]]] > floor[rank_of[e[0]]]]
 
@@ -245,6 +291,13 @@ class InstalledView:
         for k, e in snap_list(data, "own"):
             self.own[snap_counter(k, "own")] = list(e)
 
+    def _dump_held(self) -> list[Any] | None:
+        return None if self.held is None else self.held.rows()
+
+    def _load_held(self, data: object) -> None:
+        if data is not None:
+            self.held = Held.loading(data, self.inner_id)
+
     def _load_stable(self, data: object) -> None:
         for p, lows in snap_list(data, "stable"):
             self.stable[snap_counter(p, "stable")] = tuple(
@@ -267,6 +320,7 @@ class InstalledView:
             "stable", lambda v: [[p, list(s)] for p, s in sorted(v.stable.items())], _load_stable
         ),
         counter("since_report"),
+        Field.custom("held", _dump_held, _load_held, absent=None),
     )
     #: What each of those fields holds when no view is installed.
     EMPTY: ClassVar[dict[str, Any]] = {
@@ -278,6 +332,7 @@ class InstalledView:
         "own": [],
         "stable": [],
         "since_report": 0,
+        "held": None,
     }
 
 

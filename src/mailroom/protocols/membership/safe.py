@@ -1,0 +1,215 @@
+"""Safe (uniform) delivery: what a member holds and has not handed to its application yet.
+
+Under ``Group(..., safe=True)`` the view's ordering protocol delivers into a queue
+(``Held``), in its own delivery order, and the application gets the head of the queue
+once every member of the view has announced that it *holds* the message. A member
+holds a message once its ordering protocol delivered it: from then on the message is
+in the member's flush log, or every member is known to hold it, so whichever members
+survive the view's flush all deliver it (they hand over what they hold before the
+next view, then what they lack of the flush log). So whatever any member delivered,
+every member that goes on into the next view delivers too, whoever crashes or is
+excluded meanwhile (uniform agreement).
+
+How far a member holds is a vector: per rank r of the view, the messages 1..low[r]
+of that rank it delivered (``InstalledView.low``). Members announce it in
+``Stability`` reports, one after each step that advanced it (not one per message),
+to every other member; a member that still waits for a message after a retry
+period asks the members whose announcement does not cover it (``Query``), and they
+answer with their report, so a lost report only delays. A member hands nothing over
+while it is frozen in a flush: the Commit releases everything it holds.
+
+``Held`` is the queue (part of the installed view's snapshot); ``SafeDelivery`` is
+the member's side (a base of ``Member``): release after each step, the reports of
+a batch coalesced into one, and the retry that asks again.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Callable, Iterable, Sequence
+from typing import TYPE_CHECKING, Any
+
+import attrs
+
+from mailroom.clocks import VectorClock
+from mailroom.core.actions import Action, Deliver, Stable, Transmit
+from mailroom.core.endpoint import receive_each
+from mailroom.core.errors import LocalError, RemoteError
+from mailroom.core.messages import Message, MessageId, TaggedMessage, check_payload
+from mailroom.core.persist import snap_counter, snap_list
+from mailroom.protocols.membership.packets import Query
+
+if TYPE_CHECKING:
+    from mailroom.protocols.membership.epoch import Epoch, Retries
+
+#: A held action and what it waits for: (rank, inner seq, action); rank -1 waits for
+#: nothing but the actions ahead of it (a ``Stable`` report).
+Item = tuple[int, int, Action]
+
+
+@attrs.define
+class Held:
+    """The deliveries a member holds and has not handed over, with the ``Stable``
+    reports that came after them, in the order its ordering protocol gave them."""
+
+    items: deque[Item] = attrs.Factory(deque)
+    #: how many of ``items`` are deliveries (``Group.status()`` shows it)
+    messages: int = 0
+
+    def __bool__(self) -> bool:
+        return bool(self.items)
+
+    def add(self, rank: int, seq: int, action: Action) -> None:
+        """Hold ``action``: a delivery of inner message (``rank``, ``seq``), or (rank -1)
+        a report that waits for the deliveries ahead of it."""
+        self.items.append((rank, seq, action))
+        if rank >= 0:
+            self.messages += 1
+
+    def head(self) -> tuple[int, int] | None:
+        """The (rank, inner seq) of the first held delivery, or None."""
+        for rank, seq, _ in self.items:
+            if rank >= 0:
+                return rank, seq
+        return None
+
+    def seqs(self, rank: int) -> set[int]:
+        """The inner seqs of the held deliveries of ``rank``."""
+        return {seq for r, seq, _ in self.items if r == rank}
+
+    def release(self, holds: Sequence[Sequence[int]]) -> list[Action]:
+        """Hand over, from the head, every delivery that all of ``holds`` cover (each
+        holds messages 1..hold[r] of each rank r), and the reports between them."""
+        out: list[Action] = []
+        items = self.items
+        while items:
+            rank, seq, action = items[0]
+            if rank >= 0:
+                if any(hold[rank] < seq for hold in holds):
+                    break
+                self.messages -= 1
+            items.popleft()
+            out.append(action)
+        return out
+
+    def release_all(self) -> list[Action]:
+        """Hand over everything held (at the Commit that ends the view)."""
+        out = [action for _, _, action in self.items]
+        self.items.clear()
+        self.messages = 0
+        return out
+
+    # -- snapshots -------------------------------------------------------------------------
+    def rows(self) -> list[list[Any]]:
+        """As snapshot data: ["m", origin, seq, payload] (with the tag appended for a
+        tagged delivery: "t") or ["s", [[origin, seq], ...]], in order."""
+        return [_row(action) for _, _, action in self.items]
+
+    @classmethod
+    def loading(cls, data: object, inner_id: Any) -> Held:
+        """The rows ``rows()`` wrote; ``inner_id(MessageId)`` names a message of the view
+        as (rank, inner seq), or raises LocalError."""
+        held = cls()
+        for row in snap_list(data, "held"):
+            kind = snap_list(row, "held")[0] if row else None
+            if kind == "s":
+                _, ids = snap_list(row, "held", 2)
+                stable = tuple(_message_id(i) for i in snap_list(ids, "held"))
+                held.add(-1, 0, Stable(stable))
+                continue
+            if kind not in ("m", "t"):
+                raise LocalError(f"snapshot field held holds {row!r}")
+            parts = snap_list(row, "held", 4 if kind == "m" else 5)
+            mid = _message_id(parts[1:3])
+            check_payload(parts[3])
+            if kind == "m":
+                message = Message(mid, mid.origin, parts[3])
+            else:
+                tag = VectorClock([snap_counter(v, "held") for v in snap_list(parts[4], "held")])
+                message = TaggedMessage(mid, mid.origin, parts[3], tag)
+            inner = inner_id(mid)
+            if inner.seq < 1:
+                raise LocalError(f"snapshot field held names {mid}, of an earlier view")
+            held.add(inner.origin, inner.seq, Deliver(message))
+        return held
+
+
+class SafeDelivery:
+    """A member's side of safe delivery (a base of ``Member``, whose parts it reads)."""
+
+    pid: int
+    _epoch: Epoch
+    _retries: Retries
+    #: receiving a batch: announce the hold once, at its end
+    _one_step: bool = False
+
+    def _handed(self, actions: list[Action]) -> list[Action]:
+        """``actions`` of a step of the view's ordering protocol, then the held deliveries
+        that every member now holds (safe delivery)."""
+        installed = self._epoch.installed
+        return actions + self._release() if installed is not None and installed.held else actions
+
+    def _release(self) -> list[Action]:
+        """Hand over the held deliveries that every member holds (none while frozen: the
+        Commit hands over what is held)."""
+        installed = self._epoch.installed
+        if installed is None or not installed.held or self._epoch.flush.frozen:
+            return []
+        return installed.held.release(self.safe_holds())
+
+    def safe_holds(self) -> list[Sequence[int]]:
+        """How far each member of the view holds, as far as this process knows: a held
+        delivery is handed over once all of these cover it. (An extension point: the
+        harness's known-buggy ``GroupSafeOwnHold`` counts its own hold alone.)"""
+        installed = self._epoch.installed
+        assert installed is not None
+        return installed.holds()
+
+    def _ask_holds(self) -> list[Action]:
+        """At a retry: if the first held delivery was first at the last retry too, ask the
+        members whose hold does not cover it to report theirs again (one was lost)."""
+        installed = self._epoch.installed
+        held = None if installed is None or self._epoch.flush.frozen else installed.held
+        head = held.head() if held else None
+        if installed is None or head is None or not self._retries.stuck(head):
+            return []
+        rank, seq = head
+        query = Query(installed.view.id, self.pid)
+        members = installed.view.members
+        return [Transmit(m, query, None) for m in members if installed.hold_of(m)[rank] < seq]
+
+    def one_step(
+        self, receive: Callable[[object], list[Action]], packets: Iterable[object]
+    ) -> tuple[list[Action], list[RemoteError]]:
+        """``receive`` (this group's, or that of a layer around it) each of ``packets`` as
+        one step: under safe delivery this process announces how far it holds once, at
+        the end, rather than after each packet."""
+        self._one_step = True
+        try:
+            actions, errors = receive_each(receive, packets)
+        finally:
+            self._one_step = False
+        installed = self._epoch.installed
+        if installed is not None and installed.held is not None and installed.advanced():
+            actions += installed.report()
+        return actions, errors
+
+
+def covered(holds: Iterable[Sequence[int]]) -> list[int]:
+    """Per rank, the messages every one of ``holds`` covers (their entrywise minimum)."""
+    return list(map(min, zip(*holds, strict=True)))
+
+
+def _row(action: Action) -> list[Any]:
+    if isinstance(action, Stable):
+        return ["s", [[m.origin, m.seq] for m in action.messages]]
+    assert isinstance(action, Deliver)
+    m = action.message
+    if isinstance(m, TaggedMessage):
+        return ["t", m.id.origin, m.id.seq, m.payload, list(m.tag.entries)]
+    return ["m", m.id.origin, m.id.seq, m.payload]
+
+
+def _message_id(data: object) -> MessageId:
+    origin, seq = snap_list(data, "held", 2)
+    return MessageId(snap_counter(origin, "held"), snap_counter(seq, "held"))

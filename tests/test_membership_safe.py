@@ -1,0 +1,380 @@
+"""Safe (uniform) delivery, ``Group(..., safe=True)``: a message is delivered once every
+member of the view holds it, so whatever any member delivered, every member that goes
+on into the next view delivers too, whoever crashes or is excluded.
+
+Hypothesis chooses schedules, crashes, false suspicions, partitions, leaves and joins
+(mailroom.testing.membership) for every broadcast protocol, bare and over Reliable:
+every membership property holds, and uniform agreement too. The known-buggy safe
+groups are caught, the plain group breaks uniform agreement on a schedule that the
+safe group survives, and the worked examples pin the mechanism (holding, announcing,
+asking again after a lost report, the flush, snapshots, batches).
+"""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import HealthCheck, find, given, settings
+from hypothesis import strategies as st
+
+from mailroom.core.actions import Deliver, Transmit, View, ViewChange
+from mailroom.core.endpoint import receive_batch, same_data
+from mailroom.core.errors import LocalError
+from mailroom.core.messages import MessageId
+from mailroom.core.registry import restore_endpoint
+from mailroom.protocols.membership import (
+    Group,
+    GroupData,
+    HeartbeatDetector,
+    Prepare,
+    Query,
+    Stability,
+)
+from mailroom.sim import Simulation
+from mailroom.testing.membership import (
+    GroupNoQuorum,
+    GroupSafeForgetsSilent,
+    GroupSafeOwnHold,
+    GroupScenario,
+    GroupSkipsFlushLog,
+    assert_group_properties,
+    check_uniform_agreement,
+    group_scenarios,
+    replay_group,
+    variant_factory,
+    view_problems,
+)
+from mailroom.trace.events import Event
+
+BROADCAST = ("cbcast", "tagged", "sequencer", "skeen", "lamport")
+SAFE = variant_factory(Group, safe=True)
+SAFE_RELIABLE = variant_factory(Group, safe=True, reliable=True)
+
+
+def examples(k: int) -> int:
+    """``k`` examples on the ci profile; a fifth of a larger profile's count."""
+    return max(k, settings.default.max_examples // 5)
+
+
+SEARCH = settings(
+    max_examples=1000,
+    database=None,
+    derandomize=True,
+    deadline=None,
+    suppress_health_check=list(HealthCheck),
+)
+
+
+# -- every membership property, and uniform agreement, under Hypothesis ----------------------
+@pytest.mark.parametrize("protocol", BROADCAST)
+@settings(max_examples=examples(60))
+@given(data=st.data())
+def test_safe_delivery_under_crashes_suspicions_and_partitions(
+    protocol: str, data: st.DataObject
+) -> None:
+    kinds = ("crash", "suspect", "partition")
+    scenario = data.draw(group_scenarios(protocol, kinds=kinds, max_choices=120))
+    assert_group_properties(scenario, SAFE)
+
+
+@pytest.mark.parametrize("protocol", BROADCAST)
+@settings(max_examples=examples(30))
+@given(data=st.data())
+def test_safe_delivery_over_reliable(protocol: str, data: st.DataObject) -> None:
+    kinds = ("crash", "suspect", "partition")
+    scenario = data.draw(group_scenarios(protocol, kinds=kinds, max_choices=120))
+    assert_group_properties(scenario, SAFE_RELIABLE)
+
+
+@pytest.mark.parametrize("protocol", BROADCAST)
+@settings(max_examples=examples(30))
+@given(data=st.data())
+def test_safe_delivery_with_joiners_leaves_and_late_states(
+    protocol: str, data: st.DataObject
+) -> None:
+    scenario = data.draw(
+        group_scenarios(
+            protocol,
+            n=(4, 6),
+            joiners=(1, 2),
+            hold_state=True,
+            kinds=("crash", "suspect", "leave"),
+            max_ops=10,
+            max_choices=120,
+        )
+    )
+    assert_group_properties(scenario, SAFE)
+
+
+def test_the_plain_group_breaks_uniform_agreement_where_the_safe_one_keeps_it() -> None:
+    """A member delivers a message that no survivor ever gets, then is cut off: the plain
+    group's run breaks uniform agreement; the same schedule with safe delivery does not."""
+
+    def lost(s: GroupScenario) -> bool:
+        found = view_problems(replay_group(s).sim, s.protocol, uniform=True)
+        return any(v.property == "uniform_agreement" for v in found)
+
+    found = find(group_scenarios("cbcast", kinds=("partition",)), lost, settings=SEARCH)
+    assert not view_problems(replay_group(found).sim, "cbcast")  # its own promises hold
+    run = assert_group_properties(found, SAFE)
+    assert "partition" in run.notes
+
+
+@pytest.mark.parametrize("variant", [GroupSafeOwnHold, GroupSafeForgetsSilent])
+@pytest.mark.parametrize("protocol", ("cbcast", "sequencer"))
+def test_known_buggy_safe_groups_break_uniform_agreement(variant: type, protocol: str) -> None:
+    factory = variant_factory(variant, safe=True)
+
+    def fails(s: GroupScenario) -> bool:
+        return bool(replay_group(s, factory).violations())
+
+    found = find(group_scenarios(protocol, kinds=("partition",)), fails, settings=SEARCH)
+    props = {v.property for v in replay_group(found, factory).violations()}
+    assert "uniform_agreement" in props
+    assert not replay_group(found, SAFE).violations()  # the correct group passes the same run
+
+
+@pytest.mark.parametrize("variant", [GroupSkipsFlushLog, GroupNoQuorum])
+def test_a_safe_group_whose_flush_forgets_what_it_holds_is_caught(variant: type) -> None:
+    """Under safe delivery the flush hands over what a member holds before the next view;
+    a flush that skips it (or hears only its coordinator) loses those messages."""
+    factory = variant_factory(variant, safe=True)
+
+    def fails(s: GroupScenario) -> bool:
+        return bool(replay_group(s, factory).violations())
+
+    found = find(group_scenarios("cbcast", kinds=("crash",)), fails, settings=SEARCH)
+    props = {v.property for v in replay_group(found, factory).violations()}
+    assert props & {"virtual_synchrony", "liveness", "same_view"}
+    assert not replay_group(found, SAFE).violations()
+
+
+# -- the check itself can fail --------------------------------------------------------------
+def _view(p: int, seq: int, vid: int, members: tuple[int, ...]) -> Event:
+    return Event("r", p, seq, "view", MessageId(0, vid), p, members, view=vid)
+
+
+def _deliver(p: int, seq: int, m: MessageId, view: int) -> Event:
+    return Event("r", p, seq, "deliver", m, m.origin, (0, 1, 2), view=view)
+
+
+def test_uniform_agreement_catches_a_message_only_a_crashed_member_delivered() -> None:
+    m = MessageId(2, 1)
+    trace = [_view(p, 1, 1, (0, 1, 2)) for p in range(3)]
+    trace += [_view(p, 2, 2, (0, 1)) for p in (0, 1)]
+    good = [*trace, *(_deliver(p, 3, m, 1) for p in (0, 1, 2))]
+    assert not check_uniform_agreement(good)
+    bad = [*trace, _deliver(2, 3, m, 1), _deliver(1, 3, m, 1)]  # P2 crashed after it
+    found = check_uniform_agreement(bad)
+    assert [(v.processes, v.messages) for v in found] == [((2, 0), (m,))]
+    assert "P2 delivered P2#1 in view 1 and P0" in found[0].reason
+
+
+# -- worked examples --------------------------------------------------------------------------
+def settle(sim: Simulation) -> None:
+    for _ in range(1_000):
+        if not sim.in_flight:
+            return
+        sim.arrive(min(sim.in_flight))
+
+
+def safe_group(n: int, protocol: str = "cbcast", **options: object) -> Simulation:
+    eps = [Group(p, n, protocol, members=range(n), safe=True, **options) for p in range(n)]
+    return Simulation(eps, adversarial=True)
+
+
+def payloads(sim: Simulation) -> list[list[str]]:
+    return [[m.payload for m in got] for got in sim.delivered]
+
+
+@pytest.mark.parametrize("protocol", BROADCAST)
+def test_the_crash_story_with_safe_delivery(protocol: str) -> None:
+    """Carol's m3 reaches Bob only, and Carol crashes. With safe delivery nobody has
+    delivered m3 yet (Alice does not hold it); the flush hands it to both survivors
+    before view 2. Carol never delivered it: nothing she told anyone is lost."""
+    sim = safe_group(3, protocol)
+    sim.broadcast(0, "m1")
+    settle(sim)
+    assert payloads(sim) == [["m1"]] * 3
+    m3 = sim.broadcast(2, "m3")
+    for p in sim.packets(m3, to=0):
+        sim.drop(p.id)
+    for p in sim.packets(m3, to=1):
+        sim.arrive(p.id)  # for the sequencer's and Skeen's order this is not yet enough
+    sim.crash(2)
+    settle(sim)
+    assert payloads(sim)[:2] == [["m1"], ["m1"]]  # Alice lacks m3, so nobody delivers it
+    sim.suspect(0, 2)
+    sim.suspect(1, 2)
+    settle(sim)
+    assert [ep.view for ep in sim.endpoints[:2]] == [View(2, (0, 1))] * 2
+    if protocol in ("cbcast", "tagged"):  # Bob's causal protocol delivered m3: he held it
+        assert payloads(sim) == [["m1", "m3"], ["m1", "m3"], ["m1"]]
+        assert {e.view for e in sim.trace if e.kind == "deliver" and e.payload == "m3"} == {1}
+    else:  # the order never came: nobody holds m3, nobody delivers it
+        assert payloads(sim) == [["m1"]] * 3
+    assert not view_problems(sim, protocol)
+
+
+def test_a_message_waits_until_every_member_holds_it_and_the_status_says_so() -> None:
+    sim = safe_group(3)
+    a = sim.broadcast(0, "a")
+    assert sim.delivered[0] == [] and sim.endpoints[0].status().waiting_safe == 1
+    for p in sim.packets(a, to=1):
+        sim.arrive(p.id)  # P1 holds a and announces it; P2 does not hold it yet
+    reports = [p for p in sim.packets() if type(p.packet) is Stability]
+    for p in reports:
+        sim.arrive(p.id)
+    assert payloads(sim) == [[], [], []]
+    status = sim.endpoints[0].status()
+    assert status.waiting_safe == 1 and status.data()["waiting_safe"] == 1
+    assert "1 held until every member has them (safe delivery)" in status.summary()
+    settle(sim)
+    assert payloads(sim) == [["a"]] * 3
+    assert [ep.status().waiting_safe for ep in sim.endpoints] == [0, 0, 0]
+    assert "held" not in sim.endpoints[0].status().summary()
+
+
+def test_a_lost_report_is_asked_for_again() -> None:
+    """P1's report to P0 is lost: P0 waits; when its retry timer finds the same message
+    first twice it asks P1 (Query), P1 answers with its report and P0 delivers."""
+    sim = safe_group(3)
+    sim.broadcast(0, "a")
+    for _ in range(100):
+        lost = [
+            p for p in sim.packets() if type(p.packet) is Stability and (p.src, p.dst) == (1, 0)
+        ]
+        for p in lost:
+            sim.drop(p.id)
+        if not sim.in_flight:
+            break
+        sim.arrive(min(sim.in_flight))
+    assert payloads(sim) == [[], ["a"], ["a"]]
+    asked = []
+    for _ in range(3):  # the timer starts, its first retry notes which message waits,
+        fired = sim.fire(0)  # the next finds the same one: it asks whom it has not heard
+        asked.append([a.to for a in fired if isinstance(a, Transmit) and type(a.packet) is Query])
+    assert asked == [[], [], [1]]
+    settle(sim)
+    assert payloads(sim) == [["a"]] * 3
+    assert sim.endpoints[0].next_deadline() is None  # nothing waits any more
+
+
+def test_a_batch_of_packets_is_announced_once() -> None:
+    """Packets received as one step (``receive_many``, what the runtime does with the
+    packets of one read) are announced in one report to each member, not one per
+    delivery; a detector around the group does the same."""
+    for wrap in (False, True):
+        groups = [Group(p, 3, "cbcast", members=range(3), safe=True) for p in range(3)]
+        eps = [HeartbeatDetector(g) if wrap else g for g in groups]
+        sent = [a for k in range(4) for a in eps[0].broadcast(f"m{k}") if a.to == 1]
+        data = [a.packet for a in sent if type(a.packet) is GroupData]
+        assert len(data) == 4
+        actions, errors = receive_batch(eps[1], data)
+        reports = [a for a in actions if isinstance(a, Transmit) and type(a.packet) is Stability]
+        assert not errors and [a.to for a in reports] == [0, 2]
+        assert reports[0].packet.low == (4, 0, 0)
+        one_by_one = Group(1, 3, "cbcast", members=range(3), safe=True)
+        each = [a for p in data for a in one_by_one.receive(p)]
+        assert sum(isinstance(a, Transmit) for a in each) == 8  # two per delivery
+
+
+def test_what_is_held_is_in_the_snapshot_and_restores_exactly() -> None:
+    """Tagged causal broadcast: P0 holds its message (P1's report is lost) and the Stable
+    report that follows it; the snapshot restores to the same endpoint, which goes on
+    as the original does."""
+    sim = Simulation(
+        [Group(p, 3, "tagged", members=range(3), safe=True) for p in range(3)], adversarial=True
+    )
+    sim.broadcast(0, "a")
+    for _ in range(100):
+        ready = [p for p in sim.packets() if (type(p.packet), p.src, p.dst) != (Stability, 1, 0)]
+        if not ready:
+            break
+        sim.arrive(ready[0].id)
+    snap = sim.endpoints[0].snapshot()
+    assert snap["safe"] is True
+    assert snap["held"] == [["t", 0, 1, "a", [1, 0, 0]], ["s", [[0, 1]]]]
+    again = restore_endpoint(snap)
+    assert same_data(again.snapshot(), snap) and again.status().waiting_safe == 1
+    report = sim.packets()[0].packet
+    out = again.receive(report)
+    assert [type(a).__name__ for a in out] == ["Deliver", "Stable"]
+    assert out == sim.endpoints[0].receive(report)
+
+
+def test_snapshots_without_safe_delivery_are_as_before_and_strict() -> None:
+    plain = Group(0, 3, "cbcast", members=range(3))
+    plain.broadcast("x")
+    snap = plain.snapshot()
+    assert "safe" not in snap and "held" not in snap  # as earlier releases wrote them
+    with pytest.raises(LocalError, match="not what snapshot"):
+        restore_endpoint({**snap, "safe": False})  # a default value is left out
+    safe = Group(0, 3, "cbcast", members=range(3), safe=True)
+    data = safe.snapshot()
+    assert data["safe"] is True and data["held"] == []
+    with pytest.raises(LocalError, match="safe does not match field held"):
+        restore_endpoint({k: v for k, v in data.items() if k != "held"})
+    with pytest.raises(LocalError, match="held"):
+        restore_endpoint({**data, "held": [["m", 0, 0, "x"]]})  # no message of the view
+    with pytest.raises(LocalError, match="held"):
+        restore_endpoint({**data, "held": [["q", 1]]})
+    with pytest.raises(LocalError, match="safe"):
+        restore_endpoint({**data, "safe": 1})
+    unicast = Group(0, 3, "rst", members=range(3)).snapshot()
+    with pytest.raises(LocalError, match="safe is true with rst, not a broadcast protocol"):
+        restore_endpoint({**unicast, "safe": True, "held": []})
+
+
+def test_safe_delivery_needs_a_broadcast_protocol() -> None:
+    with pytest.raises(LocalError, match="broadcast protocol"):
+        Group(0, 3, "rst", members=range(3), safe=True)
+    with pytest.raises(LocalError, match="True or False"):
+        Group(0, 3, "cbcast", members=range(3), safe=1)  # type: ignore[arg-type]
+    assert Group(0, 3, "skeen", members=range(3), safe=True).safe is True
+    assert Group(0, 3, "skeen", members=range(3)).safe is False
+
+
+# -- what an excluded member and a view change say --------------------------------------------
+def test_an_excluded_member_tells_unsent_from_in_doubt() -> None:
+    """P3 sends one message that the sequencer never gets (in doubt: it went out), then
+    freezes in a flush and issues another (never sent); that flush is replaced by one
+    that excludes P3 too. Its ``Excluded`` lists both in ``dropped``, the second in
+    ``unsent`` and the first in ``in_doubt``."""
+    sim = Simulation(
+        [Group(p, 5, "sequencer", members=range(5)) for p in range(5)], adversarial=True
+    )
+    sent = sim.broadcast(3, "sent")
+    for p in sim.packets(sent, to=0):
+        sim.drop(p.id)  # the sequencer P0 never orders it
+    sim.suspect(0, 4)  # P0 flushes view 1 without P4: P1..P3 promise and freeze
+    for p in sim.packets():
+        if type(p.packet) is Prepare:
+            sim.arrive(p.id)
+    queued = sim.broadcast(3, "queued")  # frozen: queued for the next view
+    sim.suspect(0, 3)  # a new ballot without P3 either
+    settle(sim)
+    found = [out for pid, out in sim.excluded if pid == 3]
+    assert len(found) == 1 and found[0].view == View(2, (0, 1, 2))
+    assert found[0].dropped == (sent, queued)
+    assert found[0].unsent == (queued,) and found[0].in_doubt == (sent,)
+
+
+def test_view_changes_carry_the_incarnations_of_a_restarted_member() -> None:
+    """P2 crashes and restarts as its next incarnation before anyone suspects it: its old
+    incarnation leaves in view 2 and the new one joins in view 3; each ViewChange
+    carries the members' incarnations."""
+    sim = Simulation([Group(p, 3, "cbcast", members=range(3)) for p in range(3)], adversarial=True)
+    changes: list[tuple[int, ViewChange]] = []
+    sim.on_view = lambda s, pid, change: changes.append((pid, change))
+    sim.crash(2)
+    sim.join(2, Group(2, 3, "cbcast", contacts=[0, 1], incarnation=1))
+    settle(sim)
+    left = {pid: c for pid, c in changes if c.view.id == 2}
+    back = {pid: c for pid, c in changes if c.view.id == 3}
+    assert sorted(left) == [0, 1] and sorted(back) == [0, 1, 2]
+    for pid in (0, 1):
+        assert (left[pid].joined, left[pid].left, left[pid].incarnations) == ((), (2,), (0, 0))
+        assert (back[pid].joined, back[pid].left) == ((2,), ())
+    assert all(c.incarnations == (0, 0, 1) for c in back.values())
+    assert [e for e in sim.trace if e.kind == "deliver"] == []
+    assert all(not isinstance(a, Deliver) for _, a in changes)
