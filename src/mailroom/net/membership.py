@@ -91,6 +91,7 @@ def rejoined(
         reliable=old.reliable,
         retry=old.retry,
         stability_every=old.stability_every,
+        safe=old.safe,
         incarnation=max(old.incarnation, incarnation) + 1,
     )
     group.sent_count = max(old.sent_count, sent)
