@@ -1,7 +1,8 @@
 """Three members on 127.0.0.1 in one command: make a key and a peer table in a folder,
 start ``python -m examples.kv --pid N`` three times (each in its own session, so a
 Ctrl-C reaches only this process), print their HTTP addresses, and stop them by pid
-(SIGTERM, then SIGKILL) on Ctrl-C or SIGTERM. ``--check`` writes through one member,
+(SIGTERM, then SIGKILL) on Ctrl-C or SIGTERM; a member killed by a signal meanwhile is
+restarted from its checkpoint. ``--check`` writes through one member,
 reads from the others, and stops.
 """
 
@@ -10,6 +11,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import http.client
+import json
 import os
 import secrets
 import signal
@@ -72,6 +74,7 @@ class Cluster:
         self.peers = folder / "peers.toml"
         self.peers.write_text("\n".join(lines) + "\n")
         self.procs: dict[int, subprocess.Popen[bytes]] = {}
+        self.restarts = 0
 
     def port(self, pid: int) -> int:
         return int(self.http[pid].getsockname()[1])
@@ -110,6 +113,21 @@ class Cluster:
             time.sleep(0.1)
         raise LocalError("the members did not all join in time; see their logs")
 
+    def wait_excluded(self, pid: int, polls: int = 600) -> bool:
+        """Until a live member's view no longer holds ``pid`` (at most ``polls`` rounds).
+        A member restarted before the others excluded its old incarnation can stall the
+        group (a known issue of the runtime: docs/kv.md), so the demo waits for this."""
+        for _ in range(polls):
+            for other, proc in self.procs.items():
+                if other == pid or proc.poll() is not None:
+                    continue
+                with contextlib.suppress(OSError, ValueError):
+                    code, body = request(self.port(other), "GET", "/status", timeout=5)
+                    if code == 200 and pid not in json.loads(body)["members"]:
+                        return True
+            time.sleep(0.1)
+        return False
+
     def stop(self) -> None:
         """SIGTERM each member by pid, then SIGKILL any still running."""
         for proc in self.procs.values():
@@ -147,6 +165,28 @@ def check(cluster: Cluster) -> bool:
     return status == 204 and code == 200 and got == value.encode()
 
 
+#: Restarts of killed members the demo makes, at most (a member that keeps dying stays down).
+MAX_RESTARTS = 100
+
+
+def watch(cluster: Cluster) -> None:
+    """A member killed by a signal (try ``kill -9``) is restarted from its checkpoint;
+    one that exited by itself is reported and left down."""
+    for pid, proc in list(cluster.procs.items()):
+        code = proc.poll()
+        if code is None or cluster.restarts > MAX_RESTARTS:
+            continue
+        if code < 0:
+            cluster.restarts += 1
+            print(f"P{pid} was killed (signal {-code}); the others exclude it...", flush=True)
+            cluster.wait_excluded(pid)
+            cluster.start(pid)
+            print(f"P{pid} restarted from its checkpoint: pid {cluster.procs[pid].pid}", flush=True)
+        else:
+            del cluster.procs[pid]
+            print(f"P{pid} exited with {code}; see {cluster.folder}/p{pid}.log", flush=True)
+
+
 def run_demo(args: argparse.Namespace) -> int:
     """Start three members, print their addresses, wait for Ctrl-C; stop them by pid."""
     folder = Path(args.dir) if args.dir else Path(tempfile.mkdtemp(prefix="mailroom-kv-"))
@@ -170,13 +210,10 @@ def run_demo(args: argparse.Namespace) -> int:
         first = f"http://{HOST}:{cluster.port(0)}"
         print(f"try: curl -X PUT --data-binary 'hello' {first}/kv/greeting")
         print(f"     curl http://{HOST}:{cluster.port(1)}/kv/greeting")
+        print("kill -9 a member's pid: it is restarted from its checkpoint and catches up.")
         print("Ctrl-C stops all three.", flush=True)
-        told: set[int] = set()
         while not stop["now"]:
-            for pid, proc in cluster.procs.items():
-                if proc.poll() is not None and pid not in told:
-                    told.add(pid)
-                    print(f"P{pid} exited with {proc.returncode}; see {folder}/p{pid}.log")
+            watch(cluster)
             time.sleep(0.2)
         return 0
     finally:

@@ -22,6 +22,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
+import logging
 from typing import Any
 from urllib.parse import parse_qsl, unquote
 
@@ -29,6 +30,8 @@ from examples.kv.wire import MAX_LINE, HttpError, Request, Response, read_reques
 from mailroom.core.errors import LocalError
 from mailroom.net.membership import group_of
 from mailroom.replicated import AsyncReplica, OutcomeUnknown
+
+log = logging.getLogger(__name__)
 
 #: The longest key, in bytes of UTF-8.
 MAX_KEY = 256
@@ -105,6 +108,9 @@ class KvService:
             return await self._route(request)
         except HttpError as exc:
             return Response.error(exc.status, exc.reason)
+        except Exception as exc:  # a bug here must not take the member down: say so, log it
+            log.exception("%s %s failed", request.method, request.target[:80])
+            return Response.error(500, f"internal error: {type(exc).__name__}")
 
     async def _route(self, request: Request) -> Response:
         path, params = parse_target(request.target)
@@ -131,7 +137,7 @@ class KvService:
         if consistent:
             value = await self._confirmed(self.r.ordered("get", key))
         else:
-            value = self.r.local("get", key)
+            value = self.local("get", key)
         if value is None:
             return Response.error(404, f"no key {key[:60]!r}")
         return Response(200, value)
@@ -153,8 +159,14 @@ class KvService:
         if consistent:
             items = await self._confirmed(self.r.ordered("items"))
         else:
-            items = self.r.local("items")
+            items = self.local("items")
         return Response(200, json.dumps(dict(items)) + "\n", "application/json")
+
+    def local(self, method: str, *args: Any) -> Any:
+        """A local read; 503 while this process is not a member (it holds no state)."""
+        if self.r.replica.view is None:
+            raise HttpError(503, "not a member of the group now (joining or rejoining)")
+        return self.r.local(method, *args)
 
     async def _confirmed(self, call: Any) -> Any:
         """The result of a call through the group, or 503 (outcome unknown) / 413."""
@@ -176,9 +188,9 @@ class KvService:
         """This member as data: who, which view, how much applied, a digest of the state."""
         replica = self.r.replica
         group = group_of(self.r.node.endpoint)
-        items = self.r.local("items")
-        digest = hashlib.sha256(json.dumps(items, sort_keys=True).encode()).hexdigest()
         view = replica.view
+        items = self.r.local("items") if view is not None else None
+        digest = hashlib.sha256(json.dumps(items, sort_keys=True).encode()).hexdigest()
         return {
             "pid": replica.pid,
             "incarnation": replica.incarnation,
@@ -186,8 +198,8 @@ class KvService:
             "view": view.id if view is not None else None,
             "members": list(view.members) if view is not None else [],
             "applied": replica.applied,
-            "keys": len(items),
-            "digest": digest[:16],
+            "keys": len(items) if items is not None else None,
+            "digest": digest[:16] if items is not None else None,
             "served": self.served,
         }
 

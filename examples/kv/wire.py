@@ -35,6 +35,7 @@ REASONS = {
     413: "Content Too Large",
     414: "URI Too Long",
     431: "Request Header Fields Too Large",
+    500: "Internal Server Error",
     501: "Not Implemented",
     503: "Service Unavailable",
     505: "HTTP Version Not Supported",
