@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import random
 import signal
 import socket
@@ -316,3 +317,57 @@ def test_the_sequencer_restarted_before_the_others_notice_is_let_back_in(tmp_pat
             threading.Event().wait(0.1)
         assert cluster.healthy(0)
         assert put(cluster.port(1), "b", "2") == 204
+
+
+def test_the_demo_restarts_a_killed_member_and_stops_all_on_ctrl_c(tmp_path: Path) -> None:
+    cmd = [sys.executable, "-m", "examples.kv", "--port", "0", "--dir", str(tmp_path)]
+    demo = subprocess.Popen(
+        cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+    )
+    lines: list[str] = []
+
+    def read() -> None:
+        assert demo.stdout is not None
+        for line in demo.stdout:
+            lines.append(line.rstrip("\n"))
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+
+    def wait_line(words: str) -> str:
+        for _ in range(1500):
+            found = [line for line in lines if words in line]
+            if found:
+                return found[-1]
+            threading.Event().wait(0.1)
+        raise AssertionError(f"the demo never said {words!r}: {lines}")
+
+    try:
+        p2 = wait_line("P2: http://")
+        port, pid = int(p2.split(":")[3].split()[0]), int(p2.rsplit("pid ", 1)[1].rstrip(")"))
+        port0 = int(wait_line("P0: http://").split(":")[3].split()[0])
+        assert put(port0, "before", "kill") == 204
+        subprocess.run(["kill", "-9", str(pid)], check=True)
+        again = wait_line("P2 restarted from its checkpoint: pid ")
+        new_pid = int(again.rsplit(" ", 1)[1])
+        assert new_pid != pid
+        for _ in range(1500):
+            with contextlib.suppress(OSError):
+                if request(port, "GET", "/kv/before")[0] == 200:
+                    break
+            threading.Event().wait(0.1)
+        assert request(port, "GET", "/kv/before") == (200, b"kill")
+        demo.send_signal(signal.SIGINT)  # Ctrl-C
+        assert demo.wait(60) == 0
+        reader.join(10)
+        assert lines[-1] == "stopped."
+        with pytest.raises(ProcessLookupError):
+            os.kill(new_pid, 0)  # stopped by its pid
+    finally:
+        if demo.poll() is None:  # a failure: SIGKILL the demo and every member it named
+            demo.kill()
+            demo.wait(30)
+            for line in lines:
+                if "pid " in line:
+                    with contextlib.suppress(ProcessLookupError, ValueError):
+                        os.kill(int(line.rsplit("pid ", 1)[1].rstrip(")")), signal.SIGKILL)
