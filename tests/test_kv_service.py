@@ -280,8 +280,7 @@ def test_fifty_kills_under_load_lose_no_acknowledged_write(tmp_path: Path) -> No
                 victim = rng.randrange(3)
                 cluster.kill(victim)
                 kills += 1
-                assert cluster.wait_excluded(victim)  # see the test below
-                threading.Event().wait(rng.uniform(0.0, 1.0))
+                threading.Event().wait(rng.uniform(0.0, 3.0))  # before or after exclusion
                 cluster.start(victim)
                 for p in range(3):  # one member down at a time: the majority survives
                     cluster.wait_member(p)
@@ -301,12 +300,9 @@ def test_fifty_kills_under_load_lose_no_acknowledged_write(tmp_path: Path) -> No
     assert lost == [] and phantom == []
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="known issue: the sequencer (P0) restarted from its checkpoint before the others "
-    "suspect its old incarnation is never let back in, and the group stalls (safe or not)",
-)
 def test_the_sequencer_restarted_before_the_others_notice_is_let_back_in(tmp_path: Path) -> None:
+    """The killed P0 (sequencer, coordinator) is back before anyone suspects it: the
+    others stop waiting for its old incarnation to coordinate (the group stalled)."""
     with members(tmp_path, ["--suspect-after", "20"]) as cluster:
         assert put(cluster.port(1), "a", "1") == 204
         cluster.kill(0)  # the sequencer and coordinator
@@ -348,7 +344,7 @@ def test_the_demo_restarts_a_killed_member_and_stops_all_on_ctrl_c(tmp_path: Pat
         port0 = int(wait_line("P0: http://").split(":")[3].split()[0])
         assert put(port0, "before", "kill") == 204
         subprocess.run(["kill", "-9", str(pid)], check=True)
-        again = wait_line("P2 restarted from its checkpoint: pid ")
+        again = wait_line("restarted from its checkpoint: pid ")
         new_pid = int(again.rsplit(" ", 1)[1])
         assert new_pid != pid
         for _ in range(1500):

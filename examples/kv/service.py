@@ -201,6 +201,7 @@ class KvService:
             "keys": len(items) if items is not None else None,
             "digest": digest[:16] if items is not None else None,
             "served": self.served,
+            "group": group.status().summary() if group is not None else None,
         }
 
     async def _status(self, consistent: bool) -> Response:
