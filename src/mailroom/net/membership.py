@@ -92,6 +92,7 @@ def rejoined(
         reliable=old.reliable,
         retry=old.retry,
         stability_every=old.stability_every,
+        safe=old.safe,
         incarnation=max(old.incarnation, incarnation) + 1,
         safe=old.safe,
     )

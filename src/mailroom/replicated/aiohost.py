@@ -90,13 +90,8 @@ class AsyncReplica:
         self._futures: dict[MessageId, asyncio.Future[Any]] = {}
         self._loop: asyncio.AbstractEventLoop | None = None
         self._joined: asyncio.Event | None = None
-        self.replica = Replica(
-            obj,
-            group.pid,
-            view=group.view if group.joined else None,
-            incarnation=group.incarnation,
-            history=history,
-        )
+        view, incarnation = (group.view if group.joined else None), group.incarnation
+        self.replica = Replica(obj, group.pid, view=view, incarnation=incarnation)
         keep = node_options.get("checkpoint") is not None
         hooks: dict[str, Any] = {
             "on_deliver": self._on_deliver,
@@ -108,6 +103,10 @@ class AsyncReplica:
         self.node = Node(endpoint, peers, key, **hooks, **node_options)
         if self.node.resumed_state is not None:
             self._resume(self.node.resumed_state)
+        elif history is not None:  # not resumed: its history starts here (a restart's, there)
+            self.replica = Replica(
+                obj, group.pid, view=view, incarnation=incarnation, history=history
+            )
         self.call = _Calls(self._call)
         self.ordered = _Calls(self._ordered)
         self.local = _Calls(self.replica_read)

@@ -3,7 +3,8 @@
 Inside a view the ordering protocol (CBCAST, tagged, Sequencer, Skeen, Lamport,
 RST, KS, FIFO: any registered name) runs over the view's ranks; each view gets a
 fresh instance. A view change is a flush: the coordinator (the lowest member this
-process does not suspect) runs a ballot-numbered agreement on the next view
+process neither suspects nor sees replaced by a newer incarnation asking to join)
+runs a ballot-numbered agreement on the next view
 (Prepare/Promise, Accept/Accepted, Commit, as in Paxos, so two coordinators can
 never install different views with the same id). A member that promises freezes:
 it hands no more deliveries of the view to its application and queues new sends

@@ -148,10 +148,19 @@ class Member(SafeDelivery, EndpointBase):
 
     @property
     def coordinator(self) -> int | None:
-        """The member this process takes for the coordinator of its view."""
-        if self.view is None:
+        """The member this process takes for the coordinator of its view: the lowest one
+        neither suspected nor replaced (a newer incarnation of it asks to join: this one
+        crashed, and would never run the flush that lets the new one in)."""
+        installed = self._epoch.installed
+        if self.view is None or installed is None:
             return None
-        alive = [m for m in self.view.members if m not in self._changes.suspects]
+        joiners, suspects = self._changes.joiners, self._changes.suspects
+        alive = [
+            m
+            for m in self.view.members
+            if m not in suspects
+            and not (m in joiners and joiners[m][0] > installed.incarnation_of(m))
+        ]
         return alive[0] if alive else None
 
     # -- sending and receiving in the view --------------------------------------------------
