@@ -94,7 +94,6 @@ def rejoined(
         stability_every=old.stability_every,
         safe=old.safe,
         incarnation=max(old.incarnation, incarnation) + 1,
-        safe=old.safe,
     )
     group.sent_count = max(old.sent_count, sent)
     if isinstance(endpoint, HeartbeatDetector):
