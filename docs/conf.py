@@ -59,6 +59,7 @@ PROTOCOLS = [
     "ks",
     "membership",
     "replicated",
+    "kv",
 ]
 TOOLS = [
     "simulator",
