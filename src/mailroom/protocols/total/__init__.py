@@ -1,6 +1,11 @@
 """Total order: coordinator-based (Sequencer), Skeen's multicast, Lamport's acknowledgements."""
 
-from mailroom.protocols.total.lamport import LamportAck, LamportMessage, LamportTotalOrder
+from mailroom.protocols.total.lamport import (
+    LamportAck,
+    LamportBatch,
+    LamportMessage,
+    LamportTotalOrder,
+)
 from mailroom.protocols.total.sequencer import (
     Sequencer,
     SequencerOrder,
@@ -8,10 +13,19 @@ from mailroom.protocols.total.sequencer import (
     SequencerRequest,
     SequencerRequestBatch,
 )
-from mailroom.protocols.total.skeen import Skeen, SkeenFinal, SkeenMessage, SkeenProposal
+from mailroom.protocols.total.skeen import (
+    Skeen,
+    SkeenBatch,
+    SkeenFinal,
+    SkeenFinalBatch,
+    SkeenMessage,
+    SkeenProposal,
+    SkeenProposalBatch,
+)
 
 __all__ = [
     "LamportAck",
+    "LamportBatch",
     "LamportMessage",
     "LamportTotalOrder",
     "Sequencer",
@@ -20,7 +34,10 @@ __all__ = [
     "SequencerRequest",
     "SequencerRequestBatch",
     "Skeen",
+    "SkeenBatch",
     "SkeenFinal",
+    "SkeenFinalBatch",
     "SkeenMessage",
     "SkeenProposal",
+    "SkeenProposalBatch",
 ]

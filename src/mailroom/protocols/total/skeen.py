@@ -30,8 +30,14 @@ final within one round trip of its sender. (The textbook rule, deliver
 only when every held message is final, starves under steady traffic, where
 some message is always in flight: it lives on as ``mailroom.lab.SkeenAllFinal``.)
 
+Batches (``broadcast_many``): k broadcasts travel as one ``SkeenBatch`` per
+destination, their proposals as one ``SkeenProposalBatch`` and their final numbers as
+one ``SkeenFinalBatch``; each entry is taken as the single packet it stands for, so
+the state, the snapshot and the deliveries are those of k broadcasts
+(``mailroom.protocols.total.skeen_batch`` states the rules).
+
 Extension points (``mailroom.core.hooks``): ``learn_final`` (what learning a final
-number does to the clock) and ``next_delivery`` (the delivery rule), with
+number does to the clock), ``learn_finals`` (the same for a batch's numbers) and ``next_delivery`` (the delivery rule), with
 ``lowest_final`` and ``lowest_open`` to read the mail room from an override.
 
 Any two messages are delivered in the same order wherever both are delivered:
@@ -56,10 +62,8 @@ number above this process's clock for a message delivered here: RemoteError.
 from __future__ import annotations
 
 import heapq
-from collections.abc import Collection
+from collections.abc import Collection, Sequence
 from typing import Any
-
-import attrs
 
 from mailroom.core import validate
 from mailroom.core.actions import Action, Deliver, Transmit
@@ -80,73 +84,19 @@ from mailroom.core.persist import (
     snap_positive,
     window,
 )
-from mailroom.core.wire import as_row, packet, packet_from_data, packet_to_data
-from mailroom.protocols._packets import carries_none, carries_seq
-
-Key = tuple[int, int, int]
-
-
-@packet
-@attrs.frozen
-class SkeenMessage:
-    """Message (sender, seq) for the set ``dest``, stamped with the sender's clock;
-    ``index``: the sender's multicasts to this destination so far, this one included."""
-
-    sender: int
-    seq: int
-    ts: int
-    dest: tuple[int, ...] = attrs.field(converter=as_row)
-    payload: Any
-    index: int
-
-    carries = carries_seq
-
-
-@packet
-@attrs.frozen
-class SkeenProposal:
-    """``sender`` proposes ``number`` for message (origin, seq)."""
-
-    sender: int
-    origin: int
-    seq: int
-    number: int
-
-    carries = carries_none
-
-
-@packet
-@attrs.frozen
-class SkeenFinal:
-    """Message (origin, seq), the origin's ``index``-th to this destination, has the
-    final ``number``."""
-
-    origin: int
-    seq: int
-    number: int
-    index: int
-
-    carries = carries_none
-
-
-@attrs.define
-class _Held:
-    message: SkeenMessage
-    number: int
-    final: bool
-
-    @property
-    def key(self) -> Key:
-        return (self.number, self.message.sender, self.message.seq)
-
-
-@attrs.define
-class _Collecting:
-    ts: int
-    dest: tuple[int, ...]
-    #: the message's index at each destination, aligned with ``dest``
-    indexes: tuple[int, ...]
-    proposals: dict[int, int]
+from mailroom.core.wire import packet_from_data, packet_to_data
+from mailroom.protocols.total import skeen_batch
+from mailroom.protocols.total.skeen_packets import (
+    Key,
+    SkeenBatch,
+    SkeenFinal,
+    SkeenFinalBatch,
+    SkeenMessage,
+    SkeenProposal,
+    SkeenProposalBatch,
+    _Collecting,
+    _Held,
+)
 
 
 class Skeen(EndpointBase):
@@ -186,6 +136,12 @@ class Skeen(EndpointBase):
         """Multicast ``payload`` to every process, this one included."""
         return self.multicast(payload, to=range(self.n))
 
+    def broadcast_many(self, payloads: Sequence[Payload]) -> list[Action]:
+        """Broadcast ``payloads`` in order, one ``SkeenBatch`` per destination and
+        ``BATCH_LIMIT`` of them (``mailroom.protocols.total.skeen_batch``): the
+        deliveries of one ``broadcast`` each."""
+        return self._broadcast_chunks(payloads, lambda chunk: skeen_batch.send_batch(self, chunk))
+
     def multicast(self, payload: Payload, to: Collection[int]) -> list[Action]:
         """Send ``payload`` to the processes ``to`` (this one may or may not be among them)."""
         if not isinstance(to, Collection) or isinstance(to, str | bytes):
@@ -222,6 +178,12 @@ class Skeen(EndpointBase):
             return self._on_proposal(packet)  # type: ignore[arg-type]
         if kind is SkeenFinal:
             return self._on_final(packet)  # type: ignore[arg-type]
+        if kind is SkeenBatch:
+            return skeen_batch.on_batch(self, packet)  # type: ignore[arg-type]
+        if kind is SkeenProposalBatch:
+            return skeen_batch.on_proposals(self, packet)  # type: ignore[arg-type]
+        if kind is SkeenFinalBatch:
+            return skeen_batch.on_finals(self, packet)  # type: ignore[arg-type]
         raise RemoteError(f"Skeen expected a message, proposal or final, got {kind.__name__}")
 
     def _check_message(self, m: SkeenMessage) -> MessageId:
@@ -277,14 +239,25 @@ class Skeen(EndpointBase):
         origin = validate.pid(p.origin, self.n, "origin")
         seq = validate.positive(p.seq, "seq")
         number = validate.positive(p.number, "proposal")
+        collecting = self._check_proposal(sender, origin, seq, number)
+        if collecting is None:
+            self.duplicates += 1  # a late copy: the number is final, or known already
+            return []
+        collecting.proposals[sender] = number
+        return self._maybe_finish(seq)
+
+    def _check_proposal(
+        self, sender: int, origin: int, seq: int, number: int
+    ) -> _Collecting | None:
+        """Where a proposal (its fields checked) goes; None for a late copy, RemoteError
+        for one that no process could have sent. Changes nothing."""
         if origin != self.pid:
             raise RemoteError(f"proposal for {MessageId(origin, seq)} arrived at P{self.pid}")
         if seq > self.sent_count:
             raise RemoteError(f"proposal for unknown message {MessageId(origin, seq)}")
         collecting = self._collecting.get(seq)
         if collecting is None:
-            self.duplicates += 1  # the number is final already: a late copy
-            return []
+            return None
         if sender not in collecting.dest:
             raise RemoteError(
                 f"P{sender} proposed for {MessageId(origin, seq)}, "
@@ -302,10 +275,8 @@ class Skeen(EndpointBase):
                     f"P{sender} proposed {number} for {MessageId(origin, seq)} "
                     f"after proposing {known}"
                 )
-            self.duplicates += 1
-            return []
-        collecting.proposals[sender] = number
-        return self._maybe_finish(seq)
+            return None
+        return collecting
 
     def _maybe_finish(self, seq: int) -> list[Action]:
         """If every destination has proposed, announce the final number."""
@@ -330,6 +301,16 @@ class Skeen(EndpointBase):
         seq = validate.positive(f.seq, "seq")
         number = validate.positive(f.number, "final number")
         index = validate.positive(f.index, "index")
+        held = self._check_final(origin, seq, number, index)
+        if held is None:
+            self.duplicates += 1  # a late copy
+            return []
+        self.learn_final(number)
+        return self._finalize(held, number)
+
+    def _check_final(self, origin: int, seq: int, number: int, index: int) -> _Held | None:
+        """The held message a final number (its fields checked) makes final; None for a
+        late copy, RemoteError for one no process could have sent. Changes nothing."""
         mid = MessageId(origin, seq)
         if origin == self.pid:
             raise RemoteError("a process's own final numbers never travel to itself")
@@ -351,8 +332,7 @@ class Skeen(EndpointBase):
                     f"final number {number} for {mid}, delivered here, is above every "
                     f"number P{self.pid} has seen ({self._clock})"
                 )
-            self.duplicates += 1  # a late copy for a message delivered here
-            return []
+            return None  # a late copy for a message delivered here
         if held.message.index != index:
             raise RemoteError(
                 f"final number for {mid} names index {index}, not {held.message.index}"
@@ -362,14 +342,12 @@ class Skeen(EndpointBase):
                 raise RemoteError(
                     f"second final number {number} for {mid}, which has {held.number}"
                 )
-            self.duplicates += 1
-            return []
+            return None
         if number < held.number:
             raise RemoteError(
                 f"final number {number} for {mid} is lower than the proposal {held.number} sent"
             )
-        self.learn_final(number)
-        return self._finalize(held, number)
+        return held
 
     def _finalize(self, held: _Held, number: int) -> list[Action]:
         self._mark_final(held, number)
@@ -385,6 +363,13 @@ class Skeen(EndpointBase):
         """Rule: a final number learned here (announced or received) raises the clock to
         it, so later proposals here exceed it."""
         self._clock = max(self._clock, number)
+
+    @hook
+    def learn_finals(self, numbers: Sequence[int]) -> None:
+        """Rule: the final numbers of a batch's messages, learned together (announced or
+        received): each as a single final number (``learn_final``)."""
+        for number in numbers:
+            self.learn_final(number)
 
     @hook
     def next_delivery(self) -> Key | None:
@@ -557,4 +542,12 @@ def _message(m: SkeenMessage) -> Message:
     return Message(MessageId(m.sender, m.seq), m.sender, m.payload)
 
 
-__all__ = ["Skeen", "SkeenFinal", "SkeenMessage", "SkeenProposal"]
+__all__ = [
+    "Skeen",
+    "SkeenBatch",
+    "SkeenFinal",
+    "SkeenFinalBatch",
+    "SkeenMessage",
+    "SkeenProposal",
+    "SkeenProposalBatch",
+]
