@@ -12,6 +12,9 @@ messages on one channel, (sender, first_seq + i) numbered first_channel + i. A
 receiver takes it as the k packets arriving one after another: it delivers what they
 would and holds what they would, as single packets (so the state and the snapshot
 are those of k single packets).
+
+Extension point (``mailroom.core.hooks``): ``deliver_run``, how a batch that is next on
+its channel, while nothing is held, is delivered.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ import attrs
 
 from mailroom.core import validate
 from mailroom.core.actions import Action, Deliver, Transmit, delivery
+from mailroom.core.hooks import hook
 from mailroom.core.messages import Message, MessageId, Payload
 from mailroom.core.persist import counts
 from mailroom.core.wire import as_row, packet
@@ -189,7 +193,7 @@ class Fifo(BufferedEndpoint):
         if first == self.delivered[sender] + 1 and not self._buffer.held:
             # each is next on its channel as it arrives and nothing is held to release
             self.delivered[sender] += len(payloads)
-            return [delivery(sender, first_seq + i, x) for i, x in enumerate(payloads)]
+            return self.deliver_run(sender, first_seq, payloads)
         actions: list[Action] = []
         fresh = False
         for i, payload in enumerate(payloads):
@@ -199,6 +203,12 @@ class Fifo(BufferedEndpoint):
         if not fresh:
             self.duplicates += 1  # a duplicate of a batch (or of all its messages)
         return actions
+
+    @hook
+    def deliver_run(self, sender: int, first_seq: int, payloads: tuple[Any, ...]) -> list[Action]:
+        """Rule, at a receiver: a batch (checked, counted as delivered) whose messages are
+        next on their channel is delivered whole, in channel order."""
+        return [delivery(sender, first_seq + i, x) for i, x in enumerate(payloads)]
 
     def _message(self, p: FifoPacket) -> Message:
         return Message(MessageId(p.sender, p.seq), p.sender, p.payload)

@@ -37,8 +37,9 @@ the state, the snapshot and the deliveries are those of k broadcasts
 (``mailroom.protocols.total.skeen_batch`` states the rules).
 
 Extension points (``mailroom.core.hooks``): ``learn_final`` (what learning a final
-number does to the clock), ``learn_finals`` (the same for a batch's numbers) and ``next_delivery`` (the delivery rule), with
-``lowest_final`` and ``lowest_open`` to read the mail room from an override.
+number does to the clock), ``learn_finals`` (the same for a batch's numbers) and
+``next_delivery`` (the delivery rule), with ``lowest_final`` and ``lowest_open`` to
+read the mail room from an override.
 
 Any two messages are delivered in the same order wherever both are delivered:
 if B is delivered at q before A reaches q, q's clock is at least B's number when
