@@ -17,6 +17,7 @@ from mailroom import (
     CBCAST,
     KS,
     RST,
+    Fifo,
     LamportTotalOrder,
     Reliable,
     Sequencer,
@@ -83,6 +84,7 @@ def test_every_hook_is_documented_as_a_rule() -> None:
     expected = {
         Skeen: {"learn_final", "learn_finals", "next_delivery"},
         LamportTotalOrder: {"stamp_batch"},
+        Fifo: {"deliver_run"},
         Sequencer: {"deliver_order", "deliver_batch"},
         RST: {"attached", "count_sent"},
         KS: {"piggyback", "implied_by"},
