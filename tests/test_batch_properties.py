@@ -12,6 +12,7 @@ import pytest
 from hypothesis import given
 
 from mailroom import (
+    CBCAST,
     Deliver,
     Fifo,
     LamportTotalOrder,
@@ -22,7 +23,7 @@ from mailroom import (
     Transmit,
 )
 from mailroom.core.endpoint import Endpoint, capabilities
-from mailroom.protocols import FifoBatch
+from mailroom.protocols import CBCASTPacket, FifoBatch, FifoPacket
 from mailroom.protocols.total import (
     LamportBatch,
     SkeenBatch,
@@ -194,3 +195,49 @@ def test_a_final_batch_with_one_impossible_entry_changes_nothing():
         eps[1].receive(bad)
     assert eps[1].snapshot() == before
     assert [a.message.payload for a in eps[1].receive(good)] == ["a", "b"]
+
+
+# -- the inline fast paths refuse what the general checks refuse ------------------------------
+
+
+@pytest.mark.parametrize(
+    "packet",
+    [
+        CBCASTPacket(0, (True, 0, 0), "x"),  # a bool is not a counter
+        CBCASTPacket(0, (1.0, 0, 0), "x"),
+        CBCASTPacket(0, (1, -1, 0), "x"),
+        CBCASTPacket(0, (1, "a", 0), "x"),
+        CBCASTPacket(0, (1, 0, 1), "x"),  # claims a broadcast of P2's it never made
+        CBCASTPacket(0, (1, 0), "x"),
+        CBCASTPacket(True, (1, 0, 0), "x"),
+        CBCASTPacket(3, (1, 0, 0), "x"),
+    ],
+)
+def test_cbcast_refuses_a_malformed_next_packet(packet):
+    ep = CBCAST(2, 3)
+    before = ep.snapshot()
+    with pytest.raises(RemoteError):
+        ep.receive(packet)
+    assert ep.snapshot() == before
+    assert [a.message.payload for a in ep.receive(CBCASTPacket(0, (1, 0, 0), "y"))] == ["y"]
+
+
+@pytest.mark.parametrize(
+    "packet",
+    [
+        FifoPacket(0, True, 1, 1, "x"),  # a bool is not a pid
+        FifoPacket(0, 2, 1, 1, "x"),  # for P2
+        FifoPacket(0, 1, 1.0, 1, "x"),
+        FifoPacket(0, 1, 0, 1, "x"),
+        FifoPacket(0, 1, 1, True, "x"),
+        FifoPacket(-1, 1, 1, 1, "x"),
+        FifoPacket(0, 1, 2**64, 1, "x"),
+    ],
+)
+def test_fifo_refuses_a_malformed_next_packet(packet):
+    ep = Fifo(1, 3)
+    before = ep.snapshot()
+    with pytest.raises(RemoteError):
+        ep.receive(packet)
+    assert ep.snapshot() == before
+    assert [a.message.payload for a in ep.receive(FifoPacket(0, 1, 1, 1, "y"))] == ["y"]

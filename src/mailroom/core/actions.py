@@ -6,8 +6,7 @@ from typing import Any
 
 import attrs
 
-from mailroom.clocks import VectorClock
-from mailroom.core.messages import Message, MessageId, TaggedMessage
+from mailroom.core.messages import Message, MessageId
 
 
 @attrs.frozen
@@ -124,16 +123,7 @@ _ID_ORIGIN, _ID_SEQ = (MessageId.__dict__[f].__set__ for f in ("origin", "seq"))
 _MSG_ID, _MSG_SENDER, _MSG_PAYLOAD = (
     Message.__dict__[f].__set__ for f in ("id", "sender", "payload")
 )
-_TAG = TaggedMessage.__dict__["tag"].__set__
 _DELIVER_MESSAGE = Deliver.__dict__["message"].__set__
-
-
-def message_id(origin: int, seq: int) -> MessageId:
-    """``MessageId(origin, seq)``, built directly (see above)."""
-    mid = _new(MessageId)
-    _ID_ORIGIN(mid, origin)
-    _ID_SEQ(mid, seq)
-    return mid
 
 
 def delivery(origin: int, seq: int, payload: Any) -> Deliver:
@@ -150,25 +140,11 @@ def delivery(origin: int, seq: int, payload: Any) -> Deliver:
     return action
 
 
-def tagged_delivery(origin: int, seq: int, payload: Any, tag: VectorClock) -> Deliver:
-    """``Deliver(TaggedMessage(MessageId(origin, seq), origin, payload, tag))``, built
-    directly."""
-    message = _new(TaggedMessage)
-    _MSG_ID(message, message_id(origin, seq))
-    _MSG_SENDER(message, origin)
-    _MSG_PAYLOAD(message, payload)
-    _TAG(message, tag)
-    action = _new(Deliver)
-    _DELIVER_MESSAGE(action, message)
-    return action
-
-
 def _check_builders() -> None:
     """AssertionError unless the builders make exactly what the constructors make."""
     for cls, names in (
         (MessageId, ("origin", "seq")),
         (Message, ("id", "sender", "payload")),
-        (TaggedMessage, ("id", "sender", "payload", "tag")),
         (Deliver, ("message",)),
     ):
         fields = attrs.fields(cls)
@@ -177,10 +153,9 @@ def _check_builders() -> None:
             f.default is attrs.NOTHING and f.converter is None and f.validator is None
             for f in fields
         ), cls
-    tag = VectorClock((1, 2))
     assert delivery(1, 2, "x") == Deliver(Message(MessageId(1, 2), 1, "x"))
-    assert tagged_delivery(1, 2, "x", tag) == Deliver(TaggedMessage(MessageId(1, 2), 1, "x", tag))
-    assert message_id(3, 4) == MessageId(3, 4) and hash(message_id(3, 4)) == hash(MessageId(3, 4))
+    built = delivery(3, 4, "y").message.id
+    assert built == MessageId(3, 4) and hash(built) == hash(MessageId(3, 4))
 
 
 _check_builders()

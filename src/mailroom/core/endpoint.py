@@ -136,18 +136,24 @@ def broadcast_batch(endpoint: Endpoint, payloads: Sequence[Payload]) -> list[Act
     with ``broadcast_many`` may carry the batch in fewer packets. Every payload is checked
     first, so a bad one is a LocalError and nothing is sent.
     """
-    require(endpoint, "broadcast")
+    return _batch(endpoint, payloads, "broadcast", "broadcast_many", ())
+
+
+def _batch(
+    endpoint: Endpoint, payloads: Sequence[Payload], one: str, many: str, to: tuple[int, ...]
+) -> list[Action]:
+    """``broadcast_batch`` (``to`` empty) or ``send_batch`` (``to`` the destination): the
+    capability ``one`` required, every payload checked, then ``many`` or ``one`` each."""
+    require(endpoint, "unicast" if to else one)
     batch = list(payloads)
     for payload in batch:
         check_payload(payload)
     # (a method lookup: asking the BatchBroadcasting protocol costs tens of µs a call)
-    many = getattr(endpoint, "broadcast_many", None)
-    if callable(many):
-        return list(many(batch))
-    actions: list[Action] = []
-    for payload in batch:
-        actions += endpoint.broadcast(payload)  # type: ignore[attr-defined]
-    return actions
+    method = getattr(endpoint, many, None)
+    if callable(method):
+        return list(method(batch, *to))
+    single = getattr(endpoint, one)
+    return [a for payload in batch for a in single(payload, *to)]
 
 
 @runtime_checkable
@@ -165,17 +171,7 @@ def send_batch(endpoint: Endpoint, payloads: Sequence[Payload], to: int) -> list
     with ``send_many`` may carry the batch in fewer packets. Every payload is checked
     first, so a bad one is a LocalError and nothing is sent.
     """
-    require(endpoint, "unicast")
-    batch = list(payloads)
-    for payload in batch:
-        check_payload(payload)
-    many = getattr(endpoint, "send_many", None)  # (a method lookup, as broadcast_batch's)
-    if callable(many):
-        return list(many(batch, to))
-    actions: list[Action] = []
-    for payload in batch:
-        actions += endpoint.send(payload, to=to)  # type: ignore[attr-defined]
-    return actions
+    return _batch(endpoint, payloads, "send", "send_many", (to,))
 
 
 def consumer(endpoint: object) -> ConsumingEndpoint | None:

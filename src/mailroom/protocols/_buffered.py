@@ -48,6 +48,13 @@ class BufferedEndpoint(EndpointBase):
     def _delivery(self, packet: Any) -> Deliver:
         return Deliver(self._message(packet))
 
+    def _take(self, packet: Any) -> list[Action]:
+        """A valid packet: held and what it releases delivered, or counted as a duplicate."""
+        if not self._offer(packet):
+            self.duplicates += 1  # a duplicate (or, for a broadcast, our own echo)
+            return []
+        return self._drain()
+
     def _drain(self) -> list[Action]:
         """Deliver what the mail room releases, oldest arrival first, counting each."""
         actions: list[Action] = []

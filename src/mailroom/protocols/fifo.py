@@ -32,7 +32,7 @@ from mailroom.core.persist import counts
 from mailroom.core.wire import as_row, packet
 from mailroom.protocols._buffer import DependencyBuffer
 from mailroom.protocols._buffered import BufferedEndpoint, mail_room
-from mailroom.protocols._packets import carries_message, carries_range, carries_seq
+from mailroom.protocols._packets import Payloads, carries_batch, carries_seq
 
 _MAX = validate.MAX_COUNTER
 
@@ -61,10 +61,9 @@ class FifoBatch:
     dest: int
     first_seq: int
     first_channel: int
-    payloads: tuple[Any, ...] = attrs.field(converter=as_row)
+    payloads: Payloads = attrs.field(converter=as_row)
 
-    carries = carries_message("sender", "first_seq")
-    carries_all = carries_range("sender", "first_seq")
+    carries, carries_all = carries_batch("sender", "first_seq")
 
 
 class Fifo(BufferedEndpoint):
@@ -154,34 +153,27 @@ class Fifo(BufferedEndpoint):
         return self._buffer.offer(p.sender, p.channel - 1, self._no_needs, p)
 
     def receive(self, packet: object) -> list[Action]:
-        if type(packet) is FifoPacket:
-            # the common case inline (the rules of _validate): a well-formed packet that
-            # is next on its channel while nothing is held is delivered at once
-            sender, dest, seq, channel = packet.sender, packet.dest, packet.seq, packet.channel
-            if (
-                type(sender) is int
-                and 0 <= sender < self.n
-                and dest == self.pid
-                and type(dest) is int
-                and type(seq) is int
-                and 0 < seq <= _MAX
-                and type(channel) is int
-                and 0 < channel <= _MAX
-            ):
-                if channel == self.delivered[sender] + 1 and not self._buffer.held:
-                    self.delivered[sender] = channel
-                    return [delivery(sender, seq, packet.payload)]
-                p = packet
-            else:
-                p = self._validate(packet)
-        elif type(packet) is FifoBatch:
+        # the common case inline (the rules of _validate): while nothing is held, a
+        # well-formed packet that is next on its channel is delivered at once; anything
+        # else takes the general path (_validate, then the mail room)
+        if (
+            type(packet) is FifoPacket
+            and not self._buffer.held
+            and type(sender := packet.sender) is int
+            and 0 <= sender < self.n
+            and type(channel := packet.channel) is int
+            and channel == self.delivered[sender] + 1
+            and channel <= _MAX
+            and type(dest := packet.dest) is int
+            and dest == self.pid
+            and type(seq := packet.seq) is int
+            and 0 < seq <= _MAX
+        ):
+            self.delivered[sender] = channel
+            return [delivery(sender, seq, packet.payload)]
+        if type(packet) is FifoBatch:
             return self._receive_batch(packet)
-        else:
-            p = self._validate(packet)
-        if not self._offer(p):
-            self.duplicates += 1
-            return []
-        return self._drain()
+        return self._take(self._validate(packet))
 
     def _receive_batch(self, p: FifoBatch) -> list[Action]:
         """The batch as its k packets arriving one after another."""

@@ -43,7 +43,6 @@ from mailroom.protocols._buffered import BufferedEndpoint, mail_room
 from mailroom.protocols._packets import batch_ids, carries_stamped
 
 _INT = frozenset((int,))
-_MAX = validate.MAX_COUNTER
 
 
 @packet
@@ -188,38 +187,31 @@ class CBCAST(BufferedEndpoint):
         return self._buffer.offer(p.sender, p.vc[p.sender] - 1, p.vc, p)
 
     def receive(self, packet: object) -> list[Action]:
-        if type(packet) is CBCASTPacket:
-            # the common case inline (the rules of _validate, with C-level loops over the
-            # stamp): a well-formed stamp, next from its sender and with every other
-            # entry delivered here, while nothing is held, is delivered at once
-            who, stamp, n, clock = packet.sender, packet.vc, self.n, self._clock
-            if (
-                type(who) is int
-                and 0 <= who < n
-                and type(stamp) is tuple
-                and len(stamp) == n
-                and _INT.issuperset(map(type, stamp))
-                and min(stamp) >= 0
-                and max(stamp) <= _MAX
-                and stamp[who] > 0
-                and stamp[self.pid] <= clock[self.pid]
-            ):
-                if not self._buffer.held and who != self.pid:
-                    clock[who] += 1  # as if delivered: then every entry must be covered
-                    if stamp[who] == clock[who] and all(map(le, stamp, clock)):
-                        return [delivery(who, stamp[who], packet.payload)]
-                    clock[who] -= 1
-                p = packet
-            else:
-                p = self._validate(packet)
-        elif type(packet) is CBCASTBatch:
+        # the common case inline, while nothing is held: a packet from another process,
+        # next from its sender, whose stamp is ints (checked before any comparison), none
+        # negative, each at most this clock once the packet counts as delivered (so within
+        # _validate's bounds, and the stamp's own entry positive) is delivered at once.
+        # Anything else takes the general path (_validate, then the mail room).
+        clock = self._clock
+        if (
+            type(packet) is CBCASTPacket
+            and not self._buffer.held
+            and type(who := packet.sender) is int
+            and 0 <= who < self.n
+            and who != self.pid
+            and type(stamp := packet.vc) is tuple
+            and len(stamp) == self.n
+            and _INT.issuperset(map(type, stamp))
+            and stamp[who] == clock[who] + 1
+            and min(stamp) >= 0
+        ):
+            clock[who] += 1  # as if delivered: then every entry must be covered
+            if all(map(le, stamp, clock)):
+                return [delivery(who, stamp[who], packet.payload)]
+            clock[who] -= 1
+        if type(packet) is CBCASTBatch:
             return self._receive_batch(packet)
-        else:
-            p = self._validate(packet)
-        if not self._offer(p):
-            self.duplicates += 1  # a duplicate, or the echo of our own broadcast
-            return []
-        return self._drain()
+        return self._take(self._validate(packet))
 
     def _message(self, p: CBCASTPacket) -> Message:
         return Message(MessageId(p.sender, p.vc[p.sender]), p.sender, p.payload)

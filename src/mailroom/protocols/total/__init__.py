@@ -13,15 +13,8 @@ from mailroom.protocols.total.sequencer import (
     SequencerRequest,
     SequencerRequestBatch,
 )
-from mailroom.protocols.total.skeen import (
-    Skeen,
-    SkeenBatch,
-    SkeenFinal,
-    SkeenFinalBatch,
-    SkeenMessage,
-    SkeenProposal,
-    SkeenProposalBatch,
-)
+from mailroom.protocols.total.skeen import Skeen, SkeenFinal, SkeenMessage, SkeenProposal
+from mailroom.protocols.total.skeen_packets import SkeenBatch, SkeenFinalBatch, SkeenProposalBatch
 
 __all__ = [
     "LamportAck",

@@ -46,7 +46,7 @@ message this process never sent: RemoteError.
 from __future__ import annotations
 
 import heapq
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import attrs
@@ -61,7 +61,7 @@ from mailroom.core.pending import Pending, Wait
 from mailroom.core.persist import counter, counts, packets
 from mailroom.core.stack import Stack
 from mailroom.core.wire import as_row, packet
-from mailroom.protocols._packets import carries_message, carries_none, carries_range, carries_seq
+from mailroom.protocols._packets import Payloads, carries_batch, carries_none, carries_seq
 from mailroom.protocols.fifo import Fifo
 
 
@@ -86,10 +86,9 @@ class LamportBatch:
     sender: int
     first_seq: int
     first_ts: int
-    payloads: tuple[Any, ...] = attrs.field(converter=as_row)
+    payloads: Payloads = attrs.field(converter=as_row)
 
-    carries = carries_message("sender", "first_seq")
-    carries_all = carries_range("sender", "first_seq")
+    carries, carries_all = carries_batch("sender", "first_seq")
 
 
 @packet
@@ -169,15 +168,13 @@ class LamportTotalOrder(EndpointBase):
 
     # -- the network's side ----------------------------------------------------------
     def receive(self, packet: object) -> list[Action]:
-        if type(packet) is LamportMessage:
-            return self._on_message(packet)
-        if type(packet) is LamportAck:
-            return self._on_ack(packet)
-        if type(packet) is LamportBatch:
-            return self._on_batch(packet)
-        raise RemoteError(
-            f"LamportTotalOrder expected a message or acknowledgement, got {type(packet).__name__}"
-        )
+        handler = _HANDLERS.get(type(packet))
+        if handler is None:
+            raise RemoteError(
+                "LamportTotalOrder expected a message or acknowledgement, "
+                f"got {type(packet).__name__}"
+            )
+        return handler(self, packet)
 
     def _on_message(self, m: LamportMessage) -> list[Action]:
         sender = validate.pid(m.sender, self.n)
@@ -290,6 +287,14 @@ class LamportTotalOrder(EndpointBase):
         counts("delivered"),
         packets("queue", LamportMessage, _queued_in_order, _queue_restored),
     )
+
+
+#: What ``receive`` does with each kind of packet.
+_HANDLERS: dict[type, Callable[[LamportTotalOrder, Any], list[Action]]] = {
+    LamportMessage: LamportTotalOrder._on_message,
+    LamportAck: LamportTotalOrder._on_ack,
+    LamportBatch: LamportTotalOrder._on_batch,
+}
 
 
 def _message(m: LamportMessage) -> Message:

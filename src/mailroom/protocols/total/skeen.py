@@ -89,12 +89,9 @@ from mailroom.core.wire import packet_from_data, packet_to_data
 from mailroom.protocols.total import skeen_batch
 from mailroom.protocols.total.skeen_packets import (
     Key,
-    SkeenBatch,
     SkeenFinal,
-    SkeenFinalBatch,
     SkeenMessage,
     SkeenProposal,
-    SkeenProposalBatch,
     _Collecting,
     _Held,
 )
@@ -179,12 +176,9 @@ class Skeen(EndpointBase):
             return self._on_proposal(packet)  # type: ignore[arg-type]
         if kind is SkeenFinal:
             return self._on_final(packet)  # type: ignore[arg-type]
-        if kind is SkeenBatch:
-            return skeen_batch.on_batch(self, packet)  # type: ignore[arg-type]
-        if kind is SkeenProposalBatch:
-            return skeen_batch.on_proposals(self, packet)  # type: ignore[arg-type]
-        if kind is SkeenFinalBatch:
-            return skeen_batch.on_finals(self, packet)  # type: ignore[arg-type]
+        batch = skeen_batch.HANDLERS.get(kind)
+        if batch is not None:
+            return batch(self, packet)
         raise RemoteError(f"Skeen expected a message, proposal or final, got {kind.__name__}")
 
     def _check_message(self, m: SkeenMessage) -> MessageId:
@@ -543,12 +537,4 @@ def _message(m: SkeenMessage) -> Message:
     return Message(MessageId(m.sender, m.seq), m.sender, m.payload)
 
 
-__all__ = [
-    "Skeen",
-    "SkeenBatch",
-    "SkeenFinal",
-    "SkeenFinalBatch",
-    "SkeenMessage",
-    "SkeenProposal",
-    "SkeenProposalBatch",
-]
+__all__ = ["Skeen", "SkeenFinal", "SkeenMessage", "SkeenProposal"]

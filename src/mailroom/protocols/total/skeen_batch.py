@@ -22,22 +22,14 @@ entry is a RemoteError and leaves the endpoint as it was.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from mailroom.core import validate
 from mailroom.core.actions import Action, Transmit
 from mailroom.core.errors import RemoteError
 from mailroom.core.messages import MessageId
-from mailroom.protocols.total.skeen_packets import (
-    SkeenBatch,
-    SkeenFinal,
-    SkeenFinalBatch,
-    SkeenMessage,
-    SkeenProposal,
-    SkeenProposalBatch,
-    _Collecting,
-    _Held,
-)
+from mailroom.protocols.total import skeen_packets as sp
 
 if TYPE_CHECKING:
     from mailroom.protocols.total.skeen import Skeen
@@ -55,19 +47,19 @@ def send_batch(ep: Skeen, payloads: tuple[Any, ...]) -> list[Action]:
     starts = tuple(ep._sent_to[q] - size + 1 for q in dest)  # first index at each q
     mid = MessageId(ep.pid, first)
     actions: list[Action] = [
-        Transmit(q, SkeenBatch(ep.pid, first, ts, dest, payloads, starts[q]), mid)
+        Transmit(q, sp.SkeenBatch(ep.pid, first, ts, dest, payloads, starts[q]), mid)
         for q in dest
         if q != ep.pid
     ]
     for i, payload in enumerate(payloads):
-        collecting = _Collecting(ts + i, dest, tuple(k + i for k in starts), {ep.pid: ts + i})
+        collecting = sp._Collecting(ts + i, dest, tuple(k + i for k in starts), {ep.pid: ts + i})
         ep._collecting[first + i] = collecting
-        own = SkeenMessage(ep.pid, first + i, ts + i, dest, payload, starts[ep.pid] + i)
+        own = sp.SkeenMessage(ep.pid, first + i, ts + i, dest, payload, starts[ep.pid] + i)
         ep._hold(MessageId(ep.pid, first + i), own, ts + i)
     return actions + announce(ep, range(first, first + size))
 
 
-def on_batch(ep: Skeen, b: SkeenBatch) -> list[Action]:
+def on_batch(ep: Skeen, b: sp.SkeenBatch) -> list[Action]:
     """A batch of messages: each held and proposed for as it would be alone."""
     payloads = validate.batch_payloads(b.payloads)
     size = len(payloads)
@@ -75,7 +67,7 @@ def on_batch(ep: Skeen, b: SkeenBatch) -> list[Action]:
     first_ts = validate.first_of_range(b.first_ts, size, "timestamp")
     first_index = validate.first_of_range(b.first_index, size, "index")
     messages = [
-        SkeenMessage(b.sender, first_seq + i, first_ts + i, b.dest, payloads[i], first_index + i)
+        sp.SkeenMessage(b.sender, first_seq + i, first_ts + i, b.dest, payloads[i], first_index + i)
         for i in range(size)
     ]
     ep._check_message(messages[0])  # (the others differ only in counters checked above)
@@ -97,14 +89,14 @@ def on_batch(ep: Skeen, b: SkeenBatch) -> list[Action]:
     actions: list[Action] = []
     for run in _runs(proposed):
         if len(run) == 1:
-            reply: object = SkeenProposal(ep.pid, sender, run[0][0], run[0][1])
+            reply: object = sp.SkeenProposal(ep.pid, sender, run[0][0], run[0][1])
         else:
-            reply = SkeenProposalBatch(ep.pid, sender, run[0][0], tuple(v for _, v in run))
+            reply = sp.SkeenProposalBatch(ep.pid, sender, run[0][0], tuple(v for _, v in run))
         actions.append(Transmit(sender, reply, None))
     return actions
 
 
-def on_proposals(ep: Skeen, p: SkeenProposalBatch) -> list[Action]:
+def on_proposals(ep: Skeen, p: sp.SkeenProposalBatch) -> list[Action]:
     """Proposals for consecutive messages: each taken as a single proposal."""
     sender = validate.pid(p.sender, ep.n)
     origin = validate.pid(p.origin, ep.n, "origin")
@@ -123,7 +115,7 @@ def on_proposals(ep: Skeen, p: SkeenProposalBatch) -> list[Action]:
     return announce(ep, [seq for seq, _, _ in fresh])
 
 
-def on_finals(ep: Skeen, f: SkeenFinalBatch) -> list[Action]:
+def on_finals(ep: Skeen, f: sp.SkeenFinalBatch) -> list[Action]:
     """Final numbers for consecutive messages: each taken as a single final number."""
     origin = validate.pid(f.origin, ep.n, "origin")
     numbers = _numbers(f.numbers, "final number")
@@ -140,7 +132,7 @@ def on_finals(ep: Skeen, f: SkeenFinalBatch) -> list[Action]:
 def announce(ep: Skeen, seqs: range | list[int]) -> list[Action]:
     """At the origin: of messages ``seqs`` (its own, in order), those with a proposal from
     every destination become final: learned, announced, delivered here if they can be."""
-    done: list[tuple[int, int, _Collecting]] = []
+    done: list[tuple[int, int, sp._Collecting]] = []
     for seq in seqs:
         c = ep._collecting[seq]
         if len(c.proposals) == len(c.dest):
@@ -157,13 +149,13 @@ def announce(ep: Skeen, seqs: range | list[int]) -> list[Action]:
     if together:  # consecutive everywhere: one batch of final numbers per destination
         numbers = tuple(v for _, v, _ in done)
         actions = [
-            Transmit(q, SkeenFinalBatch(ep.pid, first_seq, k, numbers), None)
+            Transmit(q, sp.SkeenFinalBatch(ep.pid, first_seq, k, numbers), None)
             for q, k in zip(first.dest, first.indexes, strict=True)
             if q != ep.pid
         ]
     else:
         actions = [
-            Transmit(q, SkeenFinal(ep.pid, seq, v, k), None)
+            Transmit(q, sp.SkeenFinal(ep.pid, seq, v, k), None)
             for seq, v, c in done
             for q, k in zip(c.dest, c.indexes, strict=True)
             if q != ep.pid
@@ -173,7 +165,7 @@ def announce(ep: Skeen, seqs: range | list[int]) -> list[Action]:
     return actions + _finalize(ep, [(h, v) for h, v in own if h is not None], learn=False)
 
 
-def _finalize(ep: Skeen, fresh: list[tuple[_Held, int]], *, learn: bool = True) -> list[Action]:
+def _finalize(ep: Skeen, fresh: list[tuple[sp._Held, int]], *, learn: bool = True) -> list[Action]:
     """Mark each held message final with its number (learned first), then deliver."""
     if learn:
         ep.learn_finals([v for _, v in fresh])
@@ -206,4 +198,11 @@ def _runs(items: list[tuple[int, int]]) -> list[list[tuple[int, int]]]:
     return runs
 
 
-__all__ = ["SkeenBatch", "SkeenFinalBatch", "SkeenProposalBatch"]
+#: The batch packets' handlers, by class (``Skeen.receive`` looks a packet up here).
+HANDLERS: dict[type, Callable[[Skeen, Any], list[Action]]] = {
+    sp.SkeenBatch: on_batch,
+    sp.SkeenProposalBatch: on_proposals,
+    sp.SkeenFinalBatch: on_finals,
+}
+
+__all__ = ["HANDLERS", "announce", "on_batch", "on_finals", "on_proposals", "send_batch"]

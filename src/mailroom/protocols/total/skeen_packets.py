@@ -7,7 +7,7 @@ from typing import Any
 import attrs
 
 from mailroom.core.wire import as_row, packet
-from mailroom.protocols._packets import carries_message, carries_none, carries_range, carries_seq
+from mailroom.protocols._packets import Payloads, carries_batch, carries_none, carries_seq
 
 Key = tuple[int, int, int]
 
@@ -85,11 +85,10 @@ class SkeenBatch:
     first_seq: int
     first_ts: int
     dest: tuple[int, ...] = attrs.field(converter=as_row)
-    payloads: tuple[Any, ...] = attrs.field(converter=as_row)
+    payloads: Payloads = attrs.field(converter=as_row)
     first_index: int
 
-    carries = carries_message("sender", "first_seq")
-    carries_all = carries_range("sender", "first_seq")
+    carries, carries_all = carries_batch("sender", "first_seq")
 
 
 @packet
