@@ -22,7 +22,10 @@ from mailroom import (
     Stack,
     Transmit,
 )
+from mailroom.core import codec, wire_format
 from mailroom.core.endpoint import Endpoint, capabilities
+from mailroom.core.messages import MessageId
+from mailroom.core.wire import carried_message_ids
 from mailroom.protocols import CBCASTPacket, FifoBatch, FifoPacket
 from mailroom.protocols.total import (
     LamportBatch,
@@ -241,3 +244,26 @@ def test_fifo_refuses_a_malformed_next_packet(packet):
         ep.receive(packet)
     assert ep.snapshot() == before
     assert [a.message.payload for a in ep.receive(FifoPacket(0, 1, 1, 1, "y"))] == ["y"]
+
+
+@pytest.mark.parametrize(
+    "packet",
+    [
+        FifoBatch(0, 1, 3, 2, ("a", 1, None, {"k": [1.5]})),
+        LamportBatch(2, 1, 7, ("a", "b")),
+        SkeenBatch(0, 4, 9, (0, 1, 2), ("x", 300), 2),
+        SkeenProposalBatch(1, 0, 4, (10, 11, 200)),
+        SkeenFinalBatch(0, 4, 2, (10, 12)),
+    ],
+)
+def test_batch_packets_encode_as_the_wire_format_says(packet):
+    data = codec.encode(packet)
+    assert data == wire_format.encode_reference(packet)
+    assert codec.decode(data) == packet == wire_format.decode_reference(data)
+    assert carried_message_ids(packet) == (
+        ()
+        if type(packet) in (SkeenProposalBatch, SkeenFinalBatch)
+        else tuple(
+            MessageId(packet.sender, packet.first_seq + i) for i in range(len(packet.payloads))
+        )
+    )
