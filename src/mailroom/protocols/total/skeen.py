@@ -96,6 +96,88 @@ from mailroom.protocols.total.skeen_packets import (
     _Held,
 )
 
+# -- the snapshot's custom fields (``Skeen.persistent``): the mail room, the proposals
+# being collected and the final numbers remembered, each dumped and loaded strictly
+
+
+def _dump_held(ep: Skeen) -> list[dict[str, Any]]:
+    return [
+        {"message": packet_to_data(h.message), "number": h.number, "final": h.final}
+        for _, h in sorted(ep._held.items())
+    ]
+
+
+def _load_held(ep: Skeen, data: object) -> None:
+    for item in snap_list(data, "held"):
+        m = packet_from_data(SkeenMessage, item["message"])
+        mid = ep._check_message(m)
+        if mid in ep._held:
+            raise LocalError(f"snapshot holds {mid} twice")
+        number = snap_positive(item["number"], "held.number")
+        if number > ep._clock or number < m.ts:
+            raise LocalError(f"snapshot holds {mid} with number {number} outside 1..clock")
+        ep._hold(mid, m, number)
+        if snap_bool(item["final"], "held.final"):
+            ep._mark_final(ep._held[mid], number)
+    if ep._next_ready() is not None:
+        raise LocalError("snapshot holds a message that was deliverable")
+
+
+def _dump_collecting(ep: Skeen) -> list[dict[str, Any]]:
+    return [
+        {
+            "seq": seq,
+            "ts": c.ts,
+            "dest": list(c.dest),
+            "indexes": list(c.indexes),
+            "proposals": [[q, v] for q, v in sorted(c.proposals.items())],
+        }
+        for seq, c in sorted(ep._collecting.items())
+    ]
+
+
+def _load_collecting(ep: Skeen, data: object) -> None:
+    for item in snap_list(data, "collecting"):
+        seq = snap_positive(item["seq"], "collecting.seq")
+        if seq > ep.sent_count or seq in ep._collecting:
+            raise LocalError(f"snapshot collects for message {seq} twice or never sent")
+        dest = tuple(
+            snap_pid(q, ep.n, "collecting.dest") for q in snap_list(item["dest"], "collecting.dest")
+        )
+        if not dest or list(dest) != sorted(set(dest)):
+            raise LocalError("snapshot field collecting.dest is not a sorted set of pids")
+        indexes = tuple(
+            snap_positive(k, "collecting.indexes")
+            for k in snap_list(item["indexes"], "collecting.indexes")
+        )
+        if len(indexes) != len(dest):
+            raise LocalError("snapshot field collecting.indexes does not match dest")
+        proposals: dict[int, int] = {}
+        for q, v in snap_list(item["proposals"], "collecting.proposals"):
+            if snap_pid(q, ep.n, "proposal") not in dest or q in proposals:
+                raise LocalError("snapshot holds a proposal from outside the destinations")
+            proposals[q] = snap_positive(v, "proposal")
+        if len(proposals) >= len(dest):
+            raise LocalError("snapshot collects proposals for a message already final")
+        ep._collecting[seq] = _Collecting(
+            snap_positive(item["ts"], "collecting.ts"), dest, indexes, proposals
+        )
+
+
+def _dump_finals(ep: Skeen) -> list[list[int]]:
+    return [[m.origin, m.seq, v] for m, v in ep.finals.items()]
+
+
+def _load_finals(ep: Skeen, data: object) -> None:
+    for item in snap_list(data, "finals"):
+        origin, seq, number = item
+        mid = MessageId(snap_pid(origin, ep.n, "finals"), snap_positive(seq, "finals"))
+        if mid in ep.finals:
+            raise LocalError(f"snapshot lists {mid} twice in finals")
+        ep.finals[mid] = snap_positive(number, "finals")
+    if len(ep.finals) > ep.keep_finals:
+        raise LocalError("snapshot keeps more finals than keep_finals")
+
 
 class Skeen(EndpointBase):
     """Total order multicast to any set of processes, without a coordinator."""
@@ -446,81 +528,6 @@ class Skeen(EndpointBase):
                 why = "the final numbers of " + ", ".join(str(o) for o in others)
             out.append(Pending(_message(h.message), (wait,), why))
         return out
-
-    # -- snapshot ------------------------------------------------------------------------
-    def _dump_held(self) -> list[dict[str, Any]]:
-        return [
-            {"message": packet_to_data(h.message), "number": h.number, "final": h.final}
-            for _, h in sorted(self._held.items())
-        ]
-
-    def _load_held(self, data: object) -> None:
-        for item in snap_list(data, "held"):
-            m = packet_from_data(SkeenMessage, item["message"])
-            mid = self._check_message(m)
-            if mid in self._held:
-                raise LocalError(f"snapshot holds {mid} twice")
-            number = snap_positive(item["number"], "held.number")
-            if number > self._clock or number < m.ts:
-                raise LocalError(f"snapshot holds {mid} with number {number} outside 1..clock")
-            self._hold(mid, m, number)
-            if snap_bool(item["final"], "held.final"):
-                self._mark_final(self._held[mid], number)
-        if self._next_ready() is not None:
-            raise LocalError("snapshot holds a message that was deliverable")
-
-    def _dump_collecting(self) -> list[dict[str, Any]]:
-        return [
-            {
-                "seq": seq,
-                "ts": c.ts,
-                "dest": list(c.dest),
-                "indexes": list(c.indexes),
-                "proposals": [[q, v] for q, v in sorted(c.proposals.items())],
-            }
-            for seq, c in sorted(self._collecting.items())
-        ]
-
-    def _load_collecting(self, data: object) -> None:
-        for item in snap_list(data, "collecting"):
-            seq = snap_positive(item["seq"], "collecting.seq")
-            if seq > self.sent_count or seq in self._collecting:
-                raise LocalError(f"snapshot collects for message {seq} twice or never sent")
-            dest = tuple(
-                snap_pid(q, self.n, "collecting.dest")
-                for q in snap_list(item["dest"], "collecting.dest")
-            )
-            if not dest or list(dest) != sorted(set(dest)):
-                raise LocalError("snapshot field collecting.dest is not a sorted set of pids")
-            indexes = tuple(
-                snap_positive(k, "collecting.indexes")
-                for k in snap_list(item["indexes"], "collecting.indexes")
-            )
-            if len(indexes) != len(dest):
-                raise LocalError("snapshot field collecting.indexes does not match dest")
-            proposals: dict[int, int] = {}
-            for q, v in snap_list(item["proposals"], "collecting.proposals"):
-                if snap_pid(q, self.n, "proposal") not in dest or q in proposals:
-                    raise LocalError("snapshot holds a proposal from outside the destinations")
-                proposals[q] = snap_positive(v, "proposal")
-            if len(proposals) >= len(dest):
-                raise LocalError("snapshot collects proposals for a message already final")
-            self._collecting[seq] = _Collecting(
-                snap_positive(item["ts"], "collecting.ts"), dest, indexes, proposals
-            )
-
-    def _dump_finals(self) -> list[list[int]]:
-        return [[m.origin, m.seq, v] for m, v in self.finals.items()]
-
-    def _load_finals(self, data: object) -> None:
-        for item in snap_list(data, "finals"):
-            origin, seq, number = item
-            mid = MessageId(snap_pid(origin, self.n, "finals"), snap_positive(seq, "finals"))
-            if mid in self.finals:
-                raise LocalError(f"snapshot lists {mid} twice in finals")
-            self.finals[mid] = snap_positive(number, "finals")
-        if len(self.finals) > self.keep_finals:
-            raise LocalError("snapshot keeps more finals than keep_finals")
 
     persistent = (
         argument("keep_finals", kind=COUNTER),
