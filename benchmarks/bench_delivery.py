@@ -7,6 +7,10 @@ the last wait in the mail room and the last releases the whole burst. The figure
 is CPU time (``time.process_time``) per message of a loop that calls
 ``receiver.receive(packet)`` and counts its ``Deliver`` actions.
 
+**Fifo/64** and **CBCAST/64**: the same messages sent 64 at a time (``send_many``,
+``broadcast_many``), so P1 receives one ``FifoBatch`` / ``CBCASTBatch`` per 64
+messages; the figure is still per message delivered.
+
 **no-op** is the same loop around a ``receive`` that does nothing (it returns a
 prebuilt tuple holding one ``Deliver``): the floor under every row, the cost of
 the call and the loop themselves.
@@ -53,15 +57,23 @@ PROTOCOLS: dict[str, Callable[[int, int], Any]] = {
     "KS": KS,
     "RST": RST,
 }
-ROWS = ("no-op", *PROTOCOLS)
+#: The batched rows: the protocol, and the messages per batch packet.
+BATCHED = {"Fifo/64": ("Fifo", 64), "CBCAST/64": ("CBCAST", 64)}
+ROWS = ("no-op", *PROTOCOLS, *BATCHED)
 
 
 def burst(name: str, n: int, count: int) -> list[object]:
     """The packets of ``count`` messages from P0 that P1 receives."""
-    sender = PROTOCOLS["Unordered" if name == "no-op" else name](0, n)
+    kind, size = BATCHED.get(name, ("Unordered" if name == "no-op" else name, 1))
+    sender = PROTOCOLS[kind](0, n)
     packets = []
-    for i in range(count):
-        actions = sender.broadcast(i) if name == "CBCAST" else sender.send(i, to=1)
+    for i in range(0, count, size):
+        if size > 1:
+            chunk = list(range(i, min(i + size, count)))
+            many = sender.broadcast_many(chunk) if kind == "CBCAST" else sender.send_many(chunk, 1)
+            actions = many if len(chunk) > 1 else []
+        else:
+            actions = sender.broadcast(i) if kind == "CBCAST" else sender.send(i, to=1)
         packets += [a.packet for a in actions if isinstance(a, Transmit) and a.to == 1]
     return packets
 
@@ -69,22 +81,23 @@ def burst(name: str, n: int, count: int) -> list[object]:
 def receiver(name: str, n: int, packets: Sequence[object]) -> Any:
     """A fresh receiver P1 (for no-op: one that returns a real ``Deliver``)."""
     if name != "no-op":
-        return PROTOCOLS[name](1, n)
+        return PROTOCOLS[BATCHED.get(name, (name, 1))[0]](1, n)
     deliver = next(a for a in Unordered(1, n).receive(packets[0]) if isinstance(a, Deliver))
     return NoOp((deliver,))
 
 
-def per_message(name: str, n: int, packets: Sequence[object]) -> float:
-    """CPU seconds per message for a fresh receiver taking ``packets`` in this order."""
+def per_message(name: str, n: int, packets: Sequence[object], count: int) -> float:
+    """CPU seconds per message for a fresh receiver taking ``packets`` (``count``
+    messages) in this order."""
     r = receiver(name, n, packets)
     start = time.process_time()
     delivered = 0
     for p in packets:
         delivered += sum(1 for a in r.receive(p) if isinstance(a, Deliver))
     elapsed = time.process_time() - start
-    if delivered != len(packets):
-        raise RuntimeError(f"{name} at n = {n} delivered {delivered} of {len(packets)}")
-    return elapsed / len(packets)
+    if delivered != count:
+        raise RuntimeError(f"{name} at n = {n} delivered {delivered} of {count}")
+    return elapsed / count
 
 
 def measure(args: argparse.Namespace) -> dict[tuple[str, int], dict[str, list[float]]]:
@@ -97,8 +110,8 @@ def measure(args: argparse.Namespace) -> dict[tuple[str, int], dict[str, list[fl
     for r in range(args.rounds):
         log.start(r)
         for (name, n), packets in bursts.items():  # the same order every round
-            runs[name, n]["forward"].append(per_message(name, n, packets))
-            runs[name, n]["reverse"].append(per_message(name, n, packets[::-1]))
+            runs[name, n]["forward"].append(per_message(name, n, packets, args.burst))
+            runs[name, n]["reverse"].append(per_message(name, n, packets[::-1], args.burst))
         log.end(r)
     return runs
 

@@ -4,15 +4,17 @@ from __future__ import annotations
 
 import pytest
 
-from mailroom import RST, Deliver, LocalError, Reliable, Stack, Transmit
-from mailroom.core import broadcast_batch
+from mailroom import RST, Deliver, LocalError, Reliable, Stack, Transmit, Unordered
+from mailroom.core import broadcast_batch, capabilities
 from mailroom.core.wire import carried_message_ids
 from mailroom.protocols.total import LamportTotalOrder
 
 
 def test_the_fallback_is_one_broadcast_per_payload_in_order() -> None:
-    batched = LamportTotalOrder(1, 3)
-    single = LamportTotalOrder(1, 3)
+    # (LamportTotalOrder was the example until it got a batch form; Unordered has none)
+    batched = Unordered(1, 3)
+    single = Unordered(1, 3)
+    assert "broadcast_many" not in capabilities(batched)
     actions = broadcast_batch(batched, ["a", "b", "c"])
     expected = [a for p in ("a", "b", "c") for a in single.broadcast(p)]
     assert actions == expected

@@ -232,8 +232,8 @@ def test_bench_delivery_prints_every_protocol_against_a_no_op(tmp_path: Path) ->
               "--load-policy", "flag", "--json", str(tmp_path / "d.json"))  # fmt: skip
     rows = json.loads((tmp_path / "d.json").read_text())["rows"]
     names = {(r["protocol"], r["n"]) for r in rows}
-    assert names == {(p, n) for p in ("no-op", "Unordered", "Fifo", "CBCAST", "KS", "RST")
-                     for n in (3, 8)}  # fmt: skip
+    assert names == {(p, n) for p in ("no-op", "Unordered", "Fifo", "CBCAST", "KS", "RST",
+                                      "Fifo/64", "CBCAST/64") for n in (3, 8)}  # fmt: skip
     for r in rows:
         assert r["in_order_us"]["min"] > 0 and r["reverse_us"]["min"] > 0
         if r["protocol"] == "no-op":

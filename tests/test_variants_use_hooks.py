@@ -13,7 +13,17 @@ import pytest
 import mailroom.lab.total
 import mailroom.testing.variants
 import mailroom.testing.variants_total
-from mailroom import CBCAST, KS, RST, Reliable, Sequencer, Skeen, TaggedCausalBroadcast
+from mailroom import (
+    CBCAST,
+    KS,
+    RST,
+    Fifo,
+    LamportTotalOrder,
+    Reliable,
+    Sequencer,
+    Skeen,
+    TaggedCausalBroadcast,
+)
 from mailroom.core import EndpointBase, hook, hooks
 from mailroom.core.endpoint import Endpoint
 
@@ -72,7 +82,9 @@ def test_variants_use_no_name_private_to_a_protocol(module: ModuleType) -> None:
 
 def test_every_hook_is_documented_as_a_rule() -> None:
     expected = {
-        Skeen: {"learn_final", "next_delivery"},
+        Skeen: {"learn_final", "learn_finals", "next_delivery"},
+        LamportTotalOrder: {"stamp_batch"},
+        Fifo: {"deliver_run"},
         Sequencer: {"deliver_order", "deliver_batch"},
         RST: {"attached", "count_sent"},
         KS: {"piggyback", "implied_by"},

@@ -18,6 +18,7 @@ from mailroom.core.endpoint import (
     CAPABILITIES,
     ENDPOINT_TYPES,
     BatchBroadcasting,
+    BatchSending,
     BroadcastEndpoint,
     ConsumingEndpoint,
     Endpoint,
@@ -28,6 +29,7 @@ from mailroom.core.endpoint import (
     UnicastEndpoint,
     broadcast_batch,
     capabilities,
+    send_batch,
 )
 from mailroom.core.errors import LocalError, MailroomError, RemoteError
 from mailroom.core.hooks import hook, hooks
@@ -53,6 +55,7 @@ __all__ = [
     "Action",
     "Backpressure",
     "BatchBroadcasting",
+    "BatchSending",
     "BroadcastEndpoint",
     "ConsumingEndpoint",
     "Deliver",
@@ -90,5 +93,6 @@ __all__ = [
     "persist",
     "register_protocol",
     "restore_endpoint",
+    "send_batch",
     "validate",
 ]

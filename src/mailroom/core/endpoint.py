@@ -144,18 +144,42 @@ def broadcast_batch(endpoint: Endpoint, payloads: Sequence[Payload]) -> list[Act
     with ``broadcast_many`` may carry the batch in fewer packets. Every payload is checked
     first, so a bad one is a LocalError and nothing is sent.
     """
-    require(endpoint, "broadcast")
+    return _batch(endpoint, payloads, "broadcast", "broadcast_many", ())
+
+
+def _batch(
+    endpoint: Endpoint, payloads: Sequence[Payload], one: str, many: str, to: tuple[int, ...]
+) -> list[Action]:
+    """``broadcast_batch`` (``to`` empty) or ``send_batch`` (``to`` the destination): the
+    capability ``one`` required, every payload checked, then ``many`` or ``one`` each."""
+    require(endpoint, "unicast" if to else one)
     batch = list(payloads)
     for payload in batch:
         check_payload(payload)
     # (a method lookup: asking the BatchBroadcasting protocol costs tens of µs a call)
-    many = getattr(endpoint, "broadcast_many", None)
-    if callable(many):
-        return list(many(batch))
-    actions: list[Action] = []
-    for payload in batch:
-        actions += endpoint.broadcast(payload)  # type: ignore[attr-defined]
-    return actions
+    method = getattr(endpoint, many, None)
+    if callable(method):
+        return list(method(batch, *to))
+    single = getattr(endpoint, one)
+    return [a for payload in batch for a in single(payload, *to)]
+
+
+@runtime_checkable
+class BatchSending(Endpoint, Protocol):
+    """Sends several payloads to one process as one step (and may carry them in one packet)."""
+
+    def send_many(self, payloads: Sequence[Payload], to: int) -> list[Action]: ...
+
+
+def send_batch(endpoint: Endpoint, payloads: Sequence[Payload], to: int) -> list[Action]:
+    """Send ``payloads`` to process ``to`` in order as one step; their ids are
+    ``sent_count + 1``, ``+ 2``...
+
+    The same deliveries as one ``send`` per payload, in the same order; an endpoint
+    with ``send_many`` may carry the batch in fewer packets. Every payload is checked
+    first, so a bad one is a LocalError and nothing is sent.
+    """
+    return _batch(endpoint, payloads, "send", "send_many", (to,))
 
 
 def consumer(endpoint: object) -> ConsumingEndpoint | None:
@@ -172,6 +196,10 @@ CAPABILITIES: dict[str, type] = {
     "multicast": MulticastEndpoint,
     "consume": ConsumingEndpoint,
     "can_send": FlowControlled,
+    # batch forms: one call (and, where the protocol has batch packets, one packet per
+    # destination) for several payloads; a host may coalesce sends into them
+    "broadcast_many": BatchBroadcasting,
+    "send_many": BatchSending,
 }
 
 
@@ -244,6 +272,27 @@ def first_difference(a: object, b: object, path: str = "") -> str:
     return path or "top"
 
 
+def _chunks(
+    payloads: Sequence[Payload],
+    check: Callable[[Payload], None],
+    single: Callable[[Payload], list[Action]],
+    many: Callable[[tuple[Payload, ...]], list[Action]] | None,
+) -> list[Action]:
+    """Every payload checked, then ``many`` for each run of 2..``BATCH_LIMIT`` of them
+    and ``single`` for a run of one, or for each payload when one is a packet (a packet
+    travels alone) or there is no ``many``."""
+    batch = list(payloads)
+    for payload in batch:
+        check(payload)
+    if many is None or any(is_packet(p) for p in batch):
+        return [a for p in batch for a in single(p)]
+    actions: list[Action] = []
+    for start in range(0, len(batch), BATCH_LIMIT):
+        chunk = tuple(batch[start : start + BATCH_LIMIT])
+        actions += single(chunk[0]) if len(chunk) == 1 else many(chunk)
+    return actions
+
+
 #: Endpoint classes by protocol name, so a Stack snapshot can rebuild its layers.
 ENDPOINT_TYPES: dict[str, type[EndpointBase]] = {}
 #: The keys of every endpoint snapshot's header (``EndpointBase._header``), in order.
@@ -300,17 +349,22 @@ class EndpointBase:
         """``broadcast_many`` for a protocol with batch packets: every payload checked
         first, then ``send`` for each run of 2..``BATCH_LIMIT`` of them (a run of one
         is a plain ``broadcast``; payloads that are packets travel one by one)."""
-        batch = list(payloads)
-        for payload in batch:
-            self._check_payload(payload)
-        broadcast = self.broadcast  # type: ignore[attr-defined]
-        if any(is_packet(p) for p in batch):
-            return [a for p in batch for a in broadcast(p)]
-        actions: list[Action] = []
-        for start in range(0, len(batch), BATCH_LIMIT):
-            chunk = tuple(batch[start : start + BATCH_LIMIT])
-            actions += broadcast(chunk[0]) if len(chunk) == 1 else send(chunk)
-        return actions
+        return _chunks(payloads, self._check_payload, self.broadcast, send)  # type: ignore[attr-defined]
+
+    def _send_chunks(
+        self,
+        payloads: Sequence[Payload],
+        to: int,
+        send: Callable[[tuple[Payload, ...], int], list[Action]],
+    ) -> list[Action]:
+        """``send_many`` for a protocol with batch packets: the destination and every
+        payload checked first, then ``send(run, to)`` for each run of 2..``BATCH_LIMIT``
+        of them (a run of one is a plain ``send``; packets travel one by one)."""
+        self._check_dest(to)
+        single = self.send  # type: ignore[attr-defined]
+        return _chunks(
+            payloads, self._check_payload, lambda p: single(p, to=to), lambda c: send(c, to)
+        )
 
     # -- contract defaults --------------------------------------------------------
     def tick(self, now: float) -> list[Action]:

@@ -23,6 +23,7 @@ from mailroom.core.endpoint import (
     first_difference,
     receive_batch,
     same_data,
+    send_batch,
     snap_counter,
     snap_list,
 )
@@ -110,6 +111,11 @@ class Stack:
         """Broadcast ``payloads`` as one step (``broadcast_batch`` on the top layer)."""
         self._offers("broadcast")
         return self._from(len(self.layers) - 1, broadcast_batch(self.top, payloads))
+
+    def send_many(self, payloads: Sequence[Payload], to: int) -> list[Action]:
+        """Send ``payloads`` to ``to`` as one step (``send_batch`` on the top layer)."""
+        self._offers("unicast")
+        return self._from(len(self.layers) - 1, send_batch(self.top, payloads, to))
 
     def multicast(self, payload: Payload, to: Collection[int]) -> list[Action]:
         self._offers("multicast")

@@ -13,7 +13,7 @@ from mailroom.protocols.causal import StabilityAck as StabilityAck
 from mailroom.protocols.causal import TaggedCausalBroadcast as TaggedCausalBroadcast
 from mailroom.protocols.causal import TaggedPacket as TaggedPacket
 from mailroom.protocols.detect import CausalityDetector, CausalityViolation, is_violation
-from mailroom.protocols.fifo import Fifo, FifoPacket
+from mailroom.protocols.fifo import Fifo, FifoBatch, FifoPacket
 from mailroom.protocols.membership import Group
 from mailroom.protocols.reliable import Reliable, ReliableAck, ReliablePacket
 from mailroom.protocols.total import LamportTotalOrder, Sequencer, Skeen
@@ -43,6 +43,7 @@ __all__ = [
     "CausalityDetector",
     "CausalityViolation",
     "Fifo",
+    "FifoBatch",
     "FifoPacket",
     "Group",
     "LamportTotalOrder",

@@ -90,10 +90,12 @@ class DependencyBuffer(Generic[T]):
         self._streams: list[dict[int, _Item[T]]] = [{} for _ in range(n)]
         self._parked: list[list[tuple[int, int]]] = [[] for _ in range(n)]
         self._ready: ArrivalOrder[int] = ArrivalOrder()
-        self._size = 0
+        #: how many messages are held (an attribute: the owners' fast paths read it
+        #: on every packet, "is anything held at all?")
+        self.held = 0
 
     def __len__(self) -> int:
-        return self._size
+        return self.held
 
     def holds(self, sender: int, index: int) -> bool:
         return index in self._streams[sender]
@@ -104,7 +106,7 @@ class DependencyBuffer(Generic[T]):
         if index < self.delivered[sender] or index in stream:
             return False
         stream[index] = _Item(sender, index, need, value, self._ready.stamp())
-        self._size += 1
+        self.held += 1
         if index == self.delivered[sender]:
             self._evaluate(sender)
         return True
@@ -122,7 +124,7 @@ class DependencyBuffer(Generic[T]):
         if sender is None:
             return None
         item = self._streams[sender].pop(self.delivered[sender])
-        self._size -= 1
+        self.held -= 1
         return item.value
 
     def delivered_one(self, sender: int) -> None:

@@ -27,7 +27,8 @@ class BufferedEndpoint(EndpointBase):
 
     A subclass sets ``_buffer`` and defines ``_validate`` (a packet from the network,
     or RemoteError), ``_offer`` (hold a valid packet: False if it was delivered or is
-    held already) and ``_message`` (the message a packet delivers).
+    held already) and ``_message`` (the message a packet delivers); ``_delivery``, the
+    ``Deliver`` of that message, may be built faster (``mailroom.core.actions.delivery``).
     """
 
     #: what ``pending`` says a held message waits for (``{pid}``: this process): on a
@@ -44,6 +45,16 @@ class BufferedEndpoint(EndpointBase):
     def _message(self, packet: Any) -> Message:
         raise NotImplementedError
 
+    def _delivery(self, packet: Any) -> Deliver:
+        return Deliver(self._message(packet))
+
+    def _take(self, packet: Any) -> list[Action]:
+        """A valid packet: held and what it releases delivered, or counted as a duplicate."""
+        if not self._offer(packet):
+            self.duplicates += 1  # a duplicate (or, for a broadcast, our own echo)
+            return []
+        return self._drain()
+
     def _drain(self) -> list[Action]:
         """Deliver what the mail room releases, oldest arrival first, counting each."""
         actions: list[Action] = []
@@ -51,7 +62,7 @@ class BufferedEndpoint(EndpointBase):
         counts = buffer.delivered
         while (p := buffer.pop_ready()) is not None:
             counts[p.sender] += 1
-            actions.append(Deliver(self._message(p)))
+            actions.append(self._delivery(p))
             buffer.delivered_one(p.sender)
         return actions
 

@@ -18,6 +18,9 @@ from typing import Any
 
 from mailroom.core.messages import MessageId
 
+#: A batch packet's ``payloads`` field: its messages' payloads, in order.
+Payloads = tuple[Any, ...]
+
 #: A packet class's ``carries`` method.
 Carries = Callable[[Any], MessageId | None]
 
@@ -77,9 +80,20 @@ def carries_range(origin: str, first_seq: str) -> Callable[[Any], tuple[MessageI
     return carries_all
 
 
+def carries_batch(
+    origin: str, first_seq: str
+) -> tuple[Carries, Callable[[Any], tuple[MessageId, ...]]]:
+    """``carries`` and ``carries_all`` of a batch whose fields ``origin`` and ``first_seq``
+    name its first message, one message per payload: ``carries, carries_all =
+    carries_batch("sender", "first_seq")``."""
+    return carries_message(origin, first_seq), carries_range(origin, first_seq)
+
+
 __all__ = [
     "Carries",
+    "Payloads",
     "batch_ids",
+    "carries_batch",
     "carries_message",
     "carries_none",
     "carries_range",

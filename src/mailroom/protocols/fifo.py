@@ -6,22 +6,35 @@ a number at or below what it has delivered, or one already buffered, is a
 duplicate and is dropped quietly. A broadcast is one message sent on every
 channel; the sender delivers its own copy at once, unless earlier messages it
 sent to itself are still in flight, in which case the copy follows them.
+
+Batches (``send_many``, ``broadcast_many``): one ``FifoBatch`` carries k consecutive
+messages on one channel, (sender, first_seq + i) numbered first_channel + i. A
+receiver takes it as the k packets arriving one after another: it delivers what they
+would and holds what they would, as single packets (so the state and the snapshot
+are those of k single packets).
+
+Extension point (``mailroom.core.hooks``): ``deliver_run``, how a batch that is next on
+its channel, while nothing is held, is delivered.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import attrs
 
 from mailroom.core import validate
-from mailroom.core.actions import Action, Deliver, Transmit
+from mailroom.core.actions import Action, Deliver, Transmit, delivery
+from mailroom.core.hooks import hook
 from mailroom.core.messages import Message, MessageId, Payload
 from mailroom.core.persist import counts
-from mailroom.core.wire import packet
+from mailroom.core.wire import as_row, packet
 from mailroom.protocols._buffer import DependencyBuffer
 from mailroom.protocols._buffered import BufferedEndpoint, mail_room
-from mailroom.protocols._packets import carries_seq
+from mailroom.protocols._packets import Payloads, carries_batch, carries_seq
+
+_MAX = validate.MAX_COUNTER
 
 
 @packet
@@ -36,6 +49,21 @@ class FifoPacket:
     payload: Any
 
     carries = carries_seq
+
+
+@packet
+@attrs.frozen
+class FifoBatch:
+    """k consecutive messages on the channel sender -> dest: message i is (sender,
+    first_seq + i), the (first_channel + i)-th on the channel."""
+
+    sender: int
+    dest: int
+    first_seq: int
+    first_channel: int
+    payloads: Payloads = attrs.field(converter=as_row)
+
+    carries, carries_all = carries_batch("sender", "first_seq")
 
 
 class Fifo(BufferedEndpoint):
@@ -59,6 +87,18 @@ class Fifo(BufferedEndpoint):
         packet = FifoPacket(self.pid, to, mid.seq, self.channel_out[to], payload)
         return [Transmit(to, packet, mid)]
 
+    def send_many(self, payloads: Sequence[Payload], to: int) -> list[Action]:
+        """Send ``payloads`` to ``to`` in order, one ``FifoBatch`` per ``BATCH_LIMIT``
+        of them: the deliveries of one ``send`` each."""
+        return self._send_chunks(payloads, to, self._send_batch)
+
+    def _send_batch(self, payloads: tuple[Any, ...], to: int) -> list[Action]:
+        first = self._next_id()
+        self.sent_count += len(payloads) - 1
+        start = self.channel_out[to] + 1
+        self.channel_out[to] += len(payloads)
+        return [Transmit(to, FifoBatch(self.pid, to, first.seq, start, payloads), first)]
+
     def broadcast(self, payload: Payload) -> list[Action]:
         self._check_payload(payload)
         mid = self._next_id()
@@ -71,26 +111,35 @@ class Fifo(BufferedEndpoint):
             elif self.delivered[to] == self.channel_out[to] - 1:
                 # nothing of ours is still on its way to us: deliver at once
                 self.delivered[to] += 1
-                actions.append(Deliver(Message(mid, self.pid, payload)))
+                actions.append(delivery(self.pid, mid.seq, payload))
             else:
                 # earlier self-sends are in flight; this copy must follow them
                 actions.append(Transmit(to, packet, mid))
         return actions
 
+    def broadcast_many(self, payloads: Sequence[Payload]) -> list[Action]:
+        """Broadcast ``payloads`` in order, one ``FifoBatch`` per destination and
+        ``BATCH_LIMIT`` of them: the deliveries of one ``broadcast`` each."""
+        return self._broadcast_chunks(payloads, self._broadcast_batch)
+
+    def _broadcast_batch(self, payloads: tuple[Any, ...]) -> list[Action]:
+        first = self._next_id()
+        self.sent_count += len(payloads) - 1
+        size = len(payloads)
+        actions: list[Action] = []
+        for to in range(self.n):
+            start = self.channel_out[to] + 1
+            self.channel_out[to] += size
+            if to == self.pid and self.delivered[to] == start - 1:
+                # as in broadcast: nothing of ours in flight to us, so all k at once
+                self.delivered[to] += size
+                actions += [delivery(to, first.seq + i, p) for i, p in enumerate(payloads)]
+            else:
+                batch = FifoBatch(self.pid, to, first.seq, start, payloads)
+                actions.append(Transmit(to, batch, first))
+        return actions
+
     def _validate(self, packet: object) -> FifoPacket:
-        if type(packet) is FifoPacket:  # the common case inline (the same rules as below)
-            sender, dest, seq, channel = packet.sender, packet.dest, packet.seq, packet.channel
-            if (
-                type(sender) is int
-                and 0 <= sender < self.n
-                and dest == self.pid
-                and type(dest) is int
-                and type(seq) is int
-                and 0 < seq <= validate.MAX_COUNTER
-                and type(channel) is int
-                and 0 < channel <= validate.MAX_COUNTER
-            ):
-                return packet
         validate.expect_type(packet, FifoPacket, "Fifo")
         assert isinstance(packet, FifoPacket)
         validate.pid(packet.sender, self.n)
@@ -104,10 +153,57 @@ class Fifo(BufferedEndpoint):
         return self._buffer.offer(p.sender, p.channel - 1, self._no_needs, p)
 
     def receive(self, packet: object) -> list[Action]:
-        if not self._offer(self._validate(packet)):
-            self.duplicates += 1
-            return []
-        return self._drain()
+        # the common case inline (the rules of _validate): while nothing is held, a
+        # well-formed packet that is next on its channel is delivered at once; anything
+        # else takes the general path (_validate, then the mail room)
+        if (
+            type(packet) is FifoPacket
+            and not self._buffer.held
+            and type(sender := packet.sender) is int
+            and 0 <= sender < self.n
+            and type(channel := packet.channel) is int
+            and channel == self.delivered[sender] + 1
+            and channel <= _MAX
+            and type(dest := packet.dest) is int
+            and dest == self.pid
+            and type(seq := packet.seq) is int
+            and 0 < seq <= _MAX
+        ):
+            self.delivered[sender] = channel
+            return [delivery(sender, seq, packet.payload)]
+        if type(packet) is FifoBatch:
+            return self._receive_batch(packet)
+        return self._take(self._validate(packet))
+
+    def _receive_batch(self, p: FifoBatch) -> list[Action]:
+        """The batch as its k packets arriving one after another."""
+        sender = validate.pid(p.sender, self.n)
+        validate.dest(p.dest, self.pid, self.n)
+        payloads = validate.batch_payloads(p.payloads)
+        first_seq = validate.first_of_range(p.first_seq, len(payloads), "seq")
+        first = validate.first_of_range(p.first_channel, len(payloads), "channel")
+        if first == self.delivered[sender] + 1 and not self._buffer.held:
+            # each is next on its channel as it arrives and nothing is held to release
+            self.delivered[sender] += len(payloads)
+            return self.deliver_run(sender, first_seq, payloads)
+        actions: list[Action] = []
+        fresh = False
+        for i, payload in enumerate(payloads):
+            if self._offer(FifoPacket(sender, self.pid, first_seq + i, first + i, payload)):
+                fresh = True
+                actions += self._drain()
+        if not fresh:
+            self.duplicates += 1  # a duplicate of a batch (or of all its messages)
+        return actions
+
+    @hook
+    def deliver_run(self, sender: int, first_seq: int, payloads: tuple[Any, ...]) -> list[Action]:
+        """Rule, at a receiver: a batch (checked, counted as delivered) whose messages are
+        next on their channel is delivered whole, in channel order."""
+        return [delivery(sender, first_seq + i, x) for i, x in enumerate(payloads)]
 
     def _message(self, p: FifoPacket) -> Message:
         return Message(MessageId(p.sender, p.seq), p.sender, p.payload)
+
+    def _delivery(self, p: FifoPacket) -> Deliver:
+        return delivery(p.sender, p.seq, p.payload)

@@ -54,7 +54,7 @@ from mailroom.core.actions import (
     Transmit,
     ViewChange,
 )
-from mailroom.core.endpoint import Endpoint, broadcast_batch, require
+from mailroom.core.endpoint import Endpoint, broadcast_batch, require, send_batch
 from mailroom.core.errors import LocalError
 from mailroom.core.messages import Message, MessageId, Payload
 from mailroom.sim.agenda import Agenda
@@ -203,6 +203,11 @@ class Simulation:
         batch = list(payloads)
         dest = tuple(range(self.n))
         return self._issue(pid, batch, dest, "broadcast", lambda ep: broadcast_batch(ep, batch))
+
+    def send_many(self, pid: int, payloads: Sequence[Payload], to: int) -> list[MessageId]:
+        """Process ``pid`` sends ``payloads`` to ``to`` now as one step (``send_batch``)."""
+        batch = list(payloads)
+        return self._issue(pid, batch, (to,), "unicast", lambda ep: send_batch(ep, batch, to))
 
     def multicast(self, pid: int, payload: Payload, to: Sequence[int]) -> MessageId:
         """Process ``pid`` multicasts ``payload`` to the set ``to`` now."""

@@ -39,6 +39,7 @@ from mailroom.testing.variants import (
     CBCASTBatchEager,
     CBCASTNoOneGreater,
     CBCASTSenderOnly,
+    FifoBatchReversed,
     KSDestOnly,
     KSForgetOnSend,
     NaiveTagged,
@@ -48,8 +49,10 @@ from mailroom.testing.variants import (
     RSTSelfDoubleCount,
 )
 from mailroom.testing.variants_total import (
+    LamportBatchOneTick,
     SequencerBatchReversed,
     SequencerNoHold,
+    SkeenBatchLearnsFirst,
     SkeenEagerDelivery,
     SkeenNoClockRaise,
 )
@@ -59,6 +62,7 @@ __all__ = [
     "CBCASTNoOneGreater",
     "CBCASTSenderOnly",
     "Factory",
+    "FifoBatchReversed",
     "GroupNoQuorum",
     "GroupOp",
     "GroupRun",
@@ -66,6 +70,7 @@ __all__ = [
     "GroupSkipsFlushLog",
     "KSDestOnly",
     "KSForgetOnSend",
+    "LamportBatchOneTick",
     "NaiveTagged",
     "Op",
     "RSTColumnOnly",
@@ -77,6 +82,7 @@ __all__ = [
     "SequencerBatchReversed",
     "SequencerNoHold",
     "ShiftedClock",
+    "SkeenBatchLearnsFirst",
     "SkeenEagerDelivery",
     "SkeenNoClockRaise",
     "Steady",

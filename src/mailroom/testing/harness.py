@@ -33,16 +33,18 @@ from mailroom.trace.checkers import PROPERTIES, Violation, check
 from mailroom.trace.events import Event
 
 Factory = Callable[[int, int], Endpoint]
-MODES = ("unicast", "broadcast", "multicast", "batch")
-#: The most messages a "batch" operation broadcasts at once (Hypothesis picks 0..this).
+MODES = ("unicast", "broadcast", "multicast", "batch", "unicast_batch")
+#: The most messages a "batch" operation broadcasts (or a "unicast_batch" one sends to
+#: one process) at once (Hypothesis picks 0..this).
 MAX_BATCH_OP = 5
 
 
 @attrs.frozen
 class Op:
     """Process ``pid`` sends ``payload``: to ``to`` (unicast), to everyone (None),
-    or to a set (multicast, a tuple of pids); or broadcasts ``batch`` (its payloads,
-    maybe none) as one step with ``broadcast_many``."""
+    or to a set (multicast, a tuple of pids); or sends ``batch`` (its payloads, maybe
+    none) as one step: to everyone with ``broadcast_many`` (``to`` is None) or to the
+    process ``to`` with ``send_many``."""
 
     pid: int
     to: int | tuple[int, ...] | None
@@ -50,8 +52,10 @@ class Op:
     batch: tuple[str, ...] | None = None
 
     def describe(self) -> str:
-        if self.batch is not None:
+        if self.batch is not None and self.to is None:
             return f"P{self.pid} broadcasts the batch {list(self.batch)!r}"
+        if self.batch is not None:
+            return f"P{self.pid} sends the batch {list(self.batch)!r} to P{self.to}"
         if self.to is None:
             return f"P{self.pid} broadcasts {self.payload!r}"
         if isinstance(self.to, tuple):
@@ -133,18 +137,18 @@ def scenarios(
         pid = draw(st.integers(0, size - 1))
         kind = draw(st.sampled_from(modes))
         to: int | tuple[int, ...] | None
-        if kind == "batch":
-            count = draw(st.integers(0, MAX_BATCH_OP))
-            ops.append(Op(pid, None, f"m{i}", tuple(f"m{i}.{k}" for k in range(count))))
-            continue
-        if kind == "broadcast":
+        if kind in ("broadcast", "batch"):
             to = None
         elif kind == "multicast":
             to = tuple(sorted(draw(st.sets(st.integers(0, size - 1), min_size=1))))
         else:
             targets = [q for q in range(size) if self_sends or q != pid or size == 1]
             to = draw(st.sampled_from(targets))
-        ops.append(Op(pid, to, f"m{i}"))
+        if kind.endswith("batch"):
+            count = draw(st.integers(0, MAX_BATCH_OP))
+            ops.append(Op(pid, to, f"m{i}", tuple(f"m{i}.{k}" for k in range(count))))
+        else:
+            ops.append(Op(pid, to, f"m{i}"))
     choices = draw(st.lists(st.integers(0, 255), max_size=max_choices))
     options = (("duplicate", duplicate), ("drop", drop), ("crash", crash), ("partition", partition))
     faults = frozenset(f for f, on in options if on)
@@ -258,7 +262,10 @@ class _Replaying:
     def issue(self, op: Op) -> str:
         sim = self.sim
         if op.batch is not None:
-            mids = sim.broadcast_many(op.pid, op.batch)
+            if op.to is None:
+                mids = sim.broadcast_many(op.pid, op.batch)
+            else:
+                mids = sim.send_many(op.pid, op.batch, to=op.to)  # type: ignore[arg-type]
             return f"{op.describe()} ({', '.join(map(str, mids)) or 'nothing'})"
         if op.to is None:
             mid = sim.broadcast(op.pid, op.payload)

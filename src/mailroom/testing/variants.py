@@ -7,6 +7,7 @@ ours can. Each docstring says which property breaks and why.
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
+from typing import Any
 
 from mailroom.clocks import FrozenMatrix, Row
 from mailroom.core import validate
@@ -21,6 +22,7 @@ from mailroom.protocols.causal.broadcast import CBCAST, CBCASTPacket
 from mailroom.protocols.causal.ks import KS, Entry
 from mailroom.protocols.causal.tagged import TaggedCausalBroadcast
 from mailroom.protocols.causal.unicast import RST
+from mailroom.protocols.fifo import Fifo
 from mailroom.protocols.reliable import Reliable, ReliablePacket
 
 
@@ -202,3 +204,13 @@ class CBCASTBatchEager(CBCAST):
 
     def batch_deliverable(self, sender: int, stamp: Sequence[int]) -> bool:
         return stamp[sender] == self.clock[sender] + 1
+
+
+class FifoBatchReversed(Fifo):
+    """Delivers a batch that is next on its channel last message first: the sender's
+    messages arrive in order and are delivered out of it (FIFO)."""
+
+    protocol = "FifoBatchReversed"
+
+    def deliver_run(self, sender: int, first_seq: int, payloads: tuple[Any, ...]) -> list[Action]:
+        return super().deliver_run(sender, first_seq, payloads)[::-1]

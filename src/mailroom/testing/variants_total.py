@@ -5,9 +5,12 @@ Each docstring says which property breaks and why.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from mailroom.core.actions import Action, Deliver
 from mailroom.core.messages import Message, MessageId
 from mailroom.core.persist import POSITIVE, Field, set_of
+from mailroom.protocols.total.lamport import LamportTotalOrder
 from mailroom.protocols.total.sequencer import Sequencer, SequencerOrder, SequencerOrderBatch
 from mailroom.protocols.total.skeen import Skeen
 
@@ -70,3 +73,28 @@ class SequencerBatchReversed(Sequencer):
         actions = super().deliver_batch(batch, start)
         run = len(batch.payloads) - start  # the batch's own deliveries come first
         return actions[:run][::-1] + actions[run:]
+
+
+class SkeenBatchLearnsFirst(Skeen):
+    """Learns only the first final number of a batch: the clock may stay below the
+    others, so a message arriving later is proposed a number below that of a batch
+    message delivered here already, and is ordered before it elsewhere (total)."""
+
+    protocol = "SkeenBatchLearnsFirst"
+
+    def learn_finals(self, numbers: Sequence[int]) -> None:
+        self.learn_final(numbers[0])
+
+
+class LamportBatchOneTick(LamportTotalOrder):
+    """Stamps a batch's messages first, first + 1... but ticks its clock once for the
+    whole batch: its next message is stamped below the batch's last, so it is ordered
+    before messages it was sent after (FIFO), and receivers that delivered messages
+    stamped in between disagree with those that did not (total)."""
+
+    protocol = "LamportBatchOneTick"
+
+    def stamp_batch(self, size: int) -> int:
+        first = self.clock + 1
+        super().stamp_batch(1)
+        return first

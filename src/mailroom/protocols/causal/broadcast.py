@@ -25,13 +25,14 @@ delivered whole as it arrives.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from operator import le
 from typing import Any, ClassVar
 
 import attrs
 
 from mailroom.clocks import Row, VectorClock
 from mailroom.core import validate
-from mailroom.core.actions import Action, Deliver, Transmit
+from mailroom.core.actions import Action, Deliver, Transmit, delivery
 from mailroom.core.errors import RemoteError
 from mailroom.core.hooks import hook
 from mailroom.core.messages import Message, MessageId, Payload
@@ -40,6 +41,8 @@ from mailroom.core.wire import as_row, packet
 from mailroom.protocols._buffer import DependencyBuffer
 from mailroom.protocols._buffered import BufferedEndpoint, mail_room
 from mailroom.protocols._packets import batch_ids, carries_stamped
+
+_INT = frozenset((int,))
 
 
 @packet
@@ -96,7 +99,7 @@ class CBCAST(BufferedEndpoint):
         actions: list[Action] = [
             Transmit(to, packet, mid) for to in range(self.n) if to != self.pid
         ]
-        actions.append(Deliver(Message(mid, self.pid, payload)))
+        actions.append(delivery(self.pid, mid.seq, payload))
         return actions
 
     def broadcast_many(self, payloads: Sequence[Payload]) -> list[Action]:
@@ -113,10 +116,7 @@ class CBCAST(BufferedEndpoint):
         actions: list[Action] = [
             Transmit(to, packet, first) for to in range(self.n) if to != self.pid
         ]
-        actions += [
-            Deliver(Message(MessageId(self.pid, first.seq + i), self.pid, payload))
-            for i, payload in enumerate(payloads)
-        ]
+        actions += [delivery(self.pid, first.seq + i, x) for i, x in enumerate(payloads)]
         return actions
 
     def _validate_batch(self, p: CBCASTBatch) -> tuple[int, Sequence[int], tuple[Any, ...]]:
@@ -142,10 +142,7 @@ class CBCAST(BufferedEndpoint):
             # dependencies met: each message is deliverable as it arrives and releases
             # nothing else, which is what the loop below would find one by one.
             self._clock[sender] += len(payloads)
-            return [
-                Deliver(Message(MessageId(sender, first + i), sender, payload))
-                for i, payload in enumerate(payloads)
-            ]
+            return [delivery(sender, first + i, x) for i, x in enumerate(payloads)]
         before = tuple(vc[:sender])
         after = tuple(vc[sender + 1 :])
         actions: list[Action] = []
@@ -173,18 +170,6 @@ class CBCAST(BufferedEndpoint):
         )
 
     def _validate(self, packet: object) -> CBCASTPacket:
-        if type(packet) is CBCASTPacket:  # the common case inline (the same rules as below)
-            who, stamp, mine = packet.sender, packet.vc, self._clock[self.pid]
-            if (
-                type(who) is int
-                and 0 <= who < self.n
-                and type(stamp) is tuple
-                and len(stamp) == self.n
-                and all(type(v) is int and 0 <= v <= validate.MAX_COUNTER for v in stamp)
-                and stamp[who] > 0
-                and stamp[self.pid] <= mine
-            ):
-                return packet
         validate.expect_type(packet, CBCASTPacket, "CBCAST")
         assert isinstance(packet, CBCASTPacket)
         sender = validate.pid(packet.sender, self.n)
@@ -202,12 +187,34 @@ class CBCAST(BufferedEndpoint):
         return self._buffer.offer(p.sender, p.vc[p.sender] - 1, p.vc, p)
 
     def receive(self, packet: object) -> list[Action]:
+        # the common case inline, while nothing is held: a packet from another process,
+        # next from its sender, whose stamp is ints (checked before any comparison), none
+        # negative, each at most this clock once the packet counts as delivered (so within
+        # _validate's bounds, and the stamp's own entry positive) is delivered at once.
+        # Anything else takes the general path (_validate, then the mail room).
+        clock = self._clock
+        if (
+            type(packet) is CBCASTPacket
+            and not self._buffer.held
+            and type(who := packet.sender) is int
+            and 0 <= who < self.n
+            and who != self.pid
+            and type(stamp := packet.vc) is tuple
+            and len(stamp) == self.n
+            and _INT.issuperset(map(type, stamp))
+            and stamp[who] == clock[who] + 1
+            and min(stamp) >= 0
+        ):
+            clock[who] += 1  # as if delivered: then every entry must be covered
+            if all(map(le, stamp, clock)):
+                return [delivery(who, stamp[who], packet.payload)]
+            clock[who] -= 1
         if type(packet) is CBCASTBatch:
             return self._receive_batch(packet)
-        if not self._offer(self._validate(packet)):
-            self.duplicates += 1  # a duplicate, or the echo of our own broadcast
-            return []
-        return self._drain()
+        return self._take(self._validate(packet))
 
     def _message(self, p: CBCASTPacket) -> Message:
         return Message(MessageId(p.sender, p.vc[p.sender]), p.sender, p.payload)
+
+    def _delivery(self, p: CBCASTPacket) -> Deliver:
+        return delivery(p.sender, p.vc[p.sender], p.payload)

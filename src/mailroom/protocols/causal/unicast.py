@@ -109,10 +109,7 @@ class RST(BufferedEndpoint):
         return self._buffer.offer(p.sender, p.sent[p.sender][i], [row[i] for row in p.sent], p)
 
     def receive(self, packet: object) -> list[Action]:
-        if not self._offer(self._validate(packet)):
-            self.duplicates += 1
-            return []
-        return self._drain()
+        return self._take(self._validate(packet))
 
     def _drain(self) -> list[Action]:
         actions: list[Action] = []

@@ -1,6 +1,11 @@
 """Total order: coordinator-based (Sequencer), Skeen's multicast, Lamport's acknowledgements."""
 
-from mailroom.protocols.total.lamport import LamportAck, LamportMessage, LamportTotalOrder
+from mailroom.protocols.total.lamport import (
+    LamportAck,
+    LamportBatch,
+    LamportMessage,
+    LamportTotalOrder,
+)
 from mailroom.protocols.total.sequencer import (
     Sequencer,
     SequencerOrder,
@@ -9,9 +14,11 @@ from mailroom.protocols.total.sequencer import (
     SequencerRequestBatch,
 )
 from mailroom.protocols.total.skeen import Skeen, SkeenFinal, SkeenMessage, SkeenProposal
+from mailroom.protocols.total.skeen_packets import SkeenBatch, SkeenFinalBatch, SkeenProposalBatch
 
 __all__ = [
     "LamportAck",
+    "LamportBatch",
     "LamportMessage",
     "LamportTotalOrder",
     "Sequencer",
@@ -20,7 +27,10 @@ __all__ = [
     "SequencerRequest",
     "SequencerRequestBatch",
     "Skeen",
+    "SkeenBatch",
     "SkeenFinal",
+    "SkeenFinalBatch",
     "SkeenMessage",
     "SkeenProposal",
+    "SkeenProposalBatch",
 ]

@@ -26,6 +26,18 @@ has arrived already. Use it as ``Stack(Fifo(pid, n), LamportTotalOrder(pid, n))`
 breaks total order. With FIFO channels it is also FIFO and causal: deliveries
 follow Lamport timestamps, which respect happens-before.
 
+Batches (``broadcast_many``): one ``LamportBatch`` carries k consecutive messages of
+one sender, stamped ``first_ts``, ``first_ts + 1``...: the sender ticks its clock once
+per message, as k broadcasts would, but acknowledges the batch once (an
+acknowledgement only says "my clock has passed a", and one stamped above the batch's
+last stamp says it of every message in it). A receiver takes the batch as one event:
+clock = max(clock, last stamp) + 1, every message queued (as single messages, so the
+state and the snapshot are those of k messages), one acknowledgement of the last.
+Delivery is unchanged: the argument above holds because a batch arrives whole, in
+FIFO order with everything else its sender sent.
+Extension point (``mailroom.core.hooks``): ``stamp_batch``, the stamps a batch's
+sender gives its messages.
+
 A copy of a queued or delivered message is dropped quietly. A packet from this
 process itself or from a pid outside the group, or an acknowledgement of a
 message this process never sent: RemoteError.
@@ -34,6 +46,7 @@ message this process never sent: RemoteError.
 from __future__ import annotations
 
 import heapq
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import attrs
@@ -42,12 +55,13 @@ from mailroom.core import validate
 from mailroom.core.actions import Action, Deliver, Transmit
 from mailroom.core.endpoint import EndpointBase
 from mailroom.core.errors import LocalError, RemoteError
+from mailroom.core.hooks import hook
 from mailroom.core.messages import Message, MessageId, Payload
 from mailroom.core.pending import Pending, Wait
 from mailroom.core.persist import counter, counts, packets
 from mailroom.core.stack import Stack
-from mailroom.core.wire import packet
-from mailroom.protocols._packets import carries_none, carries_seq
+from mailroom.core.wire import as_row, packet
+from mailroom.protocols._packets import Payloads, carries_batch, carries_none, carries_seq
 from mailroom.protocols.fifo import Fifo
 
 
@@ -62,6 +76,19 @@ class LamportMessage:
     payload: Any
 
     carries = carries_seq
+
+
+@packet
+@attrs.frozen
+class LamportBatch:
+    """Messages (sender, first_seq + i) stamped first_ts + i by their sender's clock."""
+
+    sender: int
+    first_seq: int
+    first_ts: int
+    payloads: Payloads = attrs.field(converter=as_row)
+
+    carries, carries_all = carries_batch("sender", "first_seq")
 
 
 @packet
@@ -113,15 +140,41 @@ class LamportTotalOrder(EndpointBase):
         actions += self._acknowledge(m)
         return actions + self._drain()
 
+    def broadcast_many(self, payloads: Sequence[Payload]) -> list[Action]:
+        """Broadcast ``payloads`` in order, one ``LamportBatch`` (and one
+        acknowledgement) per ``BATCH_LIMIT`` of them: the deliveries of one
+        ``broadcast`` each."""
+        return self._broadcast_chunks(payloads, self._broadcast_batch)
+
+    def _broadcast_batch(self, payloads: tuple[Any, ...]) -> list[Action]:
+        first = self._next_id()
+        self.sent_count += len(payloads) - 1
+        ts = self.stamp_batch(len(payloads))
+        batch = LamportBatch(self.pid, first.seq, ts, payloads)
+        actions: list[Action] = [Transmit(q, batch, first) for q in range(self.n) if q != self.pid]
+        for i, payload in enumerate(payloads):
+            self._enqueue(LamportMessage(self.pid, first.seq + i, ts + i, payload))
+        self._clock += 1
+        actions += self._acknowledge(self._messages[MessageId(self.pid, self.sent_count)])
+        return actions + self._drain()
+
+    @hook
+    def stamp_batch(self, size: int) -> int:
+        """Rule, at the sender of a batch of ``size`` messages: the first message's stamp
+        (the others follow it, one apart); the clock passes every stamp given."""
+        first = self._clock + 1
+        self._clock += size
+        return first
+
     # -- the network's side ----------------------------------------------------------
     def receive(self, packet: object) -> list[Action]:
-        if type(packet) is LamportMessage:
-            return self._on_message(packet)
-        if type(packet) is LamportAck:
-            return self._on_ack(packet)
-        raise RemoteError(
-            f"LamportTotalOrder expected a message or acknowledgement, got {type(packet).__name__}"
-        )
+        handler = _HANDLERS.get(type(packet))
+        if handler is None:
+            raise RemoteError(
+                "LamportTotalOrder expected a message or acknowledgement, "
+                f"got {type(packet).__name__}"
+            )
+        return handler(self, packet)
 
     def _on_message(self, m: LamportMessage) -> list[Action]:
         sender = validate.pid(m.sender, self.n)
@@ -137,6 +190,29 @@ class LamportTotalOrder(EndpointBase):
         self.latest[sender] = max(self.latest[sender], ts)
         self._enqueue(m)
         return self._acknowledge(m) + self._drain()
+
+    def _on_batch(self, b: LamportBatch) -> list[Action]:
+        sender = validate.pid(b.sender, self.n)
+        payloads = validate.batch_payloads(b.payloads)
+        first_seq = validate.first_of_range(b.first_seq, len(payloads), "seq")
+        first_ts = validate.first_of_range(b.first_ts, len(payloads), "timestamp")
+        if sender == self.pid:
+            raise RemoteError("a process's own messages never travel to itself")
+        fresh = [
+            LamportMessage(sender, first_seq + i, first_ts + i, payload)
+            for i, payload in enumerate(payloads)
+            if first_seq + i > self.delivered[sender]
+            and MessageId(sender, first_seq + i) not in self._messages
+        ]
+        if not fresh:
+            self.duplicates += 1
+            return []
+        last = first_ts + len(payloads) - 1
+        self._clock = max(self._clock, last) + 1
+        self.latest[sender] = max(self.latest[sender], last)
+        for m in fresh:
+            self._enqueue(m)
+        return self._acknowledge(fresh[-1]) + self._drain()
 
     def _on_ack(self, a: LamportAck) -> list[Action]:
         sender = validate.pid(a.sender, self.n)
@@ -213,8 +289,16 @@ class LamportTotalOrder(EndpointBase):
     )
 
 
+#: What ``receive`` does with each kind of packet.
+_HANDLERS: dict[type, Callable[[LamportTotalOrder, Any], list[Action]]] = {
+    LamportMessage: LamportTotalOrder._on_message,
+    LamportAck: LamportTotalOrder._on_ack,
+    LamportBatch: LamportTotalOrder._on_batch,
+}
+
+
 def _message(m: LamportMessage) -> Message:
     return Message(MessageId(m.sender, m.seq), m.sender, m.payload)
 
 
-__all__ = ["LamportAck", "LamportMessage", "LamportTotalOrder"]
+__all__ = ["LamportAck", "LamportBatch", "LamportMessage", "LamportTotalOrder"]

@@ -50,7 +50,7 @@ from mailroom.core.messages import Message, MessageId, Payload
 from mailroom.core.pending import Pending, Wait
 from mailroom.core.persist import Field, argument, counter, packets, window
 from mailroom.core.wire import as_row, packet
-from mailroom.protocols._packets import carries_message, carries_range, carries_seq
+from mailroom.protocols._packets import carries_batch, carries_message, carries_seq
 
 #: The most messages one batch packet carries (a longer batch travels as several).
 BATCH_LIMIT = validate.BATCH_LIMIT
@@ -90,8 +90,7 @@ class SequencerRequestBatch:
     first_seq: int
     payloads: tuple[Any, ...] = attrs.field(converter=as_row)
 
-    carries = carries_message("sender", "first_seq")
-    carries_all = carries_range("sender", "first_seq")
+    carries, carries_all = carries_batch("sender", "first_seq")
 
 
 @packet
@@ -104,8 +103,7 @@ class SequencerOrderBatch:
     first_seq: int
     payloads: tuple[Any, ...] = attrs.field(converter=as_row)
 
-    carries = carries_message("origin", "first_seq")
-    carries_all = carries_range("origin", "first_seq")
+    carries, carries_all = carries_batch("origin", "first_seq")
 
 
 class Sequencer(EndpointBase):

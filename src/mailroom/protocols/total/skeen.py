@@ -30,9 +30,16 @@ final within one round trip of its sender. (The textbook rule, deliver
 only when every held message is final, starves under steady traffic, where
 some message is always in flight: it lives on as ``mailroom.lab.SkeenAllFinal``.)
 
+Batches (``broadcast_many``): k broadcasts travel as one ``SkeenBatch`` per
+destination, their proposals as one ``SkeenProposalBatch`` and their final numbers as
+one ``SkeenFinalBatch``; each entry is taken as the single packet it stands for, so
+the state, the snapshot and the deliveries are those of k broadcasts
+(``mailroom.protocols.total.skeen_batch`` states the rules).
+
 Extension points (``mailroom.core.hooks``): ``learn_final`` (what learning a final
-number does to the clock) and ``next_delivery`` (the delivery rule), with
-``lowest_final`` and ``lowest_open`` to read the mail room from an override.
+number does to the clock), ``learn_finals`` (the same for a batch's numbers) and
+``next_delivery`` (the delivery rule), with ``lowest_final`` and ``lowest_open`` to
+read the mail room from an override.
 
 Any two messages are delivered in the same order wherever both are delivered:
 if B is delivered at q before A reaches q, q's clock is at least B's number when
@@ -56,10 +63,8 @@ number above this process's clock for a message delivered here: RemoteError.
 from __future__ import annotations
 
 import heapq
-from collections.abc import Collection
+from collections.abc import Collection, Sequence
 from typing import Any
-
-import attrs
 
 from mailroom.core import validate
 from mailroom.core.actions import Action, Deliver, Transmit
@@ -80,77 +85,45 @@ from mailroom.core.persist import (
     snap_positive,
     window,
 )
-from mailroom.core.wire import as_row, packet, packet_from_data, packet_to_data
-from mailroom.protocols._packets import carries_none, carries_seq
+from mailroom.core.wire import packet_from_data, packet_to_data
+from mailroom.protocols.total import skeen_batch
+from mailroom.protocols.total.skeen_packets import (
+    Key,
+    SkeenFinal,
+    SkeenMessage,
+    SkeenProposal,
+    _Collecting,
+    _Held,
+)
 
-Key = tuple[int, int, int]
-
-
-@packet
-@attrs.frozen
-class SkeenMessage:
-    """Message (sender, seq) for the set ``dest``, stamped with the sender's clock;
-    ``index``: the sender's multicasts to this destination so far, this one included."""
-
-    sender: int
-    seq: int
-    ts: int
-    dest: tuple[int, ...] = attrs.field(converter=as_row)
-    payload: Any
-    index: int
-
-    carries = carries_seq
+# -- the snapshot's custom fields (``Skeen.persistent``): the mail room, the proposals
+# being collected and the final numbers remembered, each dumped and loaded strictly
 
 
-@packet
-@attrs.frozen
-class SkeenProposal:
-    """``sender`` proposes ``number`` for message (origin, seq)."""
-
-    sender: int
-    origin: int
-    seq: int
-    number: int
-
-    carries = carries_none
+def _dump_held(ep: Skeen) -> list[dict[str, Any]]:
+    return [
+        {"message": packet_to_data(h.message), "number": h.number, "final": h.final}
+        for _, h in sorted(ep._held.items())
+    ]
 
 
-@packet
-@attrs.frozen
-class SkeenFinal:
-    """Message (origin, seq), the origin's ``index``-th to this destination, has the
-    final ``number``."""
-
-    origin: int
-    seq: int
-    number: int
-    index: int
-
-    carries = carries_none
-
-
-@attrs.define
-class _Held:
-    message: SkeenMessage
-    number: int
-    final: bool
-
-    @property
-    def key(self) -> Key:
-        return (self.number, self.message.sender, self.message.seq)
+def _load_held(ep: Skeen, data: object) -> None:
+    for item in snap_list(data, "held"):
+        m = packet_from_data(SkeenMessage, item["message"])
+        mid = ep._check_message(m)
+        if mid in ep._held:
+            raise LocalError(f"snapshot holds {mid} twice")
+        number = snap_positive(item["number"], "held.number")
+        if number > ep._clock or number < m.ts:
+            raise LocalError(f"snapshot holds {mid} with number {number} outside 1..clock")
+        ep._hold(mid, m, number)
+        if snap_bool(item["final"], "held.final"):
+            ep._mark_final(ep._held[mid], number)
+    if ep._next_ready() is not None:
+        raise LocalError("snapshot holds a message that was deliverable")
 
 
-@attrs.define
-class _Collecting:
-    ts: int
-    dest: tuple[int, ...]
-    #: the message's index at each destination, aligned with ``dest``
-    indexes: tuple[int, ...]
-    proposals: dict[int, int]
-
-
-# -- the snapshot of what Skeen collects and the finals it keeps (its persistent table) ----
-def _dump_collecting(s: Skeen) -> list[dict[str, Any]]:
+def _dump_collecting(ep: Skeen) -> list[dict[str, Any]]:
     return [
         {
             "seq": seq,
@@ -159,17 +132,17 @@ def _dump_collecting(s: Skeen) -> list[dict[str, Any]]:
             "indexes": list(c.indexes),
             "proposals": [[q, v] for q, v in sorted(c.proposals.items())],
         }
-        for seq, c in sorted(s._collecting.items())
+        for seq, c in sorted(ep._collecting.items())
     ]
 
 
-def _load_collecting(s: Skeen, data: object) -> None:
+def _load_collecting(ep: Skeen, data: object) -> None:
     for item in snap_list(data, "collecting"):
         seq = snap_positive(item["seq"], "collecting.seq")
-        if seq > s.sent_count or seq in s._collecting:
+        if seq > ep.sent_count or seq in ep._collecting:
             raise LocalError(f"snapshot collects for message {seq} twice or never sent")
         dest = tuple(
-            snap_pid(q, s.n, "collecting.dest") for q in snap_list(item["dest"], "collecting.dest")
+            snap_pid(q, ep.n, "collecting.dest") for q in snap_list(item["dest"], "collecting.dest")
         )
         if not dest or list(dest) != sorted(set(dest)):
             raise LocalError("snapshot field collecting.dest is not a sorted set of pids")
@@ -181,28 +154,28 @@ def _load_collecting(s: Skeen, data: object) -> None:
             raise LocalError("snapshot field collecting.indexes does not match dest")
         proposals: dict[int, int] = {}
         for q, v in snap_list(item["proposals"], "collecting.proposals"):
-            if snap_pid(q, s.n, "proposal") not in dest or q in proposals:
+            if snap_pid(q, ep.n, "proposal") not in dest or q in proposals:
                 raise LocalError("snapshot holds a proposal from outside the destinations")
             proposals[q] = snap_positive(v, "proposal")
         if len(proposals) >= len(dest):
             raise LocalError("snapshot collects proposals for a message already final")
-        s._collecting[seq] = _Collecting(
+        ep._collecting[seq] = _Collecting(
             snap_positive(item["ts"], "collecting.ts"), dest, indexes, proposals
         )
 
 
-def _dump_finals(s: Skeen) -> list[list[int]]:
-    return [[m.origin, m.seq, v] for m, v in s.finals.items()]
+def _dump_finals(ep: Skeen) -> list[list[int]]:
+    return [[m.origin, m.seq, v] for m, v in ep.finals.items()]
 
 
-def _load_finals(s: Skeen, data: object) -> None:
+def _load_finals(ep: Skeen, data: object) -> None:
     for item in snap_list(data, "finals"):
         origin, seq, number = item
-        mid = MessageId(snap_pid(origin, s.n, "finals"), snap_positive(seq, "finals"))
-        if mid in s.finals:
+        mid = MessageId(snap_pid(origin, ep.n, "finals"), snap_positive(seq, "finals"))
+        if mid in ep.finals:
             raise LocalError(f"snapshot lists {mid} twice in finals")
-        s.finals[mid] = snap_positive(number, "finals")
-    if len(s.finals) > s.keep_finals:
+        ep.finals[mid] = snap_positive(number, "finals")
+    if len(ep.finals) > ep.keep_finals:
         raise LocalError("snapshot keeps more finals than keep_finals")
 
 
@@ -243,6 +216,12 @@ class Skeen(EndpointBase):
         """Multicast ``payload`` to every process, this one included."""
         return self.multicast(payload, to=range(self.n))
 
+    def broadcast_many(self, payloads: Sequence[Payload]) -> list[Action]:
+        """Broadcast ``payloads`` in order, one ``SkeenBatch`` per destination and
+        ``BATCH_LIMIT`` of them (``mailroom.protocols.total.skeen_batch``): the
+        deliveries of one ``broadcast`` each."""
+        return self._broadcast_chunks(payloads, lambda chunk: skeen_batch.send_batch(self, chunk))
+
     def multicast(self, payload: Payload, to: Collection[int]) -> list[Action]:
         """Send ``payload`` to the processes ``to`` (this one may or may not be among them)."""
         if not isinstance(to, Collection) or isinstance(to, str | bytes):
@@ -279,6 +258,9 @@ class Skeen(EndpointBase):
             return self._on_proposal(packet)  # type: ignore[arg-type]
         if kind is SkeenFinal:
             return self._on_final(packet)  # type: ignore[arg-type]
+        batch = skeen_batch.HANDLERS.get(kind)
+        if batch is not None:
+            return batch(self, packet)
         raise RemoteError(f"Skeen expected a message, proposal or final, got {kind.__name__}")
 
     def _check_message(self, m: SkeenMessage) -> MessageId:
@@ -334,14 +316,25 @@ class Skeen(EndpointBase):
         origin = validate.pid(p.origin, self.n, "origin")
         seq = validate.positive(p.seq, "seq")
         number = validate.positive(p.number, "proposal")
+        collecting = self._check_proposal(sender, origin, seq, number)
+        if collecting is None:
+            self.duplicates += 1  # a late copy: the number is final, or known already
+            return []
+        collecting.proposals[sender] = number
+        return self._maybe_finish(seq)
+
+    def _check_proposal(
+        self, sender: int, origin: int, seq: int, number: int
+    ) -> _Collecting | None:
+        """Where a proposal (its fields checked) goes; None for a late copy, RemoteError
+        for one that no process could have sent. Changes nothing."""
         if origin != self.pid:
             raise RemoteError(f"proposal for {MessageId(origin, seq)} arrived at P{self.pid}")
         if seq > self.sent_count:
             raise RemoteError(f"proposal for unknown message {MessageId(origin, seq)}")
         collecting = self._collecting.get(seq)
         if collecting is None:
-            self.duplicates += 1  # the number is final already: a late copy
-            return []
+            return None
         if sender not in collecting.dest:
             raise RemoteError(
                 f"P{sender} proposed for {MessageId(origin, seq)}, "
@@ -359,10 +352,8 @@ class Skeen(EndpointBase):
                     f"P{sender} proposed {number} for {MessageId(origin, seq)} "
                     f"after proposing {known}"
                 )
-            self.duplicates += 1
-            return []
-        collecting.proposals[sender] = number
-        return self._maybe_finish(seq)
+            return None
+        return collecting
 
     def _maybe_finish(self, seq: int) -> list[Action]:
         """If every destination has proposed, announce the final number."""
@@ -387,6 +378,16 @@ class Skeen(EndpointBase):
         seq = validate.positive(f.seq, "seq")
         number = validate.positive(f.number, "final number")
         index = validate.positive(f.index, "index")
+        held = self._check_final(origin, seq, number, index)
+        if held is None:
+            self.duplicates += 1  # a late copy
+            return []
+        self.learn_final(number)
+        return self._finalize(held, number)
+
+    def _check_final(self, origin: int, seq: int, number: int, index: int) -> _Held | None:
+        """The held message a final number (its fields checked) makes final; None for a
+        late copy, RemoteError for one no process could have sent. Changes nothing."""
         mid = MessageId(origin, seq)
         if origin == self.pid:
             raise RemoteError("a process's own final numbers never travel to itself")
@@ -408,8 +409,7 @@ class Skeen(EndpointBase):
                     f"final number {number} for {mid}, delivered here, is above every "
                     f"number P{self.pid} has seen ({self._clock})"
                 )
-            self.duplicates += 1  # a late copy for a message delivered here
-            return []
+            return None  # a late copy for a message delivered here
         if held.message.index != index:
             raise RemoteError(
                 f"final number for {mid} names index {index}, not {held.message.index}"
@@ -419,14 +419,12 @@ class Skeen(EndpointBase):
                 raise RemoteError(
                     f"second final number {number} for {mid}, which has {held.number}"
                 )
-            self.duplicates += 1
-            return []
+            return None
         if number < held.number:
             raise RemoteError(
                 f"final number {number} for {mid} is lower than the proposal {held.number} sent"
             )
-        self.learn_final(number)
-        return self._finalize(held, number)
+        return held
 
     def _finalize(self, held: _Held, number: int) -> list[Action]:
         self._mark_final(held, number)
@@ -442,6 +440,13 @@ class Skeen(EndpointBase):
         """Rule: a final number learned here (announced or received) raises the clock to
         it, so later proposals here exceed it."""
         self._clock = max(self._clock, number)
+
+    @hook
+    def learn_finals(self, numbers: Sequence[int]) -> None:
+        """Rule: the final numbers of a batch's messages, learned together (announced or
+        received): each as a single final number (``learn_final``)."""
+        for number in numbers:
+            self.learn_final(number)
 
     @hook
     def next_delivery(self) -> Key | None:
@@ -523,28 +528,6 @@ class Skeen(EndpointBase):
                 why = "the final numbers of " + ", ".join(str(o) for o in others)
             out.append(Pending(_message(h.message), (wait,), why))
         return out
-
-    # -- snapshot ------------------------------------------------------------------------
-    def _dump_held(self) -> list[dict[str, Any]]:
-        return [
-            {"message": packet_to_data(h.message), "number": h.number, "final": h.final}
-            for _, h in sorted(self._held.items())
-        ]
-
-    def _load_held(self, data: object) -> None:
-        for item in snap_list(data, "held"):
-            m = packet_from_data(SkeenMessage, item["message"])
-            mid = self._check_message(m)
-            if mid in self._held:
-                raise LocalError(f"snapshot holds {mid} twice")
-            number = snap_positive(item["number"], "held.number")
-            if number > self._clock or number < m.ts:
-                raise LocalError(f"snapshot holds {mid} with number {number} outside 1..clock")
-            self._hold(mid, m, number)
-            if snap_bool(item["final"], "held.final"):
-                self._mark_final(self._held[mid], number)
-        if self._next_ready() is not None:
-            raise LocalError("snapshot holds a message that was deliverable")
 
     persistent = (
         argument("keep_finals", kind=COUNTER),

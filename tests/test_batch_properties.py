@@ -1,0 +1,269 @@
+"""Batch forms of Fifo, Skeen and LamportTotalOrder: Hypothesis mixes single and batch
+sends (``broadcast_many``, ``send_many``) and chooses the schedule; each protocol keeps
+its order promise and liveness, bare, over FIFO channels and over a lossy network, and a
+known-buggy batch variant of each is caught."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from hypothesis import given
+
+from mailroom import (
+    CBCAST,
+    Deliver,
+    Fifo,
+    LamportTotalOrder,
+    Reliable,
+    RemoteError,
+    Skeen,
+    Stack,
+    Transmit,
+)
+from mailroom.core import codec, wire_format
+from mailroom.core.endpoint import Endpoint, capabilities
+from mailroom.core.messages import MessageId
+from mailroom.core.wire import carried_message_ids
+from mailroom.protocols import CBCASTPacket, FifoBatch, FifoPacket
+from mailroom.protocols.total import (
+    LamportBatch,
+    SkeenBatch,
+    SkeenFinalBatch,
+    SkeenProposalBatch,
+)
+from mailroom.testing import (
+    FifoBatchReversed,
+    LamportBatchOneTick,
+    SkeenBatchLearnsFirst,
+    assert_properties,
+    find_counterexample,
+    scenarios,
+)
+
+SAFE = ("integrity", "total", "liveness")
+ALL = ("integrity", "fifo", "causal", "total", "liveness")
+FIFO = ("integrity", "fifo", "liveness")
+BATCHED = ("broadcast", "batch")
+
+
+def over(*lower: Callable[[int, int], Any]) -> Callable[[Callable[[int, int], Any]], Any]:
+    def wrap(make: Callable[[int, int], Any]) -> Callable[[int, int], Endpoint]:
+        def factory(pid: int, n: int) -> Endpoint:
+            return Stack(*(f(pid, n) for f in lower), make(pid, n))  # type: ignore[return-value]
+
+        return factory
+
+    return wrap
+
+
+def reliable(pid: int, n: int) -> Reliable:
+    return Reliable(pid, n, rto=2.0, max_rto=8.0)
+
+
+# -- the promises hold with batches in the schedule ---------------------------------------
+
+
+@given(scenarios(mode=("unicast", "broadcast", "batch", "unicast_batch")))
+def test_fifo_with_batches_is_fifo(s):
+    assert_properties(Fifo, s, FIFO)
+
+
+@given(scenarios(mode=("unicast", "batch", "unicast_batch"), drop=True))
+def test_fifo_with_batches_over_reliable_survives_loss_and_duplication(s):
+    assert_properties(over(reliable)(Fifo), s, FIFO)
+
+
+@given(scenarios(mode=(*BATCHED, "multicast")))
+def test_skeen_with_batches_is_total(s):
+    assert_properties(Skeen, s, SAFE)
+
+
+@given(scenarios(mode=BATCHED))
+def test_skeen_with_batches_over_fifo_is_fifo_and_causal(s):
+    assert_properties(over(Fifo)(Skeen), s, ALL)
+
+
+@given(scenarios(mode=BATCHED, drop=True))
+def test_skeen_with_batches_over_reliable_survives_loss_and_duplication(s):
+    assert_properties(over(reliable)(Skeen), s, SAFE)
+
+
+@given(scenarios(mode=BATCHED))
+def test_lamport_with_batches_is_total_fifo_and_causal(s):
+    assert_properties(LamportTotalOrder.stack, s, ALL)
+
+
+@given(scenarios(mode=BATCHED, drop=True))
+def test_lamport_with_batches_over_reliable_survives_loss_and_duplication(s):
+    assert_properties(over(reliable, Fifo)(LamportTotalOrder), s, ALL)
+
+
+# -- and the property tests can fail -------------------------------------------------------
+
+
+def test_fifo_delivering_a_batch_backwards_is_caught():
+    run = find_counterexample(
+        FifoBatchReversed, ["fifo"], max_examples=1000, mode=("unicast", "unicast_batch")
+    )
+    assert run is not None, "FifoBatchReversed was not caught"
+    assert any("sends the batch" in step for step in run.steps)
+
+
+def test_skeen_learning_one_final_number_per_batch_is_caught():
+    run = find_counterexample(SkeenBatchLearnsFirst, ["total"], max_examples=2000, mode=BATCHED)
+    assert run is not None, "SkeenBatchLearnsFirst was not caught"
+    assert any("broadcasts the batch" in step for step in run.steps)
+
+
+def test_lamport_ticking_once_per_batch_is_caught():
+    run = find_counterexample(
+        over(Fifo)(LamportBatchOneTick), ["fifo", "total"], max_examples=1000, mode=BATCHED
+    )
+    assert run is not None, "LamportBatchOneTick was not caught"
+    assert any("broadcasts the batch" in step for step in run.steps)
+
+
+# -- the packets and the capability --------------------------------------------------------
+
+
+def exchange(eps: list[Any], pid: int, payloads: list[str]) -> tuple[list[str], list[list[Any]]]:
+    """``pid`` broadcasts ``payloads`` with ``broadcast_many``; every packet delivered
+    oldest first. The packet classes sent and each process's deliveries."""
+    queue = [(pid, a) for a in eps[pid].broadcast_many(payloads)]
+    kinds: list[str] = []
+    delivered: list[list[Any]] = [[] for _ in eps]
+    while queue:
+        at, action = queue.pop(0)
+        if isinstance(action, Transmit):
+            kinds.append(type(action.packet).__name__)
+            queue += [(action.to, a) for a in eps[action.to].receive(action.packet)]
+        elif isinstance(action, Deliver):
+            delivered[at].append(action.message.payload)
+    return kinds, delivered
+
+
+def test_a_batch_travels_as_one_packet_per_destination_and_step():
+    kinds, delivered = exchange([Skeen(p, 3) for p in range(3)], 0, ["a", "b", "c"])
+    assert kinds == ["SkeenBatch"] * 2 + ["SkeenProposalBatch"] * 2 + ["SkeenFinalBatch"] * 2
+    assert delivered == [["a", "b", "c"]] * 3
+    kinds, delivered = exchange([Fifo(p, 3) for p in range(3)], 1, ["a", "b"])
+    assert kinds == ["FifoBatch"] * 2 and delivered == [["a", "b"]] * 3
+    # Lamport over FIFO: the batch and one acknowledgement from each process, not one each
+    kinds, delivered = exchange([LamportTotalOrder.stack(p, 3) for p in range(3)], 2, list("abcd"))
+    assert len(kinds) == 2 + 2 + 2 * 2 and delivered == [list("abcd")] * 3
+
+
+def test_batch_forms_are_declared_capabilities():
+    for ep in (Fifo(0, 3), Skeen(0, 3), LamportTotalOrder(0, 3), LamportTotalOrder.stack(0, 3)):
+        assert "broadcast_many" in capabilities(ep)
+    assert "send_many" in capabilities(Fifo(0, 3))
+    assert "broadcast_many" not in capabilities(Stack(Fifo(0, 3), Reliable(0, 3)))
+    assert "send_many" in capabilities(Stack(Reliable(0, 3), Fifo(0, 3)))
+
+
+@pytest.mark.parametrize(
+    "make, packet",
+    [
+        (lambda: Skeen(1, 3), SkeenBatch(0, 1, 1, (0, 1, 2), ("a", "b"), 2)),  # index > seq
+        (lambda: Skeen(1, 3), SkeenBatch(0, 1, 1, (0, 2), ("a",), 1)),  # not for P1
+        (lambda: Skeen(1, 3), SkeenProposalBatch(0, 1, 1, (5, 6))),  # never sent
+        (lambda: Skeen(1, 3), SkeenFinalBatch(0, 1, 1, (5, 0))),  # a zero number
+        (lambda: LamportTotalOrder(1, 3), LamportBatch(1, 1, 1, ("a",))),  # its own
+        (lambda: LamportTotalOrder(1, 3), LamportBatch(0, 1, 1, ())),  # empty
+        (lambda: Fifo(1, 3), FifoBatch(0, 2, 1, 1, ("a",))),  # for P2
+    ],
+)
+def test_an_impossible_batch_is_a_remote_error_and_changes_nothing(make, packet):
+    ep = make()
+    before = ep.snapshot()
+    with pytest.raises(RemoteError):
+        ep.receive(packet)
+    assert ep.snapshot() == before
+
+
+def test_a_final_batch_with_one_impossible_entry_changes_nothing():
+    eps = [Skeen(p, 2) for p in range(2)]
+    sent = [a for a in eps[0].broadcast_many(["a", "b"]) if isinstance(a, Transmit)]
+    replies = eps[1].receive(sent[0].packet)
+    (proposals,) = [a.packet for a in replies if isinstance(a, Transmit)]
+    assert type(proposals) is SkeenProposalBatch
+    finals = [a.packet for a in eps[0].receive(proposals) if isinstance(a, Transmit)]
+    good = finals[0]
+    assert type(good) is SkeenFinalBatch
+    before = eps[1].snapshot()
+    bad = SkeenFinalBatch(0, 1, 1, (good.numbers[0], good.numbers[1] - 1))  # below its proposal
+    with pytest.raises(RemoteError):
+        eps[1].receive(bad)
+    assert eps[1].snapshot() == before
+    assert [a.message.payload for a in eps[1].receive(good)] == ["a", "b"]
+
+
+# -- the inline fast paths refuse what the general checks refuse ------------------------------
+
+
+@pytest.mark.parametrize(
+    "packet",
+    [
+        CBCASTPacket(0, (True, 0, 0), "x"),  # a bool is not a counter
+        CBCASTPacket(0, (1.0, 0, 0), "x"),
+        CBCASTPacket(0, (1, -1, 0), "x"),
+        CBCASTPacket(0, (1, "a", 0), "x"),
+        CBCASTPacket(0, (1, 0, 1), "x"),  # claims a broadcast of P2's it never made
+        CBCASTPacket(0, (1, 0), "x"),
+        CBCASTPacket(True, (1, 0, 0), "x"),
+        CBCASTPacket(3, (1, 0, 0), "x"),
+    ],
+)
+def test_cbcast_refuses_a_malformed_next_packet(packet):
+    ep = CBCAST(2, 3)
+    before = ep.snapshot()
+    with pytest.raises(RemoteError):
+        ep.receive(packet)
+    assert ep.snapshot() == before
+    assert [a.message.payload for a in ep.receive(CBCASTPacket(0, (1, 0, 0), "y"))] == ["y"]
+
+
+@pytest.mark.parametrize(
+    "packet",
+    [
+        FifoPacket(0, True, 1, 1, "x"),  # a bool is not a pid
+        FifoPacket(0, 2, 1, 1, "x"),  # for P2
+        FifoPacket(0, 1, 1.0, 1, "x"),
+        FifoPacket(0, 1, 0, 1, "x"),
+        FifoPacket(0, 1, 1, True, "x"),
+        FifoPacket(-1, 1, 1, 1, "x"),
+        FifoPacket(0, 1, 2**64, 1, "x"),
+    ],
+)
+def test_fifo_refuses_a_malformed_next_packet(packet):
+    ep = Fifo(1, 3)
+    before = ep.snapshot()
+    with pytest.raises(RemoteError):
+        ep.receive(packet)
+    assert ep.snapshot() == before
+    assert [a.message.payload for a in ep.receive(FifoPacket(0, 1, 1, 1, "y"))] == ["y"]
+
+
+@pytest.mark.parametrize(
+    "packet",
+    [
+        FifoBatch(0, 1, 3, 2, ("a", 1, None, {"k": [1.5]})),
+        LamportBatch(2, 1, 7, ("a", "b")),
+        SkeenBatch(0, 4, 9, (0, 1, 2), ("x", 300), 2),
+        SkeenProposalBatch(1, 0, 4, (10, 11, 200)),
+        SkeenFinalBatch(0, 4, 2, (10, 12)),
+    ],
+)
+def test_batch_packets_encode_as_the_wire_format_says(packet):
+    data = codec.encode(packet)
+    assert data == wire_format.encode_reference(packet)
+    assert codec.decode(data) == packet == wire_format.decode_reference(data)
+    assert carried_message_ids(packet) == (
+        ()
+        if type(packet) in (SkeenProposalBatch, SkeenFinalBatch)
+        else tuple(
+            MessageId(packet.sender, packet.first_seq + i) for i in range(len(packet.payloads))
+        )
+    )
