@@ -100,9 +100,10 @@ class StateRequest:
 class Excluded:
     """This process is no longer a member: the group installed ``view`` without it
     (suspected, cut off in a minority, or it left). ``dropped``: its own messages that
-    will never be delivered. With ``rejoining`` the endpoint now asks to join again as
-    a new incarnation: the application drops its state and waits for the ViewChange
-    that brings the transferred state."""
+    will never be delivered (those it sent in the view and did not deliver; what it
+    queued unsent goes out after it rejoins, unless it left). With ``rejoining`` the
+    endpoint now asks to join again as a new incarnation: the application drops its
+    state and waits for the ViewChange that brings the transferred state."""
 
     view: View
     dropped: tuple[MessageId, ...] = ()
