@@ -196,9 +196,12 @@ def restore(saved: Saved, fresh: Any, where: str, rejoin: Collection[int] | None
     if rejoin is not None:
         marks = saved.marks
         done.endpoint = rejoined(done.endpoint, rejoin, sent=marks.sent if marks else 0,
-                                 incarnation=marks.incarnation if marks else 0)  # fmt: skip
+                                 incarnation=marks.incarnation if marks else 0,
+                                 requeue=saved.cut is None)  # fmt: skip
         done.redelivered, done.owed, done.rebase = [], None, True
-        done.unsent = Unsent()
+        group = group_of(done.endpoint)
+        if group is None or not group.unsent():  # else it goes out, and is written, later
+            done.unsent = Unsent()
     return done
 
 
