@@ -13,7 +13,9 @@ import asyncio
 import importlib.util
 import json
 import os
+import signal
 import subprocess
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -349,15 +351,46 @@ def _our_namespaces() -> set[str]:
     return {n for n in names if n.startswith(f"mrn{os.getpid() % 100000:05d}")}
 
 
+def _our_processes(folder: Path) -> list[str]:
+    """Processes still running whose command line names ``folder`` (a run's members and
+    proxies all do)."""
+    found = []
+    for proc in Path("/proc").iterdir():
+        try:
+            cmd = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:  # gone meanwhile, or not a process
+            continue
+        if proc.name.isdigit() and str(folder) in cmd:
+            found.append(f"{proc.name}: {cmd[:200]}")
+    return found
+
+
+@pytest.fixture
+def sigterm_unwinds() -> Iterator[None]:
+    """SIGTERM (a CI job's timeout) unwinds the test like Ctrl-C, so the run still ends
+    every process it started and removes its namespaces (as the nemesis CLI does)."""
+
+    def interrupted(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt
+
+    old = signal.signal(signal.SIGTERM, interrupted)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, old)
+
+
 @needs_root
 @pytest.mark.nemesis
 @pytest.mark.slow
+@pytest.mark.usefixtures("sigterm_unwinds")
 def test_a_cbcast_group_survives_one_fault_of_every_kind(tmp_path: Path) -> None:
     faults = parse_schedule(CI_SCHEDULE)
     group = MailroomGroup("cbcast", 3, tmp_path, count=1000, interval=0.1, heartbeat=0.3,
                           suspect_after=3.0)  # fmt: skip
     result = run_schedule(group, faults, seed=1, timing=Timing(recover=30.0, settle=120.0))
     assert not _our_namespaces()  # every namespace, link and rule went with the run
+    assert not _our_processes(tmp_path)  # and every member and proxy it started
     v = result.verdict
     assert v.checked[:4] == ["integrity", "fifo", "causal", "liveness"]
     assert not any(v.violations.values()), (v.violations, v.notes)
@@ -375,6 +408,7 @@ def test_a_cbcast_group_survives_one_fault_of_every_kind(tmp_path: Path) -> None
 @pytest.mark.nemesis
 @pytest.mark.slow
 @pytest.mark.skipif(importlib.util.find_spec("pysyncobj") is None, reason="needs pysyncobj")
+@pytest.mark.usefixtures("sigterm_unwinds")
 def test_pysyncobj_replicas_under_kill_partition_and_pause(tmp_path: Path) -> None:
     from mailroom.testing.nemesis.raft import RaftGroup
 
@@ -382,6 +416,7 @@ def test_pysyncobj_replicas_under_kill_partition_and_pause(tmp_path: Path) -> No
     group = RaftGroup(3, tmp_path, count=300, interval=0.1)
     result = run_schedule(group, faults, seed=1, timing=Timing(recover=30.0, settle=120.0))
     assert not _our_namespaces()
+    assert not _our_processes(tmp_path)
     v = result.verdict
     assert v.acked > 0 and (tmp_path / "raft-trace.jsonl").exists()
     assert v.violations["diverged"] == v.violations["applied_twice"] == 0, v.notes
