@@ -13,7 +13,9 @@ import asyncio
 import importlib.util
 import json
 import os
+import signal
 import subprocess
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -349,15 +351,46 @@ def _our_namespaces() -> set[str]:
     return {n for n in names if n.startswith(f"mrn{os.getpid() % 100000:05d}")}
 
 
+def _our_processes(folder: Path) -> list[str]:
+    """Processes still running whose command line names ``folder`` (a run's members and
+    proxies all do)."""
+    found = []
+    for proc in Path("/proc").iterdir():
+        try:
+            cmd = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:  # gone meanwhile, or not a process
+            continue
+        if proc.name.isdigit() and str(folder) in cmd:
+            found.append(f"{proc.name}: {cmd[:200]}")
+    return found
+
+
+@pytest.fixture
+def sigterm_unwinds() -> Iterator[None]:
+    """SIGTERM (a CI job's timeout) unwinds the test like Ctrl-C, so the run still ends
+    every process it started and removes its namespaces (as the nemesis CLI does)."""
+
+    def interrupted(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt
+
+    old = signal.signal(signal.SIGTERM, interrupted)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, old)
+
+
 @needs_root
 @pytest.mark.nemesis
 @pytest.mark.slow
+@pytest.mark.usefixtures("sigterm_unwinds")
 def test_a_cbcast_group_survives_one_fault_of_every_kind(tmp_path: Path) -> None:
     faults = parse_schedule(CI_SCHEDULE)
     group = MailroomGroup("cbcast", 3, tmp_path, count=1000, interval=0.1, heartbeat=0.3,
                           suspect_after=3.0)  # fmt: skip
     result = run_schedule(group, faults, seed=1, timing=Timing(recover=30.0, settle=120.0))
     assert not _our_namespaces()  # every namespace, link and rule went with the run
+    assert not _our_processes(tmp_path)  # and every member and proxy it started
     v = result.verdict
     assert v.checked[:4] == ["integrity", "fifo", "causal", "liveness"]
     assert not any(v.violations.values()), (v.violations, v.notes)
@@ -375,6 +408,7 @@ def test_a_cbcast_group_survives_one_fault_of_every_kind(tmp_path: Path) -> None
 @pytest.mark.nemesis
 @pytest.mark.slow
 @pytest.mark.skipif(importlib.util.find_spec("pysyncobj") is None, reason="needs pysyncobj")
+@pytest.mark.usefixtures("sigterm_unwinds")
 def test_pysyncobj_replicas_under_kill_partition_and_pause(tmp_path: Path) -> None:
     from mailroom.testing.nemesis.raft import RaftGroup
 
@@ -382,6 +416,7 @@ def test_pysyncobj_replicas_under_kill_partition_and_pause(tmp_path: Path) -> No
     group = RaftGroup(3, tmp_path, count=300, interval=0.1)
     result = run_schedule(group, faults, seed=1, timing=Timing(recover=30.0, settle=120.0))
     assert not _our_namespaces()
+    assert not _our_processes(tmp_path)
     v = result.verdict
     assert v.acked > 0 and (tmp_path / "raft-trace.jsonl").exists()
     assert v.violations["diverged"] == v.violations["applied_twice"] == 0, v.notes
@@ -474,3 +509,52 @@ def test_a_coordinator_restarted_before_its_exclusion_is_let_back_in() -> None:
     _steps(sim, 1000)
     for p in range(3):
         assert [m.payload for m in sim.delivered[p]][-1] == "after the restart"
+
+
+def _cut_steps(sim: Simulation, steps: int, side: set[int]) -> None:
+    """``_steps`` with ``side`` cut off from the rest: packets across are lost."""
+    for _ in range(steps):
+        if sim.in_flight:
+            p = sim.packets()[0]
+            if (p.src in side) != (p.dst in side):
+                sim.drop(p.id)
+            else:
+                sim.arrive(p.id)
+            continue
+        timed = [(d, q) for q, ep in enumerate(sim.endpoints)
+                 if q not in sim.stopped and (d := ep.next_deadline()) is not None]  # fmt: skip
+        if not timed:
+            return
+        sim.fire(min(timed)[1])
+
+
+def test_what_a_member_queued_while_frozen_in_a_minority_goes_out_after_it_rejoins() -> None:
+    """The CI schedule's ``partition 0 | 1,2``: P0, the coordinator, suspects P1 first and
+    opens a flush (frozen: its application's broadcasts are queued), then suspects P2
+    too and can finish nothing; the majority installs [1, 2]. When the partition heals
+    P0 learns it is out and rejoins: what its application issued while it was frozen
+    never went on the wire, so it goes out in the first view P0 runs in with the state
+    (it used to be dropped, its send never traced: the client never finished)."""
+    sim = Simulation(_members(3, 3), adversarial=True)
+    sim.broadcast(0, "before")
+    _steps(sim, 200)
+    sim.suspect(0, 1)  # P0 coordinates a view [0, 2] and is frozen
+    assert sim.endpoints[0].flushing
+    queued = [sim.broadcast(0, f"queued {k}") for k in range(3)]
+    sim.suspect(0, 2)
+    for p in (1, 2):
+        sim.suspect(p, 0)
+    _cut_steps(sim, 3000, {0})
+    assert view_of(sim.endpoints[1]) == View(2, (1, 2)) and sim.endpoints[0].flushing
+    _steps(sim, 5000)  # healed: P0 is told it is out, rejoins, gets the state
+    assert [view_of(ep) for ep in sim.endpoints] == [View(3, (0, 1, 2))] * 3
+    (who, excluded), *more = sim.excluded
+    assert who == 0 and not more and not set(queued) & set(excluded.dropped)
+    sim.broadcast(0, "after")
+    _steps(sim, 1000)
+    for p in range(3):
+        got = [m.payload for m in sim.delivered[p] if m.sender == 0]
+        assert got[-4:] == ["queued 0", "queued 1", "queued 2", "after"], (p, got)
+    report = check(sim.trace, ["integrity", "fifo", "causal", "view_agreement", "same_view",
+                                 "virtual_synchrony"])  # fmt: skip
+    assert report.ok, report.summary()

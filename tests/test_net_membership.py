@@ -303,6 +303,12 @@ def test_a_send_during_a_flush_is_traced_in_the_view_it_goes_out_in(tmp_path: Pa
     again._compact(strict=True)
     again = Node(founder(0), peers, KEY, checkpoint=ckpt, trace=trace)
     assert again._tracer is not None and MessageId(0, 2) in again._tracer.unsent.waiting
+    # Restarted with --join (after a kill -9): its next incarnation keeps the queue, with
+    # the id it had, for its first view with the state (it used to be lost unwritten).
+    back = Node(founder(0), peers, KEY, checkpoint=ckpt, trace=trace, rejoin=[1])
+    assert back.endpoint.unsent() == ["during the flush"] and back.endpoint.incarnation == 1
+    assert back.endpoint.sent_count == 2 and back.stats.sent == 2
+    assert back._tracer is not None and MessageId(0, 2) in back._tracer.unsent.waiting
 
 
 def test_join_state_false_suspicion_and_replay_in_one_process(tmp_path: Path) -> None:

@@ -104,10 +104,12 @@ class Excluded:
     """This process is no longer a member: the group installed ``view`` without it
     (suspected, cut off in a minority, or it left). ``dropped``: its own messages this
     process did not deliver and will not: ``unsent``, those it issued and never sent
-    (nobody delivers them), and the others (``in_doubt``), which it sent and which the
-    members of ``view`` may or may not have delivered. With ``rejoining`` the endpoint
-    now asks to join again as a new incarnation: the application drops its state and
-    waits for the ViewChange that brings the transferred state."""
+    (only when it left: a member that rejoins keeps its queue, with its ids, for the
+    first view its next incarnation runs in with the state), and the others
+    (``in_doubt``), which it sent and which the members of ``view`` may or may not have
+    delivered. With ``rejoining`` the endpoint now asks to join again as a new
+    incarnation: the application drops its state and waits for the ViewChange that
+    brings the transferred state."""
 
     view: View
     dropped: tuple[MessageId, ...] = ()

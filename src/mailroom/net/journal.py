@@ -152,13 +152,25 @@ class Restored:
         last: dict[str, Any] = self.saved.last if self.saved is not None else {}
         return max(int(last.get("sent", 0)), self.used), int(last.get("delivered", 0))
 
-    def rejoin(self, contacts: Collection[int], used: int = 0, incarnation: int = 0) -> None:
+    def rejoin(
+        self,
+        contacts: Collection[int],
+        used: int = 0,
+        incarnation: int = 0,
+        *,
+        requeue: bool = True,
+    ) -> None:
         """Replace the endpoint by its next incarnation, asking ``contacts``, its ids
-        counting on after ``used`` and its own last ones (``membership.rejoined``)."""
+        counting on after ``used`` and its own last ones (``membership.rejoined``); what
+        the old one queued and never sent is queued again (``requeue``: not after a cut
+        log, when it may have gone out), its send events written when it goes out."""
         self.used = max(self.used, used, int(self.endpoint.sent_count))
-        self.endpoint = rejoined(self.endpoint, contacts, sent=self.used, incarnation=incarnation)
+        self.endpoint = rejoined(self.endpoint, contacts, sent=self.used,
+                                 incarnation=incarnation, requeue=requeue)  # fmt: skip
         self.redelivered, self.owed, self.rebase = [], None, True
-        self.unsent = Unsent()
+        group = group_of(self.endpoint)
+        if group is None or not group.unsent():  # else it goes out, and is written, later
+            self.unsent = Unsent()
 
 
 def resume(path: Path | None, fresh: Any, n: int, rejoin: Collection[int] | None) -> Restored:
@@ -214,7 +226,8 @@ def restore(saved: Saved, fresh: Any, where: str, rejoin: Collection[int] | None
         rejoin = rejoin or ()
     if rejoin is not None:
         marks = saved.marks
-        done.rejoin(rejoin, marks.sent if marks else 0, marks.incarnation if marks else 0)
+        done.rejoin(rejoin, marks.sent if marks else 0, marks.incarnation if marks else 0,
+                    requeue=saved.cut is None)  # fmt: skip
     return done
 
 

@@ -71,14 +71,21 @@ def queues_sends(endpoint: Any) -> bool:
 
 
 def rejoined(
-    endpoint: Any, contacts: Collection[int], *, sent: int = 0, incarnation: int = 0
+    endpoint: Any,
+    contacts: Collection[int],
+    *,
+    sent: int = 0,
+    incarnation: int = 0,
+    requeue: bool = True,
 ) -> Any:
     """A joiner that takes over from ``endpoint`` (a group endpoint restored from a
     checkpoint): its next incarnation, with the same options, asking ``contacts``
     (default: the other members of its last view), its message ids counting on from
-    the last one it used. ``sent`` and ``incarnation``: what the process is known to
-    have reached (a log cut after them): ids start after ``sent``, the incarnation
-    above ``incarnation``."""
+    the last one it used. ``sent`` and ``incarnation``: what the process is known to have reached (a log cut after
+    them): ids start after ``sent``, the incarnation above ``incarnation``. What the old
+    incarnation queued and never sent is queued again with its ids (``requeue``; not
+    after a cut log, or if ``sent`` says the process went further: it may have gone
+    out)."""
     old = group_of(endpoint)
     if old is None:
         raise LocalError(f"only a group member can rejoin, not {type(endpoint).__name__}")
@@ -95,7 +102,10 @@ def rejoined(
         safe=old.safe,
         incarnation=max(old.incarnation, incarnation) + 1,
     )
-    group.sent_count = max(old.sent_count, sent)
+    queue = old.unsent() if requeue and sent <= old.sent_count else []
+    group.sent_count = max(old.sent_count, sent) - len(queue)
+    for payload in queue:  # a joiner queues them for its first view with the state
+        group.broadcast(payload)
     if isinstance(endpoint, HeartbeatDetector):
         return HeartbeatDetector(group, interval=endpoint.interval, timeout=endpoint.timeout)
     return group

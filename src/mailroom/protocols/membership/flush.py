@@ -28,7 +28,9 @@ Rules, in words (``MEMBER`` and ``COORDINATOR`` below are the same rules as data
   that view. A message issued before that (while frozen, or by a joiner that waits
   for the state) waits in the sender's queue, keeping the id it was given, for the
   first view in which the sender runs with the state: the sender's Promise counts
-  only what it sent, so the next view numbers the queued messages after that.
+  only what it sent, so the next view numbers the queued messages after that. A
+  member excluded meanwhile keeps its queue as it rejoins (its Join counts only what
+  it sent); only a member that left drops it.
 """
 
 from __future__ import annotations

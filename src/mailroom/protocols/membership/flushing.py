@@ -257,16 +257,22 @@ class Flushing(Member):
         return actions
 
     def _exclude(self, view: View, commit: Commit) -> list[Action]:
-        """This incarnation is not in ``view``: report it and, unless it left, rejoin."""
+        """This incarnation is not in ``view``: report it and, unless it left, rejoin.
+        Its messages of the old view that it did not deliver are dropped; what its
+        application issued and never sent (the queue) waits, as a joiner's does, for
+        the first view it runs in with the state, unless it left."""
         installed = self._epoch.installed
         in_doubt = [] if installed is None else installed.own_ids()
-        first = self.sent_count - len(self._outbox)
-        unsent = tuple(MessageId(self.pid, first + k + 1) for k in range(len(self._outbox)))
         rejoin = not self._left
+        unsent: tuple[MessageId, ...] = ()
+        if not rejoin:
+            first = self.sent_count - len(self._outbox)
+            unsent = tuple(MessageId(self.pid, first + k + 1) for k in range(len(self._outbox)))
+            self._outbox = []
         self._last_commit = commit
         self._epoch = Epoch(self.pid, self.n)
         self._changes = Changes(self.n)
-        self._outbox, self._future = [], []
+        self._future = []
         actions: list[Action] = [Excluded(view, (*in_doubt, *unsent), rejoin, unsent)]
         if not rejoin:
             self._gone = True

@@ -87,6 +87,11 @@ class Group(Flushing):
             return None
         return self.view.id + 1 if self.flushing else self.view.id
 
+    def unsent(self) -> list[Payload]:
+        """The broadcasts issued and not sent yet (queued while the view changes or while
+        joining), oldest first: the ids ``sent_count - len(unsent()) + 1`` onwards."""
+        return [payload for payload, _ in self._outbox]
+
     @property
     def suspects(self) -> frozenset[int]:
         return frozenset(self._changes.suspects)

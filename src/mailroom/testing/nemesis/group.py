@@ -100,6 +100,10 @@ class MailroomGroup:
         if kept:
             more.append(f"{len(kept)} lost message(s) had been delivered by a member that went"
                         f" on into the next view, e.g. {sorted(kept)[:5]}")  # fmt: skip
+        if len(missing) > len(kept):
+            more.append(f"{len(missing) - len(kept)} of those held by no member were lost "
+                        "with a minority: delivered only by members then excluded or "
+                        "killed (a Group delivers non-uniformly: not a violation)")  # fmt: skip
         return Verdict(self.properties(), counts, len(acked), len(kept), len(missing) - len(kept),
                        divergent, duplicates, notes + more, shown)  # fmt: skip
 
