@@ -81,11 +81,11 @@ def rejoined(
     """A joiner that takes over from ``endpoint`` (a group endpoint restored from a
     checkpoint): its next incarnation, with the same options, asking ``contacts``
     (default: the other members of its last view), its message ids counting on from
-    the last one it used. ``sent`` and ``incarnation``: what the process is known to have reached (a log cut after
-    them): ids start after ``sent``, the incarnation above ``incarnation``. What the old
-    incarnation queued and never sent is queued again with its ids (``requeue``; not
-    after a cut log, or if ``sent`` says the process went further: it may have gone
-    out)."""
+    the last one it used. ``sent`` and ``incarnation``: what the process is known to
+    have reached (a log cut after them): ids start after ``sent``, the incarnation
+    above ``incarnation``. What the old incarnation queued and never sent is queued
+    again with its ids (``requeue``; not after a cut log, or if ``sent`` says the
+    process went further: it may have gone out)."""
     old = group_of(endpoint)
     if old is None:
         raise LocalError(f"only a group member can rejoin, not {type(endpoint).__name__}")
