@@ -167,12 +167,20 @@ class SimGroup:
         group = group_of(sim.endpoints[pid])
         incarnation = group.incarnation if group is not None else None
         self._resolve(replica.view_changed(change, incarnation=incarnation))
+        sim.later(lambda: self._hello(sim, pid))
+        if self.on_view is not None:
+            self.on_view(pid, change)
+
+    def _hello(self, sim: Simulation, pid: int) -> None:
+        """The replica's first message in a view, after the step that installed it (its
+        queued calls go first: ids go out in order)."""
+        replica = self.replicas[pid]
+        if replica is None or pid in sim.hosts.stopped:
+            return
         mid = MessageId(pid, sim.endpoints[pid].sent_count + 1)
         hello = replica.hello(mid)
         if hello is not None:
             sim.broadcast(pid, hello)
-        if self.on_view is not None:
-            self.on_view(pid, change)
 
     def _on_state(self, sim: Simulation, pid: int, view: int) -> Payload:
         replica = self.replicas[pid]

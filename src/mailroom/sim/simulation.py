@@ -160,6 +160,8 @@ class Simulation:
         self.on_transmit = on_transmit
         self.on_view = on_view
         self.on_state = on_state
+        self._applying = 0
+        self._later: list[Callable[[], object]] = []
         self.metrics = Metrics()
         self.agenda = Agenda()
         timed = None if adversarial else self.agenda
@@ -403,7 +405,25 @@ class Simulation:
         return actions
 
     # -- applying a step's actions -----------------------------------------------------------
+    def later(self, call: Callable[[], object]) -> None:
+        """Run ``call`` once the actions being applied now are all applied (at once if
+        none are): a hook that sends from ``on_view`` goes after the step that
+        installed the view, as on a real host, not between that step's actions."""
+        if self._applying:
+            self._later.append(call)
+        else:
+            call()
+
     def _apply(self, pid: int, actions: list[Action]) -> None:
+        self._applying += 1
+        try:
+            self._apply_list(pid, actions)
+        finally:
+            self._applying -= 1
+        while not self._applying and self._later:
+            self._later.pop(0)()
+
+    def _apply_list(self, pid: int, actions: list[Action]) -> None:
         queued = self.recorder.queued[pid]
         for action in actions:
             if isinstance(action, Transmit):
