@@ -81,6 +81,7 @@ class Inbound(asyncio.Protocol):
                     items = self.opener.open_many(body)
                 else:
                     raise fr.FrameError("garbage", f"frame type {kind} after the handshake")
+                self.owner.stats.data_frames_in += 1
                 try:
                     batch += self._decode_all(items)  # the whole frame, or none of it
                 except Mislabeled as exc:  # authentic, numbered: refused, the link stays

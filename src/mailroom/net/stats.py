@@ -41,7 +41,11 @@ class NetStats:
     whether they travelled alone in a DATA frame or with others in a BATCH frame).
 
     ``mislabeled`` counts authentic frames refused whole because a packet carries
-    another message than its frame header names (the link stays up)."""
+    another message than its frame header names (the link stays up). ``data_frames_in``
+    and ``data_frames_out`` count the DATA and BATCH frames themselves, ``steps`` the
+    endpoint's steps; ``unsent`` counts broadcasts an endpoint refused as a batch after
+    the calls had returned (an endpoint whose ``broadcast_many`` refuses what its
+    ``broadcast`` accepts; never one of the library's)."""
 
     frames_in: int = 0
     frames_out: int = 0
@@ -61,6 +65,10 @@ class NetStats:
     evicted: int = 0
     io_errors: int = 0
     mislabeled: int = 0
+    data_frames_in: int = 0
+    data_frames_out: int = 0
+    steps: int = 0
+    unsent: int = 0
 
     def to_dict(self) -> dict[str, int]:
         return attrs.asdict(self)
