@@ -91,8 +91,10 @@ class Outgoing:
         self.defer = self.gather and has_batch_form(endpoint)
         #: Messages in the lot.
         self.count = 0
-        #: Broadcasts not given to the endpoint yet (``defer``).
+        #: Broadcasts not given to the endpoint yet (``defer``), and the endpoint's
+        #: message count when the first of them came (the ids count on from it).
         self.payloads: list[Payload] = []
+        self.base = 0
         #: The lot's steps, gathered: actions, logged inputs, trace lines.
         self.actions: list[Action] = []
         self.ops: list[Any] = []
@@ -109,11 +111,16 @@ class Outgoing:
             require(self.endpoint, "broadcast")
         check_payload(payload)
         payloads = self.payloads
+        if not payloads:
+            self.base = self.endpoint.sent_count
         payloads.append(payload)
         self.stats.sent += 1
-        mid = MessageId(self.pid, self.endpoint.sent_count + len(payloads))
-        self._added(1)
-        return mid
+        self.count += 1
+        if self.count >= LOT_LIMIT:
+            self.flush()
+        elif not self._due:
+            self._schedule()
+        return MessageId(self.pid, self.base + len(payloads))
 
     def send(self, payload: Payload, to: int) -> MessageId:
         return self._issue(payload, to)
@@ -127,7 +134,9 @@ class Outgoing:
         if not batch:
             return []
         if self.defer:
-            first = ep.sent_count + len(self.payloads) + 1
+            if not self.payloads:
+                self.base = ep.sent_count
+            first = self.base + len(self.payloads) + 1
             self.payloads += batch
             self.stats.sent += len(batch)
             self._added(len(batch))
@@ -188,12 +197,16 @@ class Outgoing:
         if self.count >= LOT_LIMIT:
             self.flush()
         elif not self._due:
-            self._due = True
-            loop = asyncio.get_running_loop()
-            if self.linger > 0:
-                loop.call_later(self.linger, self._end_of_turn)
-            else:
-                loop.call_soon(self._end_of_turn)
+            self._schedule()
+
+    def _schedule(self) -> None:
+        """The lot's first message: take the lot once this turn is over (or lingered)."""
+        self._due = True
+        loop = asyncio.get_running_loop()
+        if self.linger > 0:
+            loop.call_later(self.linger, self._end_of_turn)
+        else:
+            loop.call_soon(self._end_of_turn)
 
     def _end_of_turn(self) -> None:
         self._due = False
@@ -219,7 +232,7 @@ class Outgoing:
             return
         self.payloads = []
         ep = self.endpoint
-        first = ep.sent_count + 1
+        first = self.base + 1
         parts = frame_parts(payloads) if len(payloads) > 1 else [payloads]
         actions = self.actions
         done = 0
