@@ -238,7 +238,7 @@ class Node:
         """Stop listening, close every connection, write the last checkpoint."""
         if self._closed:
             return
-        self._out.flush()  # the sends of this turn are steps like the others
+        self._out.close()  # the sends of this turn are a step like the others
         self._closed = True
         if self._timer is not None:
             self._timer.cancel()

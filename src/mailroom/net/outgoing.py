@@ -102,6 +102,7 @@ class Outgoing:
         #: Called after the lot is taken at the end of a turn (write to the peers now).
         self.after_turn: Callable[[], None] = lambda: None
         self._due = False
+        self._timer: asyncio.TimerHandle | None = None
 
     # -- the application's calls -------------------------------------------------------
     def broadcast(self, payload: Payload) -> MessageId:
@@ -204,12 +205,13 @@ class Outgoing:
         self._due = True
         loop = asyncio.get_running_loop()
         if self.linger > 0:
-            loop.call_later(self.linger, self._end_of_turn)
+            self._timer = loop.call_later(self.linger, self._end_of_turn)
         else:
             loop.call_soon(self._end_of_turn)
 
     def _end_of_turn(self) -> None:
         self._due = False
+        self._timer = None
         if self.count:
             self.flush()
             self.after_turn()
@@ -223,6 +225,13 @@ class Outgoing:
         self.actions, self.ops, self.lines, self.count = [], [], [], 0
         self.take(actions, ops, lines)
 
+    def close(self) -> None:
+        """Take the lot, and forget the linger's timer."""
+        self.flush()
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+
     def _materialize(self) -> None:
         """Give the lot's broadcasts to the endpoint: a part of one payload as a
         ``broadcast``, a longer one through ``broadcast_many`` (parts of at most half a
@@ -231,6 +240,7 @@ class Outgoing:
         if not payloads:
             return
         self.payloads = []
+        self.flow.changed()
         ep = self.endpoint
         first = self.base + 1
         parts = frame_parts(payloads) if len(payloads) > 1 else [payloads]
