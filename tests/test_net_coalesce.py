@@ -482,3 +482,35 @@ def test_a_lot_is_taken_before_anything_else_happens(tmp_path: Path) -> None:
     report = check([e for p in range(3) for e in read_jsonl(tmp_path / f"t{p}.jsonl")],
                    ["integrity", "fifo", "causal", "liveness"])  # fmt: skip
     assert report.ok, report.summary()
+
+
+class _NoBatches(CBCAST):
+    """Breaks the batch form's contract: refuses, as a batch, what ``broadcast`` takes."""
+
+    def broadcast_many(self, payloads: Any) -> Any:
+        raise LocalError("no batches today")
+
+
+def test_an_endpoint_that_refuses_a_lot_after_the_calls_is_reported(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    socks = listening_sockets(3)
+
+    async def main() -> tuple[list[MessageId], list[Message], Any, int]:
+        got: list[Message] = []
+        node = Node(Stack(Reliable(0, 3), _NoBatches(0, 3)), table_of(socks), KEY,
+                    listen=socks[0], on_deliver=got.append)  # fmt: skip
+        await node.start()
+        mids = [node.broadcast(k) for k in range(3)]
+        await asyncio.sleep(0)
+        stats = node.stats.to_dict()
+        alone = node.broadcast("alone")  # a lot of one is a plain broadcast
+        await asyncio.sleep(0)
+        await node.close()
+        return [*mids, alone], got, stats, node.endpoint.sent_count
+
+    mids, got, stats, count = asyncio.run(main())
+    assert mids == [MessageId(0, 1), MessageId(0, 2), MessageId(0, 3), MessageId(0, 1)]
+    assert (stats["sent"], stats["unsent"]) == (0, 3)
+    assert [(m.id, m.payload) for m in got] == [(MessageId(0, 1), "alone")] and count == 1
+    assert "refused 3 broadcasts as a batch" in caplog.text

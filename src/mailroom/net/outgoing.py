@@ -115,13 +115,14 @@ class Outgoing:
         if not payloads:
             self.base = self.endpoint.sent_count
         payloads.append(payload)
+        mid = MessageId(self.pid, self.base + len(payloads))
         self.stats.sent += 1
         self.count += 1
         if self.count >= LOT_LIMIT:
             self.flush()
         elif not self._due:
             self._schedule()
-        return MessageId(self.pid, self.base + len(payloads))
+        return mid
 
     def send(self, payload: Payload, to: int) -> MessageId:
         return self._issue(payload, to)
