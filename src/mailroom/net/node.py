@@ -9,15 +9,16 @@ loses what it had not written down. That is the ``Reliable`` layer's job (it
 retransmits until acknowledged) together with checkpoints, so run
 ``Stack(Reliable(...), ...)`` when nothing may be lost.
 
-A ``Node`` puts four parts together: the ``Transport`` (connections, handshake,
-frames: ``transport``), the step ``Engine`` (``steps``), the ``Journal`` (trace
-and checkpoint: ``journal``, ``store``) and the ``Tracer`` (``tracing``).
+A ``Node`` puts five parts together: the ``Transport`` (connections, handshake,
+frames: ``transport``), the step ``Engine`` (``steps``), ``Outgoing`` (the
+application's sends of one turn: ``outgoing``), the ``Journal`` (trace and
+checkpoint: ``journal``, ``store``) and the ``Tracer`` (``tracing``).
 Rules, in words:
 
-- Every step of the endpoint (a send by the application, a batch of frames that
-  arrived together, a timer) is handled the same way: persist, then act. The
-  step's trace events and its inputs (in the checkpoint's log) are written
-  first; only then do the ``Transmit`` packets go on the wire (or, to itself,
+- Every step of the endpoint (the sends of one turn of the event loop, a batch of
+  frames that arrived together, a timer) is handled the same way: persist, then
+  act. The step's trace events and its inputs (in the checkpoint's log) are
+  written first; only then do the ``Transmit`` packets go on the wire (or, to itself,
   back into the endpoint) and the ``Deliver`` messages reach the application
   (a callback, or ``deliveries()``, an async iterator). Timers: ``tick(now)``
   runs at ``next_deadline()`` on the event loop's clock.
