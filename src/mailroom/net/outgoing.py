@@ -162,10 +162,11 @@ class Outgoing:
         return mids
 
     def _issue(self, payload: Payload, to: int | None) -> MessageId:
-        """One send given to the endpoint now: its errors are the call's."""
-        self._materialize()
+        """One send given to the endpoint now (after the lot's broadcasts): its errors
+        are the call's."""
         ep = self.endpoint
         require(ep, "broadcast" if to is None else "unicast")
+        self._materialize()
         mid = MessageId(self.pid, ep.sent_count + 1)
         queued = self.member and queues_sends(ep)
         actions = ep.broadcast(payload) if to is None else ep.send(payload, to=to)
