@@ -48,7 +48,7 @@ autodoc_typehints = "description"
 suppress_warnings = ["myst.header", "myst.xref_missing"]
 
 #: Pages in the order the index lists them; any other page goes under "More".
-LEARN = ["getting-started", "story", "notebooks", "lab", "diagrams"]
+LEARN = ["getting-started", "story", "notebooks", "lab", "writing-a-protocol", "diagrams"]
 PROTOCOLS = [
     "causal",
     "total-order",
@@ -58,6 +58,7 @@ PROTOCOLS = [
     "security",
     "ks",
     "membership",
+    "replicated",
 ]
 TOOLS = [
     "simulator",

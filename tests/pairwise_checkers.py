@@ -11,8 +11,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from mailroom.core.messages import MessageId
-from mailroom.trace.checkers import Violation, _deliveries, happened_before, send_clocks
+from mailroom.trace.checkers import Violation, happened_before, send_clocks
 from mailroom.trace.events import Event
+from mailroom.trace.history import deliveries as _deliveries
 
 
 def _order_violations(

@@ -237,6 +237,13 @@ def test_reference_report_files_and_no_report_without_out(
     assert (tmp_path / "r" / "summary.txt").read_text().startswith("checked ")
 
 
+#: One valid JSON Lines row (a send nobody delivers), for the bad variants below.
+ROW = (
+    b'{"run": "r", "process": 0, "seq": 1, "kind": "send", "message": [0, 1], '
+    b'"sender": 0, "dest": [1]}\n'
+)
+
+
 def _exit_and_err(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[Any, str]:
     code = _exit_code(argv)
     return code, capsys.readouterr().err
@@ -252,6 +259,12 @@ def _exit_and_err(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[
         (b"[" * 100_000 + b"]" * 100_000 + b"\n", ":1: nested too deeply"),
         (b'{"run": "r"}\nnot json\n', ":1: missing field 'process'"),
         (b"\xff\xfe\n", ":1: not UTF-8 text"),
+        (ROW.replace(b'"r"', b'"r\\ud800"'), ":1: not text: a lone surrogate escape"),
+        (ROW.replace(b'"r"', b'{"\\udc00": 1}'), ":1: not text: a lone surrogate escape"),
+        (ROW.replace(b'"seq": 1', b'"seq": ' + b"9" * 5000), ":1: not JSON (a number longer"),
+        (ROW.replace(b'"seq": 1', b'"seq": ' + b"9" * 30), ":1: field 'seq' holds a number"),
+        (ROW.replace(b'"dest": [1]', b'"dest": [1, 9223372036854775808]'), ":1: field 'dest'"),
+        (b'{"header": {"producer": "\\ud800"}}\n' + ROW, ":1: not text"),
     ],
 )
 def test_bad_traces_exit_2_with_one_line(
@@ -353,3 +366,39 @@ def test_a_parquet_trace_keeps_its_promises(
     assert main(["check", str(tmp_path / "t.parquet")]) == 0
     out = capsys.readouterr().out
     assert "causal     not promised by fifo (not checked)" in out and "fifo       ok" in out
+
+
+@pytest.mark.parametrize(
+    ("option", "words"),
+    [
+        (["--witnesses", "-1"], "--witnesses must be between 0 and 1000"),
+        (["--witnesses", "5000"], "--witnesses must be between 0 and 1000"),
+        (["--in-flight", "nan"], "--in-flight must be a finite number"),
+        (["--in-flight", "inf"], "--in-flight must be a finite number"),
+        (["--in-flight", "-1"], "--in-flight must be a finite number"),
+    ],
+)
+def test_bad_options_exit_2_with_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], option: list[str], words: str
+) -> None:
+    trace = tmp_path / "t.jsonl"
+    trace.write_bytes(ROW)
+    for engine in ("reference", "spark"):
+        code, err = _exit_and_err(["check", str(trace), "--engine", engine, *option], capsys)
+        assert code == 2 and words in err and err.count("\n") == 1, err
+
+
+def test_a_shiviz_clock_of_thousands_of_digits_is_an_invalid_row(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from mailroom.trace.shiviz import SHIVIZ_PARSER
+
+    log = tmp_path / "big.log"
+    records = ['a {"a":1}', "x", 'b {"b":' + "9" * 5000 + "}", "y", 'c {"\\ud800":1}', "z"]
+    log.write_text(SHIVIZ_PARSER + "\n" + "\n".join(records) + "\n")
+    code = main(["check", str(log), "--engine", "reference", "--witnesses", "5"])
+    out = capsys.readouterr().out
+    assert code == 1, out
+    assert f"    {log}:4: clock is not JSON (a number longer than 4300 digits)" in out
+    assert f"    {log}:6: clock is not text: a lone surrogate escape (such as \\ud800)" in out
+    assert "invalid    2 row(s)" in out

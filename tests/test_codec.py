@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from mailroom import codec
 from mailroom.clocks import VectorClock
-from mailroom.core import codec as codec_module
+from mailroom.core import wire_format
 from mailroom.core.codec import value_size
 from mailroom.core.errors import LocalError, RemoteError
 from mailroom.core.messages import MessageId
@@ -196,7 +196,7 @@ def test_compact_against_json() -> None:
 def _bytes_of(packet_head: bytes, value: object) -> bytes:
     """A packet's bytes written past the encoder's checks: its head, then ``value``."""
     out = bytearray(packet_head)
-    codec_module._value(out, value, 0, [0])
+    wire_format.write_value(out, value, 0, [0])
     return bytes(out)
 
 
@@ -213,12 +213,12 @@ def test_a_payload_must_be_what_an_application_can_send() -> None:
 
 
 def _general_encode(packet: object) -> bytes:
-    return codec_module._general_encode(packet)
+    return wire_format.encode_reference(packet)
 
 
 def _general_decode(data: bytes) -> Any:
     try:
-        return ("ok", typed(codec_module._slow_decode(data)))
+        return ("ok", typed(wire_format.decode_reference(data)))
     except RemoteError as exc:
         return ("error", str(exc))
 

@@ -24,6 +24,7 @@ from hypothesis import strategies as st
 from mailroom import CBCAST, Reliable, Stack, codec
 from mailroom.clocks import VectorClock
 from mailroom.core import codec as codec_module
+from mailroom.core import wire_format
 from mailroom.core.actions import Deliver, Transmit
 from mailroom.core.codec import (
     DECODE_BASE_BYTES,
@@ -46,7 +47,7 @@ def tag(name: str) -> bytes:
 
 def varint(v: int) -> bytes:
     out = bytearray()
-    codec_module._varint(out, v)
+    wire_format.write_varint(out, v)
     return bytes(out)
 
 
@@ -255,7 +256,7 @@ def mutated(draw: st.DrawFn, source: st.SearchStrategy[object] | None = None) ->
 
 def general_outcome(data: bytes) -> tuple[str, Any]:
     try:
-        return ("ok", codec.encode(codec_module._slow_decode(data)))
+        return ("ok", codec.encode(wire_format.decode_reference(data)))
     except RemoteError as exc:
         return ("error", str(exc))
 
@@ -299,8 +300,8 @@ def test_batches_decode_on_the_fast_path(packet: object) -> None:
     assume(0 not in batch.vc)  # a clock with a zero entry is written sparse
     assume(not all(type(p) is int for p in batch.payloads))
     data = codec.encode(packet)
-    assert codec_module._fast_read_packet(data, 1, 0) == (packet, len(data))
-    assert codec.decode(data) == codec_module._slow_decode(data) == packet
+    assert codec_module._read_packet(data, 1, 0) == (packet, len(data))
+    assert codec.decode(data) == wire_format.decode_reference(data) == packet
 
 
 @given(batch_frames())
@@ -308,7 +309,7 @@ def test_the_fast_path_reads_a_batch_exactly_or_leaves_it(packet: object) -> Non
     """Whatever a batch holds, the fast decoder reads exactly it or gives it up."""
     data = codec.encode(packet)
     try:
-        read = codec_module._fast_read_packet(data, 1, 0)
+        read = codec_module._read_packet(data, 1, 0)
     except (codec_module._GiveUp, IndexError, UnicodeDecodeError):
         return
     assert read == (packet, len(data))
@@ -389,10 +390,10 @@ def unchecked_bytes(packet: object) -> bytes:
         for f in attrs.fields(type(p)):  # type: ignore[misc]
             value = getattr(p, f.name)
             if attrs.has(type(value)) and type(value) not in (VectorClock, MessageId):
-                out.append(codec_module.PACKET)
+                out.append(wire_format.PACKET)
                 write(value, depth + 1)
             else:
-                codec_module._value(out, value, depth, [0])
+                wire_format.write_value(out, value, depth, [0])
 
     write(packet, 0)
     return bytes(out)

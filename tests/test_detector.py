@@ -121,6 +121,7 @@ def test_it_offers_the_groups_capabilities() -> None:
     d = detector()
     assert d.capabilities == frozenset({"broadcast"})
     assert d.sending_view == 1 and d.view == View(1, (0, 1, 2)) and d.joined
+    assert d.status() == d.group.status() and d.status().view == d.view
     d.broadcast("hi")
     assert d.sent_count == 1
     with pytest.raises(LocalError):

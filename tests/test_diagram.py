@@ -332,7 +332,7 @@ def test_svg_and_matplotlib_draw_the_views() -> None:
     assert "view installed" in legend and "out of the group" in legend
 
 
-def test_a_send_during_a_flush_is_held_at_the_sender_until_the_next_view() -> None:
+def test_a_send_during_a_flush_is_drawn_where_it_goes_out_in_the_next_view() -> None:
     from mailroom import Group
 
     sim = Simulation([Group(p, 3, "cbcast", members=range(3)) for p in range(3)], adversarial=True)
@@ -346,15 +346,15 @@ def test_a_send_during_a_flush_is_held_at_the_sender_until_the_next_view() -> No
     assert [line[8:] for line in text.splitlines()] == [
         "P0                    P1                    P2",
         "V1 {0,1,2}            V1 {0,1,2}            V1 {0,1,2}",
-        "send m1 ─▶ all        │                     ✕ out",
-        "V2 {0,1} ┊ m1         │",
+        "V2 {0,1}              │                     ✕ out",
+        "send m1 ─▶ all        │",
         "deliver m1            │",
         "│                     V2 {0,1}",
         "│                     m1 ▶ recv",
         "│                     deliver m1",
     ]
     arrows = [(a.kind, a.dest, a.start, a.end) for a in layout(sim.trace).arrows]
-    assert arrows == [("held", 0, (0.0, 1.0), (0.0, 3.0)), ("message", 1, (0.0, 1.0), (1.0, 5.0))]
+    assert arrows == [("message", 1, (0.0, 2.0), (1.0, 4.0))]
 
 
 def test_text_columns_widen_for_long_cells() -> None:

@@ -2,20 +2,25 @@
 
 from __future__ import annotations
 
+import json
 import os
 import random
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from mailroom.codec import decode, encode
 from mailroom.core.actions import Deliver, Excluded, StateRequest, Transmit, View, ViewChange
+from mailroom.core.endpoint import same_data
 from mailroom.core.errors import LocalError, RemoteError
 from mailroom.core.messages import MessageId
 from mailroom.core.registry import restore_endpoint
-from mailroom.protocols.membership import Group, GroupData, Prepare
+from mailroom.protocols.membership import Freeze, Group, GroupData, Prepare, Round
 
 SEEDS = int(os.environ.get("GROUP_SEEDS", "8"))
+#: Snapshots written by the Group of an earlier release (see data/membership/README.md).
+EARLIER = Path(__file__).parent / "data" / "membership" / "snapshots-before-split.json"
 
 
 class Net:
@@ -200,6 +205,8 @@ def test_leave() -> None:
     assert net.eps[0].view == View(2, (0, 1))
     with pytest.raises(LocalError):
         net.eps[2].broadcast("x")
+    gone = net.eps[2].status()
+    assert gone.summary() == "P2#0 has left the group" and gone.data()["view"] is None
 
 
 @pytest.mark.parametrize("protocol", ["cbcast", "sequencer", "skeen", "lamport", "tagged"])
@@ -251,6 +258,131 @@ def test_snapshot_round_trip_mid_flush() -> None:
     net.down.add(2)
     net.run()
     assert net.eps[0].view == View(2, (0, 1))
+
+
+def test_checkpoints_of_an_earlier_release_restore_exactly() -> None:
+    earlier = json.loads(EARLIER.read_text())
+    assert len(earlier) == 27
+    for data in earlier:
+        again = restore_endpoint(data)
+        assert same_data(again.snapshot(), data)
+        again.tick(data.get("now") or 0.0)  # and it runs
+
+
+def test_an_excluded_process_checkpoints_and_restores() -> None:
+    """Once out (it left, or it waits to rejoin), a process keeps nothing of its old
+    view: its snapshot restores exactly, and the restored joiner gets back in."""
+    net = group(3)
+    net.do(1, "broadcast", "x")
+    net.do(2, "leave")
+    net.run()
+    assert net.eps[2].view is None and net.eps[2].snapshot()["bases"] == []
+    restore_endpoint(net.eps[2].snapshot())
+    net = group(3)
+    for p in (0, 1):
+        net.do(p, "suspect", 2)
+    net.down.add(2)
+    net.run()  # views 2 without P2; the Commit to P2 is lost
+    net.down.discard(2)
+    net.do(2, "broadcast", "late")  # stale: the others tell P2 it is out
+    for _ in range(10):  # until P2 gets that Commit (and asks to join again)
+        if any(isinstance(a, Excluded) for a in net.log[2]):
+            break
+        net.run(limit=1)
+    assert net.eps[2].view is None and net.eps[2].incarnation == 1
+    again = restore_endpoint(net.eps[2].snapshot())
+    assert same_data(again.snapshot(), net.eps[2].snapshot())
+    net.eps[2] = again
+    net.run()
+    assert all(net.eps[p].view == View(3, (0, 1, 2)) for p in range(3))
+
+
+def test_a_blocked_minority_says_that_it_waits_for_a_majority() -> None:
+    """Two of four are gone: the survivors install nothing, and their status says why
+    (and since when, in the host's time: the first tick that found them waiting)."""
+    net = group(4)
+    net.down |= {0, 3}
+    for p in (1, 2):
+        net.do(p, "suspect", 0)
+        net.do(p, "suspect", 3)
+    net.run()
+    one, two = net.eps[1].status(), net.eps[2].status()
+    assert (one.view, one.coordinator, one.suspects, one.staying) == (
+        View(1, (0, 1, 2, 3)),
+        1,
+        (0, 3),
+        (1, 2),
+    )
+    assert one.waiting_for_majority and two.waiting_for_majority and two.coordinator == 1
+    # P1 opened a ballot when only P0 was suspected: frozen in it, it cannot open another
+    assert (one.flush, one.round, one.waiting_since) == (Freeze.PROMISED, Round.PREPARE, None)
+    net.do(1, "tick", 5.0)
+    net.do(1, "tick", 6.5)  # it asks the suspected whether they went on: still waiting
+    assert net.eps[1].status().waiting_since == 5.0
+    assert net.eps[1].status().summary() == (
+        "P1#0 in view 1 [0, 1, 2, 3]; coordinator P1; flush promised, coordinating (prepare); "
+        "suspects P0, P3; WAITING FOR A MAJORITY since t=5: 2 of 4 members would stay"
+    )
+    assert not net.eps[2].status().waiting_since  # it has not ticked yet
+    healthy = group(3).eps[0].status()
+    assert not healthy.waiting_for_majority and healthy.staying == (0, 1, 2)
+
+
+def test_a_minority_that_learns_it_is_out_stops_waiting() -> None:
+    net = group(3)
+    net.do(0, "suspect", 1)  # P0 is cut off: alone it waits for a majority
+    net.do(0, "suspect", 2)
+    net.do(0, "tick", 1.0)
+    assert net.eps[0].status().waiting_since == 1.0
+    net.queue = []
+    net.down.add(0)
+    for p in (1, 2):
+        net.do(p, "suspect", 0)
+    net.run()
+    net.down.discard(0)
+    net.do(0, "tick", 2.0)  # healed: it asks the suspected, learns it is out, rejoins
+    net.run()
+    status = net.eps[0].status()
+    assert status.view == View(3, (0, 1, 2)) and status.incarnation == 1
+    assert (status.waiting_for_majority, status.waiting_since) == (False, None)
+
+
+def test_status_shows_the_flush_the_changes_and_what_is_held() -> None:
+    net = group(3, size=5)
+    net.do(0, "suspect", 2)  # P0 coordinates: it promised its own ballot
+    status = net.eps[0].status()
+    assert (status.flush, status.round, status.staying) == (Freeze.PROMISED, Round.PREPARE, (0, 1))
+    to_p1 = [(to, d) for to, d in net.queue if to == 1]
+    net.queue = to_p1
+    net.run(limit=1)  # P1 gets the Prepare: it promises too
+    assert (net.eps[1].status().flush, net.eps[1].status().round) == (Freeze.PROMISED, Round.IDLE)
+    net.eps[4] = Group(4, 5, "cbcast", contacts=[0])
+    net.log[4] = []
+    assert "is not in a view: it asks to join" in net.eps[4].status().summary()
+    net.queue = []
+    net.do(4, "join")
+    net.run()  # the Join reaches P0: the next flush will let P4 in
+    assert net.eps[0].status().joiners == (4,)
+    net.eps[4].receive(GroupData(7, 0, 0, 0, None))  # a packet of a later view: held
+    later = net.eps[4].status()
+    assert (later.future, later.view, later.joined) == (1, None, False)
+    data = json.loads(json.dumps(net.eps[0].status().data()))
+    assert data["view"] == {"id": 1, "members": [0, 1, 2]} and data["flush"] == "promised"
+    assert (
+        data["round"] == "prepare" and data["joiners"] == [4] and data["incarnations"] == [0, 0, 0]
+    )
+
+
+def test_a_snapshot_that_queues_a_unicast_is_refused() -> None:
+    """Only broadcasts wait for a view (a send to one member while none is ready is a
+    LocalError), so a snapshot whose queue holds a unicast was not written by a Group."""
+    joiner = Group(3, 4, "cbcast", contacts=[0])
+    joiner.broadcast("early")
+    data = joiner.snapshot()
+    assert data["outbox"] == [["early", None]]
+    assert same_data(restore_endpoint(data).snapshot(), data)
+    with pytest.raises(LocalError, match="queues a unicast"):
+        restore_endpoint({**data, "outbox": [["early", 1]]})
 
 
 def test_bad_packets_are_remote_errors_and_change_nothing() -> None:
@@ -358,7 +490,7 @@ def test_steady_traffic_keeps_the_flush_log_bounded() -> None:
             if net.queue:
                 to, data = net.queue.pop(rng.randrange(len(net.queue)))
                 net.apply(to, net.eps[to].receive(decode(data)))
-        longest = max(longest, *(len(net.eps[p]._log) for p in range(3)))
+        longest = max(longest, *(net.eps[p].status().flush_log for p in range(3)))
     net.run()
     assert len(net.delivered(0)) == 3000
     assert longest < 200  # about stability_every x n plus what is in flight, not 3000

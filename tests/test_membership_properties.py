@@ -49,6 +49,11 @@ SEARCH = settings(
     deadline=None,
     suppress_health_check=list(HealthCheck),
 )
+#: The hard cases (a crash in the middle of a flush) are found about once in a thousand
+#: or two; Hypothesis also biases its choices with the literals of every loaded module,
+#: so a budget near that rate finds them or not depending on unrelated code. The search
+#: stops at the first one found.
+REACH = settings(SEARCH, max_examples=10_000)
 
 
 @pytest.mark.parametrize("protocol", PROTOCOLS)
@@ -67,6 +72,30 @@ def test_a_process_joins_the_running_group_and_gets_its_state(
 ) -> None:
     scenario = data.draw(
         group_scenarios(protocol, n=(4, 6), joiner=True, kinds=("crash", "suspect", "leave"))
+    )
+    assert_group_properties(scenario)
+
+
+@pytest.mark.parametrize("protocol", PROTOCOLS)
+@settings(max_examples=examples(60))
+@given(data=st.data())
+def test_a_joiners_state_may_arrive_during_a_further_view_change(
+    protocol: str, data: st.DataObject
+) -> None:
+    """One or two joiners issue messages while they wait for the application state; the
+    network holds each state transfer until its receiver is frozen in a further flush
+    (a leave, a crash, a false suspicion or the other join), and Hypothesis chooses when
+    within that flush it arrives (or the flush ends first)."""
+    scenario = data.draw(
+        group_scenarios(
+            protocol,
+            n=(4, 6),
+            joiners=(1, 2),
+            hold_state=True,
+            kinds=("crash", "suspect", "leave"),
+            max_ops=10,
+            max_choices=120,
+        )
     )
     assert_group_properties(scenario)
 
@@ -93,10 +122,22 @@ def test_the_strategy_reaches(note: str) -> None:
     found = find(
         group_scenarios("cbcast", n=5, kinds=("crash", "suspect")),
         lambda s: note in replay_group(s).notes,
-        settings=SEARCH,
+        settings=REACH,
     )
     run = assert_group_properties(found)
     assert note in run.notes
+
+
+def test_the_strategy_reaches_a_state_that_arrives_during_a_further_flush() -> None:
+    """A joiner that issued a message without the state gets the state while it is
+    frozen in the next flush, and a correct group survives it."""
+    wanted = {"sent without the state", "late state"}
+    found = find(
+        group_scenarios("cbcast", n=(4, 6), joiners=(1, 2), hold_state=True, kinds=("leave",)),
+        lambda s: wanted <= replay_group(s).notes,
+        settings=SEARCH,
+    )
+    assert wanted <= assert_group_properties(found).notes
 
 
 def test_a_partition_heals_and_the_cut_off_process_rejoins() -> None:
@@ -193,6 +234,33 @@ def test_a_coordinator_outbid_between_its_promises_and_its_accept_waits() -> Non
         joiner=True,
     )
     assert_group_properties(scenario)
+
+
+def test_a_joiner_waiting_for_its_state_sends_its_message_in_the_next_view() -> None:
+    """P2 and P3 join {0, 1} one after the other. P2, admitted to view 2, issues m2 while
+    it waits for its state; P3's join starts the flush of view 2 and P2 promises in it
+    without the state. m2 waits at P2 for the first view P2 runs in with the state
+    (view 3): it is sent there, after P2 installs it, and everyone delivers it there.
+    Before the fix P2 sent it alone in view 2 (or the flush log delivered it in a view
+    P2 never installed, so no trace could show where it was sent)."""
+    scenario = GroupScenario(
+        n=4,
+        protocol="cbcast",
+        ops=(GroupOp(0, None, "m0"), GroupOp(0, None, "m1"), GroupOp(2, None, "m2")),
+        choices=(0, 0, 0, 0, 0, 0, 0, 1, 1),
+        faults=0,
+        kinds=frozenset({"crash", "leave", "suspect"}),
+        joiners=2,
+        hold_state=True,
+    )
+    run = assert_group_properties(scenario)
+    sent = MessageId(2, 1)
+    m2 = [(e.kind, e.process, e.message, e.view) for e in run.trace if e.payload == "m2"]
+    assert [e for e in m2 if e[0] == "send"] == [("send", 2, sent, 3)]
+    assert sorted(e[1:] for e in m2 if e[0] == "deliver") == [(p, sent, 3) for p in range(4)]
+    p2 = [(e.kind, e.view) for e in run.trace if e.process == 2]
+    assert p2.index(("view", 3)) < p2.index(("send", 3))  # installed, then sent
+    assert [2, 1] in run.sim.app_state[2] and [2, 1] in run.sim.app_state[3]
 
 
 # -- the checks themselves can fail --------------------------------------------------------------

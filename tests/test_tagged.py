@@ -570,8 +570,8 @@ class UnderTagged(Explicit):
 
     protocol = "UnderTagged"
 
-    def _stamp(self) -> tuple[int, ...]:
-        return tuple(v if k == self.pid else 0 for k, v in enumerate(self._clock))
+    def stamp(self) -> tuple[int, ...]:
+        return tuple(v if k == self.pid else 0 for k, v in enumerate(self.clock.entries))
 
 
 class EagerStable(Explicit):

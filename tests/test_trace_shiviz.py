@@ -304,3 +304,22 @@ def test_clock_violations_name_hosts_and_lines() -> None:
         "line 3: b's clock names event 2 of a, which is not in the log",
         "line 5: a's own entry steps from 1 to 3",
     ]
+
+
+def test_a_log_too_large_or_not_utf8_is_refused_with_one_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import mailroom.trace.shiviz as shiviz
+
+    log = tmp_path / "x.log"
+    log.write_bytes(b'a {"a":1}\r\nsend\r\n')
+    assert [
+        e.text for e in read_shiviz(log, r"(?<host>\S*) (?<clock>{.*})\n(?<event>.*)").events
+    ] == ["send"]  # Windows line ends read as ShiViz reads them
+    monkeypatch.setattr(shiviz, "MAX_LOG_BYTES", 8)
+    with pytest.raises(TraceError, match="larger than 8 bytes"):
+        read_shiviz(log, "(?<host>a) (?<clock>.*)")
+    monkeypatch.undo()
+    log.write_bytes(b'a {"a":1}\n\xff\n')
+    with pytest.raises(TraceError, match="not UTF-8 text"):
+        read_shiviz(log, "(?<host>a) (?<clock>.*)")

@@ -1,50 +1,5 @@
-"""A single-threaded host: one endpoint and one data type, wired together.
+"""Moved to ``mailroom.replicated.crdt.replica``; kept so old imports work."""
 
-For each ``Deliver`` the replica first tells the endpoint that the application
-takes the message (``consume``), then applies the operation; ``Stable`` reports
-go to the data type's ``on_stable``. Operations are stamped the moment the
-replica issues them, so their tags are precise (see docs/tagged-causal.md).
-"""
+from mailroom.replicated.crdt.replica import Replica
 
-from __future__ import annotations
-
-from typing import Any, Protocol
-
-from mailroom import Deliver, MessageId, Stable, TaggedCausalBroadcast, TaggedMessage, Transmit
-
-
-class DataType(Protocol):
-    def effect(self, message: TaggedMessage) -> None: ...
-    def on_stable(self, messages: tuple[MessageId, ...]) -> None: ...
-
-
-class Replica:
-    """Process ``pid`` of ``n``: ``apply(op)`` and ``receive(packet)`` return Transmits."""
-
-    def __init__(self, pid: int, n: int, data: Any, **options: Any) -> None:
-        self.endpoint = TaggedCausalBroadcast(pid, n, **options)
-        self.data: Any = data
-
-    def apply(self, operation: Any) -> list[Transmit]:
-        """Broadcast ``operation`` (it takes effect here at once)."""
-        return self._handle(self.endpoint.broadcast(operation))
-
-    def receive(self, packet: object) -> list[Transmit]:
-        return self._handle(self.endpoint.receive(packet))
-
-    def _handle(self, actions: list[Any]) -> list[Transmit]:
-        out: list[Transmit] = []
-        for a in actions:
-            if isinstance(a, Transmit):
-                out.append(a)
-            elif isinstance(a, Deliver):
-                follow = self.endpoint.consume(a.message.id)
-                self.data.effect(a.message)
-                out += self._handle(follow)
-            elif isinstance(a, Stable):
-                self.data.on_stable(a.messages)
-        return out
-
-    @property
-    def value(self) -> Any:
-        return self.data.value
+__all__ = ["Replica"]

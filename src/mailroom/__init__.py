@@ -3,19 +3,31 @@
 Every process has a mail clerk (an endpoint) that accepts packets from the
 network and either delivers them or lets them wait in the mail room. The
 public API is re-exported here; the simulator, trace tools and test harness
-live in ``mailroom.sim``, ``mailroom.trace`` and ``mailroom.testing``.
+live in ``mailroom.sim``, ``mailroom.trace`` and ``mailroom.testing``. What a protocol
+author builds on (``EndpointBase``, ``packet``, ``Field`` and its kinds, ``validate``)
+is here too: docs/writing-a-protocol.md builds a protocol with it.
 """
 
 from mailroom.clocks import DelivVector, LamportClock, SentMatrix, VectorClock
 from mailroom.core import (
+    COUNTER,
+    COUNTS,
+    FLAG,
+    PID,
+    PIDS,
+    POSITIVE,
+    TIME,
     Action,
     Backpressure,
     BroadcastEndpoint,
     ConsumingEndpoint,
     Deliver,
     Endpoint,
+    EndpointBase,
     Excluded,
+    Field,
     FlowControlled,
+    Kind,
     LocalError,
     MailroomError,
     Message,
@@ -32,7 +44,9 @@ from mailroom.core import (
     View,
     ViewChange,
     Wait,
+    packet,
     restore_endpoint,
+    validate,
 )
 from mailroom.protocols import (
     CBCAST,
@@ -50,12 +64,19 @@ from mailroom.protocols import (
     Unordered,
 )
 
-__version__ = "0.2.0"
+__version__ = "0.3.0"
 
 __all__ = [
     "CBCAST",
+    "COUNTER",
+    "COUNTS",
+    "FLAG",
     "KS",
+    "PID",
+    "PIDS",
+    "POSITIVE",
     "RST",
+    "TIME",
     "Action",
     "Backpressure",
     "BroadcastEndpoint",
@@ -65,10 +86,13 @@ __all__ = [
     "DelivVector",
     "Deliver",
     "Endpoint",
+    "EndpointBase",
     "Excluded",
+    "Field",
     "Fifo",
     "FlowControlled",
     "Group",
+    "Kind",
     "LamportClock",
     "LamportTotalOrder",
     "LocalError",
@@ -95,5 +119,7 @@ __all__ = [
     "ViewChange",
     "Wait",
     "__version__",
+    "packet",
     "restore_endpoint",
+    "validate",
 ]

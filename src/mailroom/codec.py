@@ -1,32 +1,8 @@
 """The wire codec, re-exported: ``mailroom.codec.encode(packet)`` and ``decode(data)``.
 
-See ``mailroom.core.codec`` for the format and the decode budget.
+Every name of ``mailroom.core.codec``'s ``__all__``; the format and the decode budget
+are specified in ``mailroom.core.wire_format``.
 """
 
-from mailroom.core.codec import (
-    DECODE_BASE_BYTES,
-    DECODE_BASE_CELLS,
-    DECODE_BYTES_PER_BYTE,
-    DECODE_CELLS_PER_BYTE,
-    MAX_ELEMENTS,
-    VERSION,
-    decode,
-    decode_budget,
-    encode,
-    metadata_bytes,
-    packet_tag,
-)
-
-__all__ = [
-    "DECODE_BASE_BYTES",
-    "DECODE_BASE_CELLS",
-    "DECODE_BYTES_PER_BYTE",
-    "DECODE_CELLS_PER_BYTE",
-    "MAX_ELEMENTS",
-    "VERSION",
-    "decode",
-    "decode_budget",
-    "encode",
-    "metadata_bytes",
-    "packet_tag",
-]
+from mailroom.core.codec import *  # noqa: F403  (exactly its __all__)
+from mailroom.core.codec import __all__ as __all__

@@ -80,3 +80,18 @@ def corpus(count_per_protocol: int = 24) -> list[list[Event]]:
             trace = simulate(name, n, seed, messages=6 + seed % 10, duplicate=dup)
             runs.append(mutate(trace, seed) if seed % 5 == 4 else trace)
     return runs
+
+
+#: Two hosts with names of their own; beta delivers Msg(2) before Msg(1), and a Ghost.
+NAMED_LOG = """\
+alpha {"alpha":1}
+send Msg(1)
+alpha {"alpha":2}
+send Msg(2)
+beta {"alpha":2, "beta":1}
+recv Msg(2)
+beta {"alpha":2, "beta":2}
+recv Msg(1)
+beta {"beta":3, "alpha":2}
+recv Ghost(9)
+"""

@@ -10,6 +10,7 @@ from typing import Any
 
 import attrs
 import pytest
+from spark_traces import NAMED_LOG
 
 from mailroom.cli import main
 from mailroom.core.messages import MessageId
@@ -107,21 +108,6 @@ def test_a_tampered_shiviz_log_has_clock_violations(
     text = capsys.readouterr().out
     assert "clock      " in text and "names event 9 of client, which is not in the log" in text
     assert "fifo and causal need --send-regex/--deliver-regex" in text
-
-
-#: Two hosts with names of their own; beta delivers Msg(2) before Msg(1), and a Ghost.
-NAMED_LOG = """\
-alpha {"alpha":1}
-send Msg(1)
-alpha {"alpha":2}
-send Msg(2)
-beta {"alpha":2, "beta":1}
-recv Msg(2)
-beta {"alpha":2, "beta":2}
-recv Msg(1)
-beta {"beta":3, "alpha":2}
-recv Ghost(9)
-"""
 
 
 @pytest.mark.parametrize("engine", ["spark", "reference"])
@@ -238,6 +224,19 @@ def test_a_fresh_jvm_says_nothing_on_stderr(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr
     assert "checked 3 events" in done.stdout
     assert done.stderr == ""
+
+
+@pytest.mark.slow
+def test_a_jvm_that_cannot_start_says_one_line(tmp_path: Path) -> None:
+    # a bad master URL: the JVM prints its stack trace as it exits; the user gets one line
+    write_jsonl(CLEAN, tmp_path / "t.jsonl")
+    argv = ["check", str(tmp_path / "t.jsonl"), "--engine", "spark", "--master", "bogus://x"]
+    done = subprocess.run(
+        [sys.executable, "-m", "mailroom", *argv], capture_output=True, text=True, check=False
+    )
+    assert done.returncode == 2 and done.stdout == ""
+    assert done.stderr.startswith("mailroom check: cannot start Spark at bogus://x: ")
+    assert done.stderr.count("\n") == 1, done.stderr
 
 
 def test_a_local_jvm_runs_the_throughput_collector(spark: Any) -> None:

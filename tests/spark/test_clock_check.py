@@ -124,6 +124,23 @@ def test_the_clock_check_finds_exactly_the_wrong_clocks(
     assert report.counts["clock"] == len(want)
 
 
+def test_the_reference_clock_check_gives_the_same_rows_in_the_same_words(
+    spark: Any, events: list[Event]
+) -> None:
+    """Property ``clock`` has a reference check too (the registry): the same wrong clocks
+    as the plain statement, and the same reasons as Spark's, on the same runs."""
+    from mailroom.trace import check
+
+    ref = check(events, ["clock"], mode="full").violations["clock"]
+    # (a run with a clockless event gets its clocks computed on both engines: none wrong)
+    computed = {e.run for e in events if e.vc is None}
+    want = {w for w in wrong_clocks(events) if w[0] not in computed}
+    assert {(v.run, v.processes[0], v.positions[0]) for v in ref} == want and want
+    report = check_trace(spark, events_frame(spark, events), ("clock",), mode="full")
+    got = {(r.run, tuple(r.positions), r.reason) for r in report.violations.collect()}
+    assert got == {(v.run, v.positions, v.reason) for v in ref}
+
+
 @pytest.mark.parametrize("hb", ["auto", "given", "compute"])
 @pytest.mark.parametrize("properties", [("clock",), ("fifo",), ("integrity", "causal")])
 def test_the_report_counts_every_event_and_run_however_clocks_come(

@@ -1,4 +1,4 @@
-"""The ``mailroom`` command: demo, simulate, check, sweep."""
+"""The ``mailroom`` command: demo, simulate, check, sweep, node, status."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ from mailroom.cli.demo_group import GROUP_RUNS, run_group_demo
 from mailroom.cli.demo_total import TOTAL_RUNS, run_total_demo
 from mailroom.cli.options import add_command
 from mailroom.cli.simulate import PROTOCOLS, add_simulate_parser, run_simulate
+from mailroom.cli.status import add_node_parser, add_status_parser, run_node, run_status
 from mailroom.cli.sweep import add_sweep_parser, run_sweep_cli
 
 __all__ = ["PROTOCOLS", "build_parser", "main"]
@@ -45,6 +46,8 @@ def build_parser() -> argparse.ArgumentParser:
     add_simulate_parser(sub)
     add_check_parser(sub)
     add_sweep_parser(sub)
+    add_node_parser(sub)
+    add_status_parser(sub)
     return parser
 
 
@@ -62,6 +65,10 @@ def _run(argv: Sequence[str] | None) -> int:
         return run_simulate(args, args.subparser)
     if args.command == "sweep":
         return run_sweep_cli(args)
+    if args.command == "node":
+        return run_node(args)
+    if args.command == "status":
+        return run_status(args)
     return run_check(args, args.subparser)
 
 

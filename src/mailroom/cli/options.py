@@ -16,12 +16,13 @@ def add_command(sub: Any, name: str, *, help: str, description: str) -> argparse
 
 
 def fail(command: str, reason: str) -> int:
-    """``mailroom COMMAND: reason`` on stderr; exit status 2."""
-    print(f"mailroom {command}: {reason}", file=sys.stderr)
+    """``mailroom COMMAND: reason`` (its first line) on stderr; exit status 2."""
+    lines = reason.strip().splitlines() or ["failed"]
+    print(f"mailroom {command}: {lines[0]}", file=sys.stderr)
     return 2
 
 
-def first_line(exc: BaseException) -> str:
+def first_line(exc: BaseException | str) -> str:
     """The first line of an exception's message (at most 300 characters), or its type."""
     text = str(exc).strip().splitlines()
     return text[0][:300] if text else type(exc).__name__

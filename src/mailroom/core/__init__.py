@@ -1,5 +1,8 @@
-"""The core layer: actions, messages, errors, the endpoint contract."""
+"""The core layer: actions, messages, errors, the endpoint contract, and what a protocol
+author builds on: ``EndpointBase``, ``packet``, the persistent-field table (``Field`` and
+its kinds), the ``validate`` checks and the ``hook`` mark (docs/writing-a-protocol.md)."""
 
+from mailroom.core import persist, validate
 from mailroom.core.actions import (
     Action,
     Backpressure,
@@ -27,15 +30,26 @@ from mailroom.core.endpoint import (
     capabilities,
 )
 from mailroom.core.errors import LocalError, MailroomError, RemoteError
+from mailroom.core.hooks import hook, hooks
 from mailroom.core.messages import Message, MessageId, Payload, TaggedMessage, check_payload
+from mailroom.core.packets import PACKET_TYPES, is_packet, packet
 from mailroom.core.pending import Pending, Wait
+from mailroom.core.persist import COUNTER, COUNTS, FLAG, PID, PIDS, POSITIVE, TIME, Field, Kind
 from mailroom.core.registry import PROTOCOLS, register_protocol, restore_endpoint
 from mailroom.core.stack import Stack
 
 __all__ = [
     "CAPABILITIES",
+    "COUNTER",
+    "COUNTS",
     "ENDPOINT_TYPES",
+    "FLAG",
+    "PACKET_TYPES",
+    "PID",
+    "PIDS",
+    "POSITIVE",
     "PROTOCOLS",
+    "TIME",
     "Action",
     "Backpressure",
     "BatchBroadcasting",
@@ -45,7 +59,9 @@ __all__ = [
     "Endpoint",
     "EndpointBase",
     "Excluded",
+    "Field",
     "FlowControlled",
+    "Kind",
     "LocalError",
     "MailroomError",
     "Message",
@@ -67,6 +83,12 @@ __all__ = [
     "broadcast_batch",
     "capabilities",
     "check_payload",
+    "hook",
+    "hooks",
+    "is_packet",
+    "packet",
+    "persist",
     "register_protocol",
     "restore_endpoint",
+    "validate",
 ]

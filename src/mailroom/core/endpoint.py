@@ -16,13 +16,14 @@ from mailroom.core.errors import LocalError, RemoteError
 from mailroom.core.messages import MessageId, Payload, check_payload
 from mailroom.core.pending import Pending
 from mailroom.core.persist import MAX_COUNTER as MAX_COUNTER
-from mailroom.core.persist import Field, dump_fields, load_fields
+from mailroom.core.persist import Field, check_table, dump_fields, init_arguments, load_fields
 from mailroom.core.persist import load_counts as load_counts
 from mailroom.core.persist import snap_bool as snap_bool
 from mailroom.core.persist import snap_counter as snap_counter
 from mailroom.core.persist import snap_list as snap_list
 from mailroom.core.persist import snap_pid as snap_pid
 from mailroom.core.persist import snap_positive as snap_positive
+from mailroom.core.persist import snap_seen as snap_seen
 from mailroom.core.persist import snap_time as snap_time
 from mailroom.core.validate import BATCH_LIMIT
 from mailroom.core.wire import is_packet
@@ -201,19 +202,6 @@ def require(endpoint: object, capability: str) -> None:
 MAX_GROUP = 4096
 
 
-def snap_seen(value: object, n: int, what: str) -> list[tuple[int, set[int]]]:
-    """Per process: [low, sorted indexes above low + 1], as senders' dedup windows."""
-    out = []
-    for k, item in enumerate(snap_list(value, what, n)):
-        low, high = snap_list(item, f"{what}[{k}]", 2)
-        low = snap_counter(low, what)
-        above = [snap_counter(v, what) for v in snap_list(high, what)]
-        if above != sorted(set(above)) or (above and above[0] <= low + 1):
-            raise LocalError(f"snapshot field {what}[{k}] is not a window above {low}")
-        out.append((low, set(above)))
-    return out
-
-
 def same_data(a: object, b: object) -> bool:
     """Equal as snapshot data, types included (True is not 1, 1.0 is not 1)."""
     if type(a) is not type(b):
@@ -250,6 +238,8 @@ def first_difference(a: object, b: object, path: str = "") -> str:
 
 #: Endpoint classes by protocol name, so a Stack snapshot can rebuild its layers.
 ENDPOINT_TYPES: dict[str, type[EndpointBase]] = {}
+#: The keys of every endpoint snapshot's header (``EndpointBase._header``), in order.
+HEADER_KEYS = ("protocol", "version", "pid", "n", "sent_count", "duplicates")
 
 
 class EndpointBase:
@@ -257,6 +247,7 @@ class EndpointBase:
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
+        check_table(cls.__name__, cls.persistent, HEADER_KEYS)
         if "protocol" in cls.__dict__:  # a helper subclass that inherits a name must not
             ENDPOINT_TYPES[cls.protocol] = cls  # replace the class it borrowed it from
 
@@ -379,7 +370,8 @@ class EndpointBase:
         return ep
 
     @classmethod
-    def _from_header(cls, data: Snapshot) -> Self:
+    def _check_header(cls, data: Snapshot) -> None:
+        """LocalError unless ``data`` is a snapshot of this protocol and version."""
         if not isinstance(data, dict):
             raise LocalError(f"a snapshot is a dict, got {type(data).__name__}")
         if data.get("protocol") != cls.protocol:
@@ -389,8 +381,14 @@ class EndpointBase:
         n = data.get("n")
         if type(n) is int and n > MAX_GROUP:
             raise LocalError(f"snapshot names a group of {n} processes (at most {MAX_GROUP})")
+
+    @classmethod
+    def _from_header(cls, data: Snapshot) -> Self:
+        """A fresh endpoint built from the header and the ``persistent`` fields that are
+        constructor arguments."""
+        cls._check_header(data)
         try:
-            ep = cls(data["pid"], data["n"])
+            ep = cls(data["pid"], data["n"], **init_arguments(cls.persistent, data))
             ep.sent_count = snap_counter(data["sent_count"], "sent_count")
             ep.duplicates = snap_counter(data["duplicates"], "duplicates")
         except KeyError as exc:

@@ -1,34 +1,25 @@
-"""Packets as plain data: the JSON-safe form used by snapshots and, later, the codec."""
+"""Packets as plain data: the JSON-safe form used by snapshots and traces.
+
+The registry (``packet``, ``is_packet``, ``PACKET_TYPES``) lives in
+``mailroom.core.packets`` and is re-exported here, where it always was.
+"""
 
 from __future__ import annotations
 
 import math
-import operator
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import attrs
 
 from mailroom.core.errors import LocalError, RemoteError
+from mailroom.core.packets import PACKET_TYPES, PACKETS, is_packet, packet
 
 if TYPE_CHECKING:
     from mailroom.core.messages import MessageId
 
 P = TypeVar("P")
 
-#: Packet classes by name: the packets that may travel as another layer's payload
-#: and that snapshots (and the codec) know how to rebuild.
-PACKET_TYPES: dict[str, type] = {}
 PACKET_KEY = "$packet"
-
-
-def packet(cls: type[P]) -> type[P]:
-    """Class decorator: register an attrs packet class by its name."""
-    PACKET_TYPES[cls.__name__] = cls
-    return cls
-
-
-def is_packet(value: object) -> bool:
-    return PACKET_TYPES.get(type(value).__name__) is type(value)
 
 
 #: Deeper plain data than this is refused (the codec's nesting limit).
@@ -55,33 +46,28 @@ def is_plain(value: object, depth: int = 0) -> bool:
 
 #: Scalar types that are plain data whatever their value (a float may be infinite).
 _PLAIN_SCALARS = frozenset((int, str, bool, type(None)))
-#: class -> (getter of the fields other than ``payload``, as a tuple; their names)
-_carried: dict[type, tuple[Any, tuple[str, ...]]] = {}
 
 
 def carried_problem(packet: object) -> str | None:
     """Why ``packet`` cannot be carried as another packet's payload, or None: its fields
     other than ``payload`` must be plain data, or it could be neither traced nor
     checkpointed when it reaches an application."""
-    cls: Any = type(packet)
-    plan = _carried.get(cls)
-    if plan is None:
-        names = tuple(f.name for f in attrs.fields(cls) if f.name != "payload")
-        getter: Any = operator.attrgetter(*names) if names else (lambda p: ())
-        if len(names) == 1:
-            one = getter
-            getter = lambda p: (one(p),)  # noqa: E731
-        plan = _carried[cls] = (getter, names)
-    getter, names = plan
-    for value in getter(packet):
+    layout = PACKETS.layout(type(packet))
+    if layout is None:
+        return f"a {type(packet).__name__} is not a registered @packet class"
+    values = layout.other_values(packet)
+    for value in values:
         kind = type(value)
         if kind is int or kind is str or value is None:
             continue
         if kind is tuple and _PLAIN_SCALARS.issuperset(map(type, value)):
             continue  # a vector, or a batch's payloads of text and numbers
         if not is_plain(value):
-            name = names[[getattr(packet, f) is value for f in names].index(True)]
-            return f"carried {cls.__name__} field {name} holds a {kind.__name__}, not plain data"
+            name = layout.others[[v is value for v in values].index(True)]
+            return (
+                f"carried {type(packet).__name__} field {name} holds a {kind.__name__}, "
+                "not plain data"
+            )
     return None
 
 

@@ -21,8 +21,9 @@ Rules, in words:
   share a row; a broadcast in a view goes to that view's members; a delivery the
   flush handed on is a "recovered" arrow; a process's line starts at its first
   event, and ends after its last one (a mark of kind "end") if it is not in the
-  last view; a message a member sent during a flush is held at the sender (a
-  dashed arc) until it delivers it in the next view.
+  last view; a send recorded in a later view than its process is in (a trace that
+  records a send at the call, not when it goes out) is held at the sender (a
+  dashed arc) until it delivers it in that view.
 """
 
 from __future__ import annotations

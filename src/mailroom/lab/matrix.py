@@ -25,7 +25,9 @@ rule. The lab's variants:
   ``ColumnForDeliv``'s self-send corner.
 
 Lab endpoints trust their input (no RemoteError checks): they are for exploring
-rules under the harness, not for production. Duplicates are dropped by id.
+rules under the harness, not for production. Duplicates are dropped by id. A
+snapshot (version 2) holds the mail room and the ids seen as well, so a lab
+endpoint restores mid-run like the others.
 """
 
 from __future__ import annotations
@@ -34,10 +36,12 @@ from typing import ClassVar
 
 from mailroom.clocks import DelivVector, SentMatrix
 from mailroom.core.actions import Action, Deliver, Transmit
-from mailroom.core.endpoint import EndpointBase, Snapshot
-from mailroom.core.errors import RemoteError
+from mailroom.core.endpoint import EndpointBase
+from mailroom.core.errors import LocalError, RemoteError
 from mailroom.core.messages import Message, MessageId, Payload
 from mailroom.core.pending import Pending, Wait
+from mailroom.core.persist import MESSAGE_ID, Field, counts, matrix, packets, set_of
+from mailroom.protocols._buffer import rescan
 from mailroom.protocols.causal.unicast import RSTPacket
 
 
@@ -45,6 +49,7 @@ class MatrixLab(EndpointBase):
     """RST (docs/story.md), one rule per method, for subclassing."""
 
     protocol = "lab.RST"
+    snapshot_version = 2
     #: Increment SENT[i][j] before attaching it (True) or after (False, RST).
     increment_first: ClassVar[bool] = False
 
@@ -94,19 +99,11 @@ class MatrixLab(EndpointBase):
             return []
         self.seen.add(mid)
         self.held.append(packet)
-        actions: list[Action] = []
-        progress = True
-        while progress:
-            progress = False
-            for p in list(self.held):
-                if self.deliverable(p):
-                    self.held.remove(p)
-                    self.after_delivery(p)
-                    actions.append(
-                        Deliver(Message(MessageId(p.sender, p.seq), p.sender, p.payload))
-                    )
-                    progress = True
-        return actions
+        return rescan(self.held, self.deliverable, self._deliver)
+
+    def _deliver(self, p: RSTPacket) -> Action:
+        self.after_delivery(p)
+        return Deliver(Message(MessageId(p.sender, p.seq), p.sender, p.payload))
 
     def buffered(self) -> int:
         return len(self.held)
@@ -126,11 +123,18 @@ class MatrixLab(EndpointBase):
             )
         return out
 
-    def snapshot(self) -> Snapshot:
-        data = self._header()
-        data["sent"] = self.sent.tolist()
-        data["deliv"] = self.deliv.tolist()
-        return data
+    def _hold_restored(self, p: RSTPacket) -> None:
+        mid = MessageId(p.sender, p.seq)
+        if mid not in self.seen or any(MessageId(q.sender, q.seq) == mid for q in self.held):
+            raise LocalError(f"snapshot holds {mid} twice, or never seen")
+        self.held.append(p)
+
+    persistent = (
+        matrix("sent._rows", "sent"),
+        counts("deliv._counts", "deliv"),
+        Field("seen", kind=set_of(MESSAGE_ID), inplace=True),
+        packets("held", RSTPacket, lambda lab: lab.held, _hold_restored),
+    )
 
 
 class IncrementFirst(MatrixLab):

@@ -17,10 +17,9 @@ class SkeenAllFinal(Skeen):
 
     protocol = "SkeenAllFinal"
 
-    def _next_ready(self) -> tuple[int, int, int] | None:
-        if self._unfinal or not self._ready:
-            return None
-        return self._ready[0]
+    def next_delivery(self) -> tuple[int, int, int] | None:
+        """The lowest final message, once no held message is waiting for its number."""
+        return self.lowest_final() if self.lowest_open() is None else None
 
 
 __all__ = ["SkeenAllFinal"]

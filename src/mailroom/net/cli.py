@@ -20,6 +20,11 @@ incarnation) and gets the application state (the ids of the messages delivered
 so far) at the view that admits it. Each view is printed as a line:
 
     view 2 members [0, 1] joined [] left [2]
+
+Without a peer table, ``--size N --seeds ADDRESSES`` makes the process a member of a
+growable group found from seed addresses (``mailroom.net.discovery``); ``--status``
+and ``--metrics`` serve what it sees (``mailroom.net.status``, ``mailroom.net.metrics``).
+``mailroom node`` takes the same options.
 """
 
 from __future__ import annotations
@@ -35,23 +40,29 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+import attrs
+
 from mailroom.core.actions import Excluded, ViewChange
+from mailroom.core.endpoint import capabilities
 from mailroom.core.errors import LocalError
 from mailroom.core.messages import Message, Payload
 from mailroom.core.registry import PROTOCOLS as REGISTRY
 from mailroom.core.stack import Stack
-from mailroom.net.config import PeerTable, load_key
+from mailroom.net.config import PeerTable, load_key, parse_address
+from mailroom.net.discovery import format_address
 from mailroom.net.membership import group_endpoint
+from mailroom.net.metrics import metrics_routes
 from mailroom.net.node import Busy, Node, QuietLog
+from mailroom.net.status import serve, status_routes
 from mailroom.protocols import Reliable
 
-#: The protocols the runtime hosts, from the one registry (mailroom.core.registry).
+#: The protocols the runtime hosts: every one of the registry (mailroom.core.registry).
 PROTOCOLS: dict[str, Callable[[int, int], Any]] = {
-    name: REGISTRY[name][0]
-    for name in ("cbcast", "skeen", "sequencer", "lamport", "fifo", "rst", "unordered")
+    name: factory for name, (factory, _, _) in sorted(REGISTRY.items())
 }
-#: Protocols that offer broadcast(); the others send to each peer in turn.
-BROADCASTING = {"cbcast", "skeen", "sequencer", "lamport", "fifo", "unordered"}
+#: Protocols that offer broadcast() on their own; the others send to each peer in turn.
+#: (In a group, the registry's mode decides: ``Group`` broadcasts for broadcast protocols.)
+BROADCASTING = {"cbcast", "tagged", "skeen", "sequencer", "lamport", "fifo", "unordered"}
 
 
 def make_endpoint(protocol: str, pid: int, n: int, *, reliable: bool, rto: float) -> Any:
@@ -135,20 +146,24 @@ def parse_delays(items: Sequence[str]) -> dict[int, float]:
     return delays
 
 
-def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m mailroom.net", description=__doc__.split("\n")[0])
+def build_parser(
+    prog: str = "python -m mailroom.net", *, add_help: bool = True
+) -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog=prog, description=__doc__.split("\n")[0], add_help=add_help)
     p.add_argument(
         "--pid", type=int, required=True, help="this process's id, 0..n-1, a key of the peer table"
     )
     p.add_argument(
         "--peers",
-        required=True,
         metavar="PEERS.TOML",
-        help="the peer table: [peers.PID] name and address (host:port) of every member",
+        help="the peer table: [peers.PID] name and address (host:port) of every member "
+        "(a growable group's: size, seeds and the addresses known)",
     )
     p.add_argument("--key-file", help="group key file (default: key_file in peers.toml, "
                    "else $MAILROOM_KEY)")  # fmt: skip
-    p.add_argument("--protocol", choices=sorted(PROTOCOLS), default="cbcast")
+    p.add_argument("--protocol", choices=sorted(PROTOCOLS), default="cbcast",
+                   help="the ordering protocol (inside each view of a group): "
+                   f"{', '.join(sorted(PROTOCOLS))} (default: cbcast)")  # fmt: skip
     p.add_argument("--no-reliable", action="store_true", help="run the protocol alone")
     p.add_argument("--rto", type=float, default=0.5, help="retransmission timeout (s)")
     p.add_argument("--count", type=int, default=0, help="messages this process sends")
@@ -175,20 +190,53 @@ def build_parser() -> argparse.ArgumentParser:
     g = p.add_argument_group("group membership")
     g.add_argument("--members", metavar="PIDS",
                    help="be a member of a group whose first view is PIDS (e.g. 0,1,2)")  # fmt: skip
-    g.add_argument("--join", metavar="PIDS",
-                   help="join a running group through these members (e.g. 0,1); with an "
-                   "existing --checkpoint, rejoin as the next incarnation")  # fmt: skip
+    g.add_argument("--join", metavar="PIDS", nargs="?", const="",
+                   help="join a running group through these members (e.g. 0,1), or, in a "
+                   "growable group, through those its seeds name; with an existing "
+                   "--checkpoint, rejoin as the next incarnation")  # fmt: skip
     g.add_argument("--heartbeat", type=float, default=0.5, metavar="SECONDS",
                    help="heartbeat interval of the failure detector (default 0.5)")  # fmt: skip
     g.add_argument("--suspect-after", type=float, default=2.0, metavar="SECONDS",
                    help="suspect a member silent this long (default 2)")  # fmt: skip
+    d = p.add_argument_group("a growable group (found from seed addresses)")
+    d.add_argument("--size", type=int, metavar="N",
+                   help="the group's size: pids 0..N-1, members found through seeds")  # fmt: skip
+    d.add_argument("--seeds", metavar="ADDRESSES",
+                   help="host:port of members to find the group by, comma-separated")  # fmt: skip
+    d.add_argument("--address", metavar="HOST:PORT",
+                   help="where the others reach this process (default: its peer-table entry, "
+                   "else its listening socket's name)")  # fmt: skip
+    o = p.add_argument_group("operations")
+    o.add_argument("--status", metavar="ADDRESS",
+                   help="serve the status (mailroom status ADDRESS) at a loopback one")  # fmt: skip
+    o.add_argument("--metrics", metavar="ADDRESS",
+                   help="serve Prometheus metrics at http://ADDRESS/metrics "
+                   "(needs prometheus_client: the metrics extra)")  # fmt: skip
     p.add_argument("-v", "--verbose", action="store_true")
     return p
 
 
+def table_of(args: argparse.Namespace) -> PeerTable:
+    """The peer table the options describe: ``--peers``, made growable by ``--size`` and
+    ``--seeds``; without ``--peers``, a growable table of ``--size`` and ``--seeds``."""
+    seeds = tuple(parse_address(a.strip()) for a in (args.seeds or "").split(",") if a.strip())
+    if args.peers is None:
+        if args.size is None:
+            raise LocalError("pass --peers PEERS.TOML, or --size N with --seeds for a growable "
+                             "group")  # fmt: skip
+        return PeerTable({}, size=args.size, seeds=seeds)
+    table = PeerTable.load(args.peers)
+    if args.size is None and not seeds:
+        return table
+    size = args.size if args.size is not None else table.size or table.n
+    return attrs.evolve(table, size=size, seeds=table.seeds + seeds)
+
+
 def endpoint_of(args: argparse.Namespace, peers: PeerTable) -> tuple[Any, list[int] | None]:
     """The endpoint the options ask for, and the contacts of ``--join`` (else None)."""
-    contacts = parse_pids(args.join, "--join") if args.join is not None else None
+    contacts = parse_pids(args.join, "--join") if args.join else [] if args.join == "" else None
+    if contacts == [] and not peers.growable:
+        raise LocalError("--join without members needs a growable group (--size, --seeds)")
     if args.members is not None and args.join is not None:
         raise LocalError("--members starts a group, --join joins one: pass one of them")
     if args.members is None and args.join is None:
@@ -215,7 +263,7 @@ def endpoint_of(args: argparse.Namespace, peers: PeerTable) -> tuple[Any, list[i
 
 def node_of(args: argparse.Namespace, app: GroupApp | None) -> Node:
     """The node the options describe, hosting ``app`` (a group's application) if any."""
-    peers = PeerTable.load(args.peers)
+    peers = table_of(args)
     key = load_key(args.key_file or peers.key_file)
     endpoint, contacts = endpoint_of(args, peers)
     listen = socket.socket(fileno=args.listen_fd) if args.listen_fd is not None else None
@@ -226,7 +274,8 @@ def node_of(args: argparse.Namespace, app: GroupApp | None) -> Node:
     node = Node(endpoint, peers, key, checkpoint=args.checkpoint, trace=args.trace,
                 run=args.run, delays=parse_delays(args.delay), listen=listen,
                 encrypt=args.encrypt, sync=args.sync, handshake_timeout=args.handshake_timeout,
-                rejoin=contacts, linger=args.linger, **hooks)  # fmt: skip
+                rejoin=contacts, address=args.address, linger=args.linger,
+                **hooks)  # fmt: skip
     if app is not None and node.joined:  # resumed its view: the application too
         app.resume(node.resumed_state)
         app.joined.set()
@@ -264,7 +313,7 @@ class Workload:
 
     async def _send_one(self, payload: Payload, k: int) -> None:
         args, node = self.args, self.node
-        broadcast = args.protocol in BROADCASTING
+        broadcast = "broadcast" in capabilities(node.endpoint)
         while True:
             if self.app is not None:
                 await self.app.joined.wait()  # sends wait for a view (and the state)
@@ -309,15 +358,45 @@ async def run(args: argparse.Namespace, stop: asyncio.Event | None = None) -> in
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, stop.set)
     asyncio.get_running_loop().set_exception_handler(_quiet_loop_errors())
+    wanted = _endpoints(args, node)  # before starting: a missing library is an error now
     await node.start()
+    try:
+        servers = await _serve(wanted)
+    except LocalError:
+        await node.close()
+        raise
     tasks = [asyncio.create_task(work.send()), asyncio.create_task(work.finish())]
     await stop.wait()
     for t in tasks:
         t.cancel()
+    for server in servers:
+        server.close()
     await node.close()
     if args.stats:
         _write(args.stats, node, work.handed, app)
     return 0
+
+
+def _endpoints(args: argparse.Namespace, node: Node) -> list[tuple[str, str, Any, bool]]:
+    """(name, address, routes, loopback only) of the endpoints asked for."""
+    wanted = []
+    if args.status:
+        wanted.append(("status", args.status, status_routes(node), True))
+    if args.metrics:
+        wanted.append(("metrics", args.metrics, metrics_routes(node), False))
+    return wanted
+
+
+async def _serve(wanted: list[tuple[str, str, Any, bool]]) -> list[asyncio.Server]:
+    """Start the status endpoint and the metrics; each says where it listens (with port 0,
+    the port it took)."""
+    servers = []
+    for name, address, routes, loopback in wanted:
+        server = await serve(address, routes, loopback=loopback)
+        servers.append(server)
+        host, port = server.sockets[0].getsockname()[:2]
+        print(f"{name} at {format_address((host, port))}", flush=True)
+    return servers
 
 
 def _quiet_loop_errors() -> Callable[[asyncio.AbstractEventLoop, dict[str, Any]], None]:
@@ -348,7 +427,11 @@ def _write(path: str, node: Node, handed: int | None = None, app: GroupApp | Non
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    return start(build_parser().parse_args(argv))
+
+
+def start(args: argparse.Namespace) -> int:
+    """Run the process the parsed options describe (``mailroom node`` shares it)."""
     logging.basicConfig(
         level=logging.INFO if args.verbose else logging.WARNING,
         format=f"%(asctime)s P{args.pid} %(levelname)s %(message)s",
@@ -374,4 +457,6 @@ __all__ = [
     "node_of",
     "parse_pids",
     "run",
+    "start",
+    "table_of",
 ]

@@ -6,6 +6,9 @@ Rules, in words:
   0 and addresses distinct. In ``peers.toml``, under ``[peers]``, each entry is
   either ``0 = "127.0.0.1:7001"`` or a table ``[peers.0]`` with ``address`` and
   an optional display ``name``.
+- A growable group's table says ``size = N`` (its members' pids are below N) and
+  lists only the addresses known in advance, maybe none; ``seeds = ["host:port"]``
+  are addresses where members may be found (``mailroom.net.discovery``).
 - The group key is at least 16 bytes. It comes from a file (``--key-file``,
   or ``key_file`` in ``peers.toml``, relative to that file) or from the
   environment variable ``MAILROOM_KEY``, never from code. A key file holds the
@@ -25,6 +28,8 @@ from mailroom.core.errors import LocalError
 
 KEY_ENV = "MAILROOM_KEY"
 MIN_KEY = 16
+#: The largest growable group (as many identities as a snapshot may name).
+MAX_SIZE = 4096
 
 
 def parse_address(text: str) -> tuple[str, int]:
@@ -36,21 +41,35 @@ def parse_address(text: str) -> tuple[str, int]:
 
 @attrs.frozen
 class PeerTable:
-    """pid -> (host, port), and optional display names."""
+    """pid -> (host, port), and optional display names; for a growable group, its
+    ``size`` (pids 0..size-1, only some of them listed) and ``seeds``."""
 
     addresses: dict[int, tuple[str, int]]
     names: dict[int, str] = attrs.field(factory=dict)
     key_file: Path | None = None
+    size: int | None = None
+    seeds: tuple[tuple[str, int], ...] = ()
 
     def __attrs_post_init__(self) -> None:
-        if sorted(self.addresses) != list(range(len(self.addresses))) or not self.addresses:
-            raise LocalError("peer table pids must be 0..n-1 with none missing")
+        if self.size is None:
+            if sorted(self.addresses) != list(range(len(self.addresses))) or not self.addresses:
+                raise LocalError("peer table pids must be 0..n-1 with none missing")
+        elif type(self.size) is not int or not 1 <= self.size <= MAX_SIZE:
+            raise LocalError(f"a group's size must be 1..{MAX_SIZE}, got {self.size!r}")
+        elif any(not 0 <= pid < self.size for pid in self.addresses):
+            raise LocalError(f"peer table pids must be below the group's size {self.size}")
         if len(set(self.addresses.values())) != len(self.addresses):
             raise LocalError("two peers share an address")
 
     @property
     def n(self) -> int:
-        return len(self.addresses)
+        """The number of identities (pids 0..n-1): the table's, or a growable group's size."""
+        return len(self.addresses) if self.size is None else self.size
+
+    @property
+    def growable(self) -> bool:
+        """Members not listed may join (found through seeds and views)."""
+        return self.size is not None
 
     def name(self, pid: int) -> str:
         return self.names.get(pid, f"P{pid}")
@@ -69,7 +88,7 @@ class PeerTable:
             data = tomllib.loads(path.read_text(encoding="utf-8"))
         except (OSError, tomllib.TOMLDecodeError) as exc:
             raise LocalError(f"cannot read peer table {path}: {exc}") from None
-        peers = data.get("peers")
+        peers = data.get("peers", {} if "size" in data else None)  # growable: maybe none
         if not isinstance(peers, dict):
             raise LocalError(f"{path} has no [peers] table")
         addresses: dict[int, tuple[str, int]] = {}
@@ -86,7 +105,13 @@ class PeerTable:
             addresses[pid] = parse_address(value)
         key_file = data.get("key_file")
         kf = (path.parent / key_file) if isinstance(key_file, str) else None
-        return cls(addresses, names, kf)
+        size = data.get("size")
+        if size is not None and type(size) is not int:
+            raise LocalError(f"{path}: size must be an integer")
+        seeds = data.get("seeds", [])
+        if not isinstance(seeds, list) or not all(isinstance(a, str) for a in seeds):
+            raise LocalError(f"{path}: seeds must be a list of host:port strings")
+        return cls(addresses, names, kf, size, tuple(parse_address(a) for a in seeds))
 
 
 def load_key(key_file: str | Path | None = None, env: Mapping[str, str] | None = None) -> bytes:

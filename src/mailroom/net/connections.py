@@ -122,7 +122,7 @@ class Inbound(asyncio.Protocol):
         if self.intro is None:
             if kind != fr.INTRO:
                 raise fr.FrameError("garbage", f"expected INTRO, got frame type {kind}")
-            i = fr.read_intro(body, set(owner.peers.addresses))
+            i = fr.read_intro(body, owner.peers.identities())
             owner.check_intro(i, self.remote_host)
             self.intro = i
             assert self.transport is not None

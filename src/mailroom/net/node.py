@@ -75,10 +75,12 @@ from mailroom.core.wire import plain
 from mailroom.net.commit import Commit
 from mailroom.net.config import PeerTable
 from mailroom.net.connections import Batch
+from mailroom.net.discovery import directory_of
 from mailroom.net.flow import Flow
 from mailroom.net.journal import Journal, open_files, resume
 from mailroom.net.membership import group_of, is_member
 from mailroom.net.outgoing import Outgoing
+from mailroom.net.service import Service
 from mailroom.net.settings import GROUP_OUTBOX as GROUP_OUTBOX
 from mailroom.net.settings import HANDSHAKE_TIMEOUT as HANDSHAKE_TIMEOUT
 from mailroom.net.settings import MAX_RETAINED as MAX_RETAINED
@@ -114,14 +116,10 @@ class Node:
 
     A group endpoint (``Group``, or ``HeartbeatDetector`` around one; see
     ``mailroom.net.membership``) is a member of a process group: each view it installs
-    is a trace event of kind "view" and the view each event happens in is traced;
-    ``on_view`` gets each ``ViewChange`` at its place among the deliveries (a joiner's
-    carries the transferred state), ``get_state(view)`` returns the application's
-    state when a joiner needs it (taken right after the ViewChange was handed over),
-    and ``on_excluded`` gets ``Excluded`` (the application drops its state). A joiner
-    asks its contacts at ``start()``. ``rejoin``: contacts; a member restored from
-    ``checkpoint`` joins again as its next incarnation instead of resuming its old
-    view (the group has most likely excluded it meanwhile).
+    is a trace event of kind "view" and the view each event happens in is traced; its
+    hooks (``on_view``, ``get_state``, ``on_excluded``, ``rejoin``) are ``NodeConfig``'s.
+    A joiner asks its contacts at ``start()``, in a growable group those that discovery
+    finds; ``service`` holds discovery and the quorum and lag watches (``net.service``).
     """
 
     def __init__(
@@ -163,8 +161,9 @@ class Node:
         self.stats = NetStats()
         self.stats.sent, self.stats.delivered = done.counters()
         self._quiet = QuietLog()
-        self.transport = Transport(self.pid, peers, key, config, self._received, self.stats,
-                                   self._quiet, member=self.member)  # fmt: skip
+        self.directory = directory_of(peers, self.pid, config.address, config.listen)
+        self.transport = Transport(self.pid, self.directory, key, config, self._received,
+                                   self.stats, self._quiet, member=self.member)  # fmt: skip
         trace_path = Path(config.trace) if config.trace else None
         header = b""
         if trace_path is not None:
@@ -193,6 +192,7 @@ class Node:
         self._queue: asyncio.Queue[Message | None] = asyncio.Queue()
         self._can_send = asyncio.Event()
         self._closed = False
+        self.service = Service(self, self.directory, self.join_through)
 
     @property
     def endpoint(self) -> Any:
@@ -214,6 +214,7 @@ class Node:
     async def start(self) -> None:
         """Listen, connect to every peer, and arm the endpoint's timer."""
         await self.transport.start()
+        self.service.start()
         ckpt = self._journal.ckpt
         if ckpt is not None and (self._rebase or ckpt.wants_compaction()):
             self._compact(strict=True)  # a base to log against
@@ -241,6 +242,7 @@ class Node:
             return
         self._out.close()  # the sends of this turn are a step like the others
         self._closed = True
+        await self.service.close()
         if self._timer is not None:
             self._timer.cancel()
         await self.transport.close()
@@ -339,7 +341,11 @@ class Node:
         """Leave the group: the next view excludes this process (then ``on_excluded``)."""
         self._host_input("leave", ["l"])
 
-    def _host_input(self, name: str, op: list[Any], *args: int) -> None:
+    def join_through(self, contacts: list[int]) -> None:
+        """A joiner asks ``contacts`` (members found by discovery) to let it in (logged)."""
+        self._host_input("join", ["j", contacts], contacts)
+
+    def _host_input(self, name: str, op: list[Any], *args: Any) -> None:
         if not self.member:
             raise LocalError(f"{name}: the node does not host a group endpoint")
         if self._closed:

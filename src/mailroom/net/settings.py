@@ -90,6 +90,9 @@ class NodeConfig:
     coalesce: bool = True
     #: Seconds a lot of sends waits for more before it is taken (0: the end of the turn).
     linger: float = attrs.field(default=0.0, validator=_seconds)
+    #: A growable group: "host:port" where the others reach this node (None: its peer-table
+    #: entry, else the listening socket's name).
+    address: str | None = None
 
     def handshake_seconds(self) -> float:
         """Seconds a connection has to complete its handshake."""

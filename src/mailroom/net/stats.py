@@ -80,16 +80,12 @@ class NetStats:
     @property
     def rejected(self) -> int:
         """Frames or connections refused for security or garbage."""
-        return (
-            self.garbage
-            + self.bad_mac
-            + self.replayed
-            + self.unknown_peer
-            + self.refused
-            + self.timeouts
-            + self.evicted
-            + self.mislabeled
-        )
+        return sum(getattr(self, reason) for reason in REJECTED)
 
 
-__all__ = ["LOG_BURST", "LOG_WINDOW", "NetStats", "QuietLog"]
+#: The counters of frames or connections refused for security or garbage.
+REJECTED = ("garbage", "bad_mac", "replayed", "unknown_peer", "refused", "timeouts",
+            "evicted", "mislabeled")  # fmt: skip
+
+
+__all__ = ["LOG_BURST", "LOG_WINDOW", "REJECTED", "NetStats", "QuietLog"]

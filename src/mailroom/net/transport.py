@@ -29,8 +29,8 @@ from collections.abc import Callable, Iterable
 
 from mailroom.core.messages import MessageId
 from mailroom.net import frames as fr
-from mailroom.net.config import PeerTable
 from mailroom.net.connections import Batch, Inbound, Outbound
+from mailroom.net.discovery import ANY, Address, Directory, Discovery
 from mailroom.net.settings import NodeConfig
 from mailroom.net.stats import NetStats, QuietLog
 
@@ -41,11 +41,15 @@ Send = tuple[int, bytes, MessageId | None, int]
 
 
 class Link:
-    """The outgoing side to one peer: its outbox and the task that keeps it connected."""
+    """The outgoing side to one peer: its outbox and the task that keeps it connected
+    (to ``seed``, for a connection to whoever listens there: ``peer`` is ``ANY``)."""
 
-    def __init__(self, owner: Transport, peer: int) -> None:
+    def __init__(self, owner: Transport, peer: int, seed: Address | None = None) -> None:
         self.owner = owner
         self.peer = peer
+        self.seed = seed
+        #: a seed's link connects when it has something to say, and hangs up once said
+        self._said = asyncio.Event()
         self.outbox: collections.deque[tuple[bytes, MessageId | None, int]] = collections.deque()
         self.conn: Outbound | None = None
         self.delay = owner.config.delays.get(peer, 0.0)
@@ -61,6 +65,7 @@ class Link:
 
     def _push_now(self, packet: bytes, mid: MessageId | None, carries: int) -> None:
         self.outbox.append((packet, mid, carries))
+        self._said.set()
         if len(self.outbox) > self.owner.outbox_limit:
             self.outbox.popleft()
             self.owner.stats.outbox_dropped += 1
@@ -93,12 +98,17 @@ class Link:
         first = sealer.counter
         conn.transport.write(sealer.seal_many(items))  # one MAC for the whole write
         stats.data_frames_out += sealer.counter - first
+        if self.seed is not None:  # said: hang up (what was written is sent first)
+            self._said.clear()
+            conn.transport.close()
 
     async def run(self) -> None:
-        host, port = self.owner.peers.addresses[self.peer]
         loop = asyncio.get_running_loop()
         pause = 0.05
         while True:
+            if self.seed is not None:
+                await self._said.wait()
+            host, port = self.seed or await self.owner.peers.wait(self.peer)  # it may move
             try:
                 _, proto = await loop.create_connection(lambda: Outbound(self), host, port)
             except OSError:
@@ -129,7 +139,7 @@ class Transport:
     def __init__(
         self,
         pid: int,
-        peers: PeerTable,
+        peers: Directory,
         key: bytes,
         config: NodeConfig,
         on_frames: Callable[[int, Batch], None],
@@ -142,7 +152,9 @@ class Transport:
         self.peers = peers
         self.key = key
         self.config = config
-        self.digest = fr.table_digest(peers.entries())
+        self.digest = peers.digest
+        #: A growable group's discovery (set by the node): it takes Probes and Rosters.
+        self.discovery: Discovery | None = None
         self.encrypt = config.encrypt
         self.outbox_limit = config.outbox_for(member)
         self.stats = stats
@@ -150,6 +162,7 @@ class Transport:
         self._on_frames = on_frames
         self._server: asyncio.Server | None = None
         self._links: dict[int, Link] = {}
+        self._seeds: dict[Address, Link] = {}
         self._inbound: set[Inbound] = set()
         self._unauthenticated: dict[Inbound, None] = {}
         self._paused = False
@@ -178,8 +191,10 @@ class Transport:
     def authenticated(self, conn: Inbound) -> None:
         """``conn`` completed its handshake: an older connection from its peer is dead."""
         self._unauthenticated.pop(conn, None)
-        for other in [c for c in self._inbound if c is not conn and c.peer == conn.peer]:
-            other.close()  # the peer restarted or reconnected
+        dest = conn.intro.dest if conn.intro is not None else self.pid
+        for other in [c for c in self._inbound if c is not conn and c.peer == conn.peer
+                      and (c.intro is None or c.intro.dest == dest)]:  # fmt: skip
+            other.close()  # the peer restarted or reconnected (a seed's probe is another)
 
     def forget(self, conn: Inbound, closing: bool = False) -> None:
         """``conn`` is closing (or closed): it no longer counts."""
@@ -189,7 +204,7 @@ class Transport:
 
     def check_intro(self, i: fr.Intro, remote_host: str) -> None:
         """FrameError("refused") unless the INTRO is meant for this process and its group."""
-        if i.dest != self.pid:
+        if i.dest != self.pid and not (i.dest == ANY and self.peers.growable):
             raise fr.FrameError("refused", f"P{i.sender} meant to reach P{i.dest}, not us")
         if i.digest != self.digest:
             raise fr.FrameError("refused", f"P{i.sender} has a different peer table")
@@ -206,8 +221,8 @@ class Transport:
 
     def host_matches(self, pid: int, remote: str) -> bool:
         """True if ``remote`` is (an address of) ``pid``'s peer-table host."""
-        host = self.peers.addresses[pid][0]
-        if host == remote:
+        host = self.peers.host_of(pid)
+        if host is None or host == remote:  # a growable group pins no pid to a host
             return True
         try:
             infos = socket.getaddrinfo(host, None)
@@ -217,6 +232,10 @@ class Transport:
 
     def received(self, peer: int, batch: Batch) -> None:
         self.stats.frames_in += len(batch)
+        if self.discovery is not None:
+            batch = self.discovery.take(peer, batch)
+            if not batch:
+                return
         self._on_frames(peer, batch)
 
     def refuse(self, peer: int, why: str) -> None:
@@ -236,18 +255,24 @@ class Transport:
             self._server = await loop.create_server(
                 lambda: Inbound(self), host, port, reuse_address=True
             )
-        for peer in range(self.peers.n):
+        for peer in sorted(self.peers.addresses):  # a growable group's others: when used
             if peer != self.pid:
-                link = Link(self, peer)
-                link.task = asyncio.create_task(link.run())
-                self._links[peer] = link
+                self.link(peer)
+
+    def link(self, peer: int) -> Link:
+        """The link to ``peer``, started if it is the first use."""
+        link = self._links.get(peer)
+        if link is None:
+            link = self._links[peer] = Link(self, peer)
+            link.task = asyncio.create_task(link.run())
+        return link
 
     def send(self, sends: Iterable[Send]) -> None:
         """Queue packets on their peers' links; each link writes once the callback is over."""
         links = self._links
         touched = set()
         for to, data, mid, carries in sends:
-            links[to].push(data, mid, carries)
+            (links.get(to) or self.link(to)).push(data, mid, carries)
             touched.add(to)
         for to in touched:
             links[to].flush_soon()
@@ -258,6 +283,20 @@ class Transport:
             if link.outbox:
                 link.flush()
 
+    def to_seed(self, seed: Address, data: bytes) -> None:
+        """A control packet to whoever listens at ``seed`` (only the latest one waits)."""
+        link = self._seeds.get(seed)
+        if link is None:
+            link = self._seeds[seed] = Link(self, ANY, seed)
+            link.task = asyncio.create_task(link.run())
+        link.outbox.clear()
+        link.push(data, None, fr.CONTROL)
+        link.flush_soon()
+
+    def links(self) -> dict[int, Link]:
+        """The links to members, by pid."""
+        return dict(self._links)
+
     def drop_outbox(self, peer: int) -> None:
         """Forget the frames waiting for ``peer`` (it left the group)."""
         if peer in self._links:
@@ -265,7 +304,8 @@ class Transport:
 
     def queued(self, peer: int) -> int:
         """Frames waiting in ``peer``'s outbox."""
-        return len(self._links[peer].outbox)
+        link = self._links.get(peer)
+        return 0 if link is None else len(link.outbox)
 
     def handshaking(self) -> int:
         """Accepted connections still in their handshake."""
@@ -280,11 +320,12 @@ class Transport:
 
     async def close(self) -> None:
         """Write what waits, stop the links, close every connection, stop listening."""
-        for link in self._links.values():
+        every = [*self._links.values(), *self._seeds.values()]
+        for link in every:
             link.flush()
             if link.task is not None:
                 link.task.cancel()
-        for link in self._links.values():
+        for link in every:
             if link.task is not None:
                 with contextlib.suppress(asyncio.CancelledError):
                     await link.task

@@ -1,18 +1,17 @@
 """The protocols: FIFO, causal (RST, KS, CBCAST), total order, the unordered baseline, detection."""
 
 from mailroom.core.registry import register_protocol
-from mailroom.protocols.causal import (
-    CBCAST,
-    KS,
-    RST,
-    CBCASTBatch,
-    CBCASTPacket,
-    KSPacket,
-    RSTPacket,
-    StabilityAck,
-    TaggedCausalBroadcast,
-    TaggedPacket,
-)
+from mailroom.protocols import causal
+from mailroom.protocols.causal import CBCAST as CBCAST
+from mailroom.protocols.causal import KS as KS
+from mailroom.protocols.causal import RST as RST
+from mailroom.protocols.causal import CBCASTBatch as CBCASTBatch
+from mailroom.protocols.causal import CBCASTPacket as CBCASTPacket
+from mailroom.protocols.causal import KSPacket as KSPacket
+from mailroom.protocols.causal import RSTPacket as RSTPacket
+from mailroom.protocols.causal import StabilityAck as StabilityAck
+from mailroom.protocols.causal import TaggedCausalBroadcast as TaggedCausalBroadcast
+from mailroom.protocols.causal import TaggedPacket as TaggedPacket
 from mailroom.protocols.detect import CausalityDetector, CausalityViolation, is_violation
 from mailroom.protocols.fifo import Fifo, FifoPacket
 from mailroom.protocols.membership import Group
@@ -41,28 +40,19 @@ for _name, _factory, _mode, _promises in (
     register_protocol(_name, _factory, _mode, _promises)
 
 __all__ = [
-    "CBCAST",
-    "KS",
-    "RST",
-    "CBCASTBatch",
-    "CBCASTPacket",
     "CausalityDetector",
     "CausalityViolation",
     "Fifo",
     "FifoPacket",
     "Group",
-    "KSPacket",
     "LamportTotalOrder",
-    "RSTPacket",
     "Reliable",
     "ReliableAck",
     "ReliablePacket",
     "Sequencer",
     "Skeen",
-    "StabilityAck",
-    "TaggedCausalBroadcast",
-    "TaggedPacket",
     "Unordered",
     "UnorderedPacket",
     "is_violation",
 ]
+__all__ += causal.__all__  # the causal protocols and their packets

@@ -25,9 +25,12 @@ delivery costs amortized O(n) per message and never rescans the buffer.
 from __future__ import annotations
 
 import heapq
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Generic, TypeVar
 
+import attrs
+
+from mailroom.core.actions import Action
 from mailroom.core.pending import Wait
 
 T = TypeVar("T")
@@ -64,18 +67,17 @@ class ArrivalOrder(Generic[K]):
         return heapq.heappop(self._heap)[1] if self._heap else None
 
 
+@attrs.define(eq=False)
 class _Item(Generic[T]):
-    __slots__ = ("arrival", "index", "need", "scan", "sender", "value")
+    """A held message: the ``index``-th of ``sender``'s stream, its ``need`` vector,
+    its ``arrival`` number, and how far its needs were scanned."""
 
-    def __init__(
-        self, sender: int, index: int, need: Sequence[int], value: T, arrival: int
-    ) -> None:
-        self.arrival = arrival
-        self.sender = sender
-        self.index = index
-        self.need = need
-        self.value = value
-        self.scan = 0
+    sender: int
+    index: int
+    need: Sequence[int]
+    value: T
+    arrival: int
+    scan: int = 0
 
 
 class DependencyBuffer(Generic[T]):
@@ -83,7 +85,8 @@ class DependencyBuffer(Generic[T]):
 
     def __init__(self, delivered: list[int]) -> None:
         n = len(delivered)
-        self._delivered = delivered
+        #: the owner's live delivered counts (the owner raises them as it delivers)
+        self.delivered = delivered
         self._streams: list[dict[int, _Item[T]]] = [{} for _ in range(n)]
         self._parked: list[list[tuple[int, int]]] = [[] for _ in range(n)]
         self._ready: ArrivalOrder[int] = ArrivalOrder()
@@ -95,12 +98,20 @@ class DependencyBuffer(Generic[T]):
     def holds(self, sender: int, index: int) -> bool:
         return index in self._streams[sender]
 
-    def add(self, sender: int, index: int, need: Sequence[int], value: T) -> None:
-        """Store a message that is neither delivered nor already held."""
-        self._streams[sender][index] = _Item(sender, index, need, value, self._ready.stamp())
+    def offer(self, sender: int, index: int, need: Sequence[int], value: T) -> bool:
+        """Store a message unless it is delivered or held already (then False)."""
+        stream = self._streams[sender]
+        if index < self.delivered[sender] or index in stream:
+            return False
+        stream[index] = _Item(sender, index, need, value, self._ready.stamp())
         self._size += 1
-        if index == self._delivered[sender]:
+        if index == self.delivered[sender]:
             self._evaluate(sender)
+        return True
+
+    def has_ready(self) -> bool:
+        """Whether a held message is deliverable now."""
+        return len(self._ready) > 0
 
     def pop_ready(self) -> T | None:
         """Remove and return the deliverable message that arrived first, or None.
@@ -110,13 +121,13 @@ class DependencyBuffer(Generic[T]):
         sender = self._ready.pop()
         if sender is None:
             return None
-        item = self._streams[sender].pop(self._delivered[sender])
+        item = self._streams[sender].pop(self.delivered[sender])
         self._size -= 1
         return item.value
 
     def delivered_one(self, sender: int) -> None:
         """``delivered[sender]`` just went up by one: wake whatever that enables."""
-        count = self._delivered[sender]
+        count = self.delivered[sender]
         parked = self._parked[sender]
         while parked and parked[0][0] <= count:
             _, waiting = heapq.heappop(parked)
@@ -125,8 +136,8 @@ class DependencyBuffer(Generic[T]):
             self._evaluate(sender)
 
     def _evaluate(self, sender: int) -> None:
-        item = self._streams[sender][self._delivered[sender]]
-        delivered, need = self._delivered, item.need
+        item = self._streams[sender][self.delivered[sender]]
+        delivered, need = self.delivered, item.need
         for k in range(item.scan, len(need)):
             if k != sender and delivered[k] < need[k]:
                 item.scan = k
@@ -150,7 +161,7 @@ class DependencyBuffer(Generic[T]):
     def waits(self, sender: int, index: int, unit: str) -> tuple[Wait, ...]:
         """What the held message (sender, index) is waiting for."""
         item = self._streams[sender][index]
-        delivered = self._delivered
+        delivered = self.delivered
         waits = [
             Wait(k, delivered[k], item.need[k], unit)
             for k in range(len(item.need))
@@ -159,3 +170,22 @@ class DependencyBuffer(Generic[T]):
         if index > delivered[sender]:
             waits.append(Wait(sender, delivered[sender], index, unit))
         return tuple(sorted(waits, key=lambda w: w.sender))
+
+
+def rescan(
+    held: list[T], deliverable: Callable[[T], bool], deliver: Callable[[T], Action]
+) -> list[Action]:
+    """The textbook mail room, a plain list rescanned after every delivery: deliver
+    (``deliver(message)``) every held message that is deliverable, in list order,
+    until a whole pass delivers nothing. For the lab and the naive variants, where
+    clarity beats the cost of rescanning."""
+    actions: list[Action] = []
+    progress = True
+    while progress:
+        progress = False
+        for message in list(held):
+            if deliverable(message):
+                held.remove(message)
+                actions.append(deliver(message))
+                progress = True
+    return actions

@@ -16,13 +16,12 @@ import attrs
 
 from mailroom.core import validate
 from mailroom.core.actions import Action, Deliver, Transmit
-from mailroom.core.endpoint import EndpointBase
-from mailroom.core.errors import LocalError
 from mailroom.core.messages import Message, MessageId, Payload
-from mailroom.core.pending import Pending
-from mailroom.core.persist import Field, counts, snap_list
-from mailroom.core.wire import packet, packet_from_data, packet_to_data
+from mailroom.core.persist import counts
+from mailroom.core.wire import packet
 from mailroom.protocols._buffer import DependencyBuffer
+from mailroom.protocols._buffered import BufferedEndpoint, mail_room
+from mailroom.protocols._packets import carries_seq
 
 
 @packet
@@ -36,15 +35,14 @@ class FifoPacket:
     channel: int
     payload: Any
 
-    def carries(self) -> MessageId | None:
-        """The application message this packet carries."""
-        return MessageId(self.sender, self.seq)
+    carries = carries_seq
 
 
-class Fifo(EndpointBase):
+class Fifo(BufferedEndpoint):
     """FIFO order per sender; no causal or total order."""
 
     protocol = "Fifo"
+    persistent = (counts("channel_out"), counts("delivered"), mail_room(FifoPacket))
 
     def __init__(self, pid: int, n: int) -> None:
         super().__init__(pid, n)
@@ -79,56 +77,37 @@ class Fifo(EndpointBase):
                 actions.append(Transmit(to, packet, mid))
         return actions
 
-    def receive(self, packet: object) -> list[Action]:
+    def _validate(self, packet: object) -> FifoPacket:
+        if type(packet) is FifoPacket:  # the common case inline (the same rules as below)
+            sender, dest, seq, channel = packet.sender, packet.dest, packet.seq, packet.channel
+            if (
+                type(sender) is int
+                and 0 <= sender < self.n
+                and dest == self.pid
+                and type(dest) is int
+                and type(seq) is int
+                and 0 < seq <= validate.MAX_COUNTER
+                and type(channel) is int
+                and 0 < channel <= validate.MAX_COUNTER
+            ):
+                return packet
         validate.expect_type(packet, FifoPacket, "Fifo")
         assert isinstance(packet, FifoPacket)
-        sender = validate.pid(packet.sender, self.n)
+        validate.pid(packet.sender, self.n)
         validate.dest(packet.dest, self.pid, self.n)
         validate.positive(packet.seq, "seq")
-        index = validate.positive(packet.channel, "channel") - 1
-        if index < self.delivered[sender] or self._buffer.holds(sender, index):
+        validate.positive(packet.channel, "channel")
+        return packet
+
+    def _offer(self, p: FifoPacket) -> bool:
+        """Hold ``p``, the ``channel``-th on its channel, which needs nothing else."""
+        return self._buffer.offer(p.sender, p.channel - 1, self._no_needs, p)
+
+    def receive(self, packet: object) -> list[Action]:
+        if not self._offer(self._validate(packet)):
             self.duplicates += 1
             return []
-        self._buffer.add(sender, index, self._no_needs, packet)
         return self._drain()
 
-    def _drain(self) -> list[Action]:
-        actions: list[Action] = []
-        while (p := self._buffer.pop_ready()) is not None:
-            self.delivered[p.sender] += 1
-            actions.append(Deliver(_message(p)))
-            self._buffer.delivered_one(p.sender)
-        return actions
-
-    def buffered(self) -> int:
-        return len(self._buffer)
-
-    def pending(self) -> list[Pending]:
-        unit = f"message to P{self.pid}"
-        return [
-            Pending(_message(p), self._buffer.waits(s, i, unit)) for s, i, p in self._buffer.items()
-        ]
-
-    def _dump_buffer(self) -> list[Any]:
-        return [packet_to_data(p) for p in self._buffer.by_arrival()]
-
-    def _load_buffer(self, data: object) -> None:
-        for item in snap_list(data, "buffer"):
-            p = packet_from_data(FifoPacket, item)
-            sender = validate.pid(p.sender, self.n)
-            validate.dest(p.dest, self.pid, self.n)
-            validate.positive(p.seq, "seq")
-            index = validate.positive(p.channel, "channel") - 1
-            if index <= self.delivered[sender] or self._buffer.holds(sender, index):
-                raise LocalError("snapshot buffers a packet delivered, deliverable or twice")
-            self._buffer.add(sender, index, self._no_needs, p)
-
-    persistent = (
-        counts("channel_out"),
-        counts("delivered"),
-        Field.custom("buffer", _dump_buffer, _load_buffer),
-    )
-
-
-def _message(p: FifoPacket) -> Message:
-    return Message(MessageId(p.sender, p.seq), p.sender, p.payload)
+    def _message(self, p: FifoPacket) -> Message:
+        return Message(MessageId(p.sender, p.seq), p.sender, p.payload)

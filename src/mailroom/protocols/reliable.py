@@ -24,6 +24,9 @@ Rules, in words:
 - Refusing: a packet whose ack claims more than this process ever sent on that
   channel, a zero or absurd counter, an unknown sender or a wrong destination is
   a ``RemoteError``, and nothing changes.
+
+Extension point (``mailroom.core.hooks``): ``on_copy``, what a copy of a delivered
+packet does.
 """
 
 from __future__ import annotations
@@ -37,20 +40,25 @@ import attrs
 
 from mailroom.core import validate
 from mailroom.core.actions import Action, Backpressure, Deliver, Transmit
-from mailroom.core.endpoint import (
-    EndpointBase,
-    Snapshot,
-    load_counts,
+from mailroom.core.endpoint import EndpointBase
+from mailroom.core.errors import LocalError, RemoteError
+from mailroom.core.hooks import hook
+from mailroom.core.messages import Message, MessageId, Payload
+from mailroom.core.pending import Pending, Wait
+from mailroom.core.persist import (
+    Field,
+    arguments,
+    counter,
+    counts,
     snap_bool,
     snap_counter,
     snap_list,
     snap_positive,
     snap_time,
 )
-from mailroom.core.errors import LocalError, RemoteError
-from mailroom.core.messages import Message, MessageId, Payload
-from mailroom.core.pending import Pending, Wait
+from mailroom.core.timers import NOW, HostClock
 from mailroom.core.wire import packet, packet_from_data, packet_to_data, plain, unplain
+from mailroom.protocols._packets import carries_message, carries_none
 
 
 @packet
@@ -66,9 +74,7 @@ class ReliablePacket:
     ack: int
     payload: Any
 
-    def carries(self) -> MessageId | None:
-        """The application message this packet carries."""
-        return MessageId(self.sender, self.msg)
+    carries = carries_message("sender", "msg")
 
 
 @packet
@@ -80,9 +86,7 @@ class ReliableAck:
     dest: int
     ack: int
 
-    def carries(self) -> MessageId | None:
-        """The application message this packet carries: none, it is a control packet."""
-        return None
+    carries = carries_none
 
 
 class _Out:
@@ -99,7 +103,7 @@ class _Out:
         self.attempts = 0
 
 
-class Reliable(EndpointBase):
+class Reliable(HostClock, EndpointBase):
     """Exactly-once, per-channel FIFO delivery over a lossy, duplicating network."""
 
     protocol = "Reliable"
@@ -191,13 +195,7 @@ class Reliable(EndpointBase):
         back with it, so nothing stalls; a clock ahead counts as time that passed.
         Each packet is retransmitted at most once per call.
         """
-        if type(now) not in (int, float) or not math.isfinite(now) or not 0 <= now <= MAX_TIME:
-            raise LocalError(f"now must be a finite time in 0..{MAX_TIME:g}, got {now!r}")
-        now = float(now)
-        if now < self.now:
-            self._shift(now - self.now)
-        self._rebase = False
-        self.now = now
+        now = self._advance(now)
         if self._unarmed:
             for to, out in enumerate(self._out):
                 for seq, entry in out.items():
@@ -303,7 +301,9 @@ class Reliable(EndpointBase):
             return actions, ()
         sender, seq = p.sender, p.seq
         held = self._held[sender]
-        if seq <= self.received[sender] or seq in held:
+        if seq <= self.received[sender]:
+            actions += self.on_copy(p)
+        elif seq in held:
             self.duplicates += 1
         elif seq > self.received[sender] + self.capacity:
             self.refused += 1
@@ -317,6 +317,14 @@ class Reliable(EndpointBase):
         else:
             held[seq] = p
         return actions, (sender,)
+
+    @hook
+    def on_copy(self, p: ReliablePacket) -> list[Action]:
+        """Rule: a data packet at or below what was received from its sender is a copy
+        (duplicated, or sent again because an ack was lost): it is counted in
+        ``duplicates`` and delivers nothing (it is acknowledged again all the same)."""
+        self.duplicates += 1
+        return []
 
     def _acknowledged(self, peer: int, ack: int) -> list[Action]:
         """Forget packets to ``peer`` up to ``ack``; send those the window now admits."""
@@ -349,43 +357,16 @@ class Reliable(EndpointBase):
             for seq, p in sorted(held.items())
         ]
 
-    def snapshot(self) -> Snapshot:
-        data = self._header()
-        data["params"] = {
-            "rto": self.rto,
-            "backoff": self.backoff,
-            "max_rto": self.max_rto,
-            "window": self.window,
-            "capacity": self.capacity,
-        }
-        data["now"] = self.now
-        data["next_seq"] = list(self.next_seq)
-        data["acked"] = list(self.acked)
-        data["received"] = list(self.received)
-        data["out"] = [
+    # -- snapshot ------------------------------------------------------------------------
+    def _dump_out(self) -> list[list[list[Any]]]:
+        return [
             [[seq, e.msg, plain(e.payload), e.sent, e.deadline, e.rto, e.attempts]
              for seq, e in sorted(out.items())]
             for out in self._out
         ]  # fmt: skip
-        data["held"] = [[packet_to_data(p) for _, p in sorted(h.items())] for h in self._held]
-        data["refused"] = self.refused
-        data["retransmissions"] = self.retransmissions
-        return data
 
-    def _load(self, data: Snapshot) -> None:
-        params = data["params"]
-        if type(params) is not dict:
-            raise LocalError("snapshot field params must be a dict")
-        fresh = Reliable(self.pid, self.n, **params)
-        self.rto, self.backoff, self.max_rto = fresh.rto, fresh.backoff, fresh.max_rto
-        self.window, self.capacity = fresh.window, fresh.capacity
-        self.now = snap_time(data["now"], "now")
-        if self.now > MAX_TIME:
-            raise LocalError(f"snapshot field now is beyond {MAX_TIME:g}")
-        self.next_seq[:] = load_counts(data["next_seq"], self.n, "next_seq")
-        self.acked[:] = load_counts(data["acked"], self.n, "acked")
-        self.received[:] = load_counts(data["received"], self.n, "received")
-        for to, rows in enumerate(snap_list(data["out"], "out", self.n)):
+    def _load_out(self, data: object) -> None:
+        for to, rows in enumerate(snap_list(data, "out", self.n)):
             expect = self.acked[to] + 1
             for row in snap_list(rows, f"out[{to}]"):
                 seq, msg, payload, sent, deadline, rto, attempts = snap_list(row, "out row", 7)
@@ -409,7 +390,12 @@ class Reliable(EndpointBase):
                 self._out[to][seq] = entry
             if expect != self.next_seq[to] + 1:
                 raise LocalError(f"snapshot lacks packets to P{to} it has not seen acknowledged")
-        for frm, items in enumerate(snap_list(data["held"], "held", self.n)):
+
+    def _dump_held(self) -> list[list[dict[str, Any]]]:
+        return [[packet_to_data(p) for _, p in sorted(h.items())] for h in self._held]
+
+    def _load_held(self, data: object) -> None:
+        for frm, items in enumerate(snap_list(data, "held", self.n)):
             for item in snap_list(items, f"held[{frm}]"):
                 p = packet_from_data(ReliablePacket, item)
                 if p.sender != frm or p.dest != self.pid:
@@ -422,19 +408,18 @@ class Reliable(EndpointBase):
                 if seq in self._held[frm]:
                     raise LocalError(f"snapshot holds packet {seq} from P{frm} twice")
                 self._held[frm][seq] = p
-        self.refused = snap_counter(data["refused"], "refused")
-        self.retransmissions = snap_counter(data["retransmissions"], "retransmissions")
-        self._rebase = True
 
-
-#: Host times above this are refused (beyond it, adding a timeout may not move a deadline).
-MAX_TIME = 2.0**40
-
-
-def _per_process(value: object, n: int, what: str) -> list[Any]:
-    if not isinstance(value, list) or len(value) != n:
-        raise LocalError(f"snapshot field {what} must hold {n} lists")
-    return value
+    persistent = (
+        arguments("params", ("rto", "backoff", "max_rto", "window", "capacity")),
+        NOW,
+        counts("next_seq"),
+        counts("acked"),
+        counts("received"),
+        Field.custom("out", _dump_out, _load_out),
+        Field.custom("held", _dump_held, _load_held),
+        counter("refused"),
+        counter("retransmissions"),
+    )
 
 
 def _message(p: ReliablePacket) -> Message:

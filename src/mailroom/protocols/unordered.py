@@ -18,26 +18,29 @@ import attrs
 from mailroom.clocks import Row, VectorClock
 from mailroom.core import validate
 from mailroom.core.actions import Action, Deliver, Transmit
-from mailroom.core.endpoint import EndpointBase, Snapshot, load_counts, snap_seen
+from mailroom.core.endpoint import EndpointBase
 from mailroom.core.errors import RemoteError
 from mailroom.core.messages import Message, MessageId, Payload
 from mailroom.core.pending import Pending
+from mailroom.core.persist import CLOCK, Field, counts, window
 from mailroom.core.wire import as_row, packet
+from mailroom.protocols._packets import carries_seq
 from mailroom.protocols.detect import CausalityDetector, CausalityViolation
 
 
 @packet
 @attrs.frozen
 class UnorderedPacket:
+    """Message (sender, seq) stamped with the sender's event-counting vector time ``vc``;
+    ``index``: the sender's count of packets to this destination."""
+
     sender: int
     seq: int
     vc: Row = attrs.field(converter=as_row)
     payload: Any
     index: int
 
-    def carries(self) -> MessageId | None:
-        """The application message this packet carries."""
-        return MessageId(self.sender, self.seq)
+    carries = carries_seq
 
 
 class Unordered(EndpointBase):
@@ -123,17 +126,9 @@ class Unordered(EndpointBase):
     def pending(self) -> list[Pending]:
         return []
 
-    def snapshot(self) -> Snapshot:
-        data = self._header()
-        data["clock"] = list(self._clock)
-        data["sent_to"] = list(self._sent_to)
-        data["seen"] = [[low, sorted(h)] for low, h in zip(self._low, self._high, strict=True)]
-        data["known"] = self.detector.known.tolist()
-        return data
-
-    def _load(self, data: Snapshot) -> None:
-        self._clock[:] = load_counts(data["clock"], self.n, "clock")
-        self._sent_to[:] = load_counts(data["sent_to"], self.n, "sent_to")
-        for p, (low, high) in enumerate(snap_seen(data["seen"], self.n, "seen")):
-            self._low[p], self._high[p] = low, high
-        self.detector.known = VectorClock(load_counts(data["known"], self.n, "known"))
+    persistent = (
+        counts("_clock", "clock"),
+        counts("_sent_to", "sent_to"),
+        window("seen", "_low", "_high"),
+        Field("known", "detector.known", CLOCK),
+    )

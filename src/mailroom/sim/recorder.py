@@ -33,6 +33,9 @@ class Recorder:
         self._send_vc: dict[MessageId, dict[int, int]] = {}
         self._sent_at: dict[MessageId, float] = {}
         self._dest: dict[MessageId, tuple[int, ...]] = {}
+        #: per process, a group's sends queued while its view changes (or it waits for
+        #: the state): written when an action carries them, in the view of that moment
+        self.queued: list[dict[MessageId, Payload]] = [{} for _ in range(n)]
 
     def events(self, pid: int) -> int:
         """How many events process ``pid`` has recorded."""
@@ -55,6 +58,29 @@ class Recorder:
             vc[pid] = vc.get(pid, 0) + 1
             self._send_vc[mid] = dict(vc)
             self._event(pid, "send", mid, pid, dest, payload, dict(vc), view, now)
+
+    def queue(
+        self,
+        pid: int,
+        mids: Sequence[MessageId],
+        payloads: Sequence[Payload],
+        dest: tuple[int, ...],
+        now: float,
+    ) -> None:
+        """Process ``pid`` issued ``payloads`` as ``mids``, but its group holds them until
+        it runs in a view: their send events wait for ``sent_now``."""
+        for mid, payload in zip(mids, payloads, strict=True):
+            self._sent_at[mid] = now
+            self._dest[mid] = dest
+            self.queued[pid][mid] = payload
+
+    def sent_now(self, pid: int, mid: MessageId, view: int | None, now: float) -> None:
+        """A queued message of ``pid`` goes out now (an action carries it), in ``view``."""
+        payload = self.queued[pid].pop(mid)
+        vc = self._vc[pid]
+        vc[pid] = vc.get(pid, 0) + 1
+        self._send_vc[mid] = dict(vc)
+        self._event(pid, "send", mid, pid, self._dest[mid], payload, dict(vc), view, now)
 
     def receive(self, pid: int, mid: MessageId, view: int | None, now: float) -> None:
         """A packet carrying message ``mid`` reached process ``pid``."""

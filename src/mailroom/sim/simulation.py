@@ -236,7 +236,10 @@ class Simulation:
             self.hosts.last_sent[pid] = mids[-1].seq
         self.metrics.app_messages += len(mids)
         if self.record:
-            self.recorder.sends(pid, mids, payloads, dest, view, self.now)
+            if is_member_endpoint(ep) and not (ep.joined and not ep.flushing):  # type: ignore[attr-defined]
+                self.recorder.queue(pid, mids, payloads, dest, self.now)
+            else:
+                self.recorder.sends(pid, mids, payloads, dest, view, self.now)
         self._apply(pid, actions)
         return mids
 
@@ -396,10 +399,15 @@ class Simulation:
 
     # -- applying a step's actions -----------------------------------------------------------
     def _apply(self, pid: int, actions: list[Action]) -> None:
+        queued = self.recorder.queued[pid]
         for action in actions:
             if isinstance(action, Transmit):
+                if queued and action.message_id in queued:
+                    self._sent_now(pid, action.message_id)
                 self._transmit(pid, action)
             elif isinstance(action, Deliver):
+                if queued and action.message.id in queued:
+                    self._sent_now(pid, action.message.id)
                 self._deliver(pid, action.message)
             elif isinstance(action, Stable):
                 self.recorder.report_stable(pid, action.messages)
@@ -411,6 +419,8 @@ class Simulation:
                 self._state_request(pid, action)
             elif isinstance(action, Excluded):
                 self.group.exclude(pid, action)
+                for mid in action.dropped:
+                    queued.pop(mid, None)  # never sent: no send event
         hosts = self.hosts
         if pid in hosts.stopped:
             return
@@ -425,6 +435,11 @@ class Simulation:
         deadline = self.hosts.endpoints[pid].next_deadline()
         if deadline is not None and not self.adversarial:
             self.agenda.arm(pid, max(deadline, self.now))  # a deadline already past fires now
+
+    def _sent_now(self, pid: int, mid: MessageId | None) -> None:
+        """A message ``pid``'s group held goes out now: its send event, in this view."""
+        assert mid is not None
+        self.recorder.sent_now(pid, mid, self.group.current_view[pid], self.now)
 
     def _transmit(self, pid: int, t: Transmit) -> None:
         self.metrics.record_transmit(t.packet, t.message_id)

@@ -1,5 +1,5 @@
 """The trace pipeline on Apache Spark: load traces, compute or validate happens-before,
-check integrity, FIFO, causal, total order and liveness at scale.
+check every property of the registry (``mailroom.trace.properties``) at scale.
 
 pyspark is imported only inside this package (and lazily, inside functions).
 """

@@ -24,22 +24,38 @@ Rules, in words:
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
 import attrs
 
-from mailroom.trace.events import KINDS, Event, TraceError
+from mailroom.spark.rows import INVALID_DDL
+from mailroom.trace.events import KINDS, MAX_NUMBER, Event, TraceError, lone_surrogate
+from mailroom.trace.jsonl import parse_row
+from mailroom.trace.report import ddl
 
-EVENT_DDL = (
-    "run string, process long, seq long, kind string, mo long, ms long, sender long, "
-    "dest array<long>, vc map<long,long>, time double, view long"
+#: The event table's columns (Spark types): the trace schema with the message id split.
+EVENT_COLUMNS = (
+    ("run", "string"),
+    ("process", "long"),
+    ("seq", "long"),
+    ("kind", "string"),
+    ("mo", "long"),
+    ("ms", "long"),
+    ("sender", "long"),
+    ("dest", "array<long>"),
+    ("vc", "map<long,long>"),
+    ("time", "double"),
+    ("view", "long"),
 )
-INVALID_DDL = "source string, line long, run string, process long, seq long, reason string"
+EVENT_DDL = ddl(EVENT_COLUMNS)
+#: The event table's column names, in order.
+EVENT_DDL_COLUMNS = [name for name, _ in EVENT_COLUMNS]
 
 FORMATS = ("jsonl", "parquet")
+#: The event kinds as a SQL list.
+_KIND_LIST = ", ".join(f"'{k}'" for k in KINDS)
 
 
 @attrs.frozen
@@ -90,29 +106,34 @@ def events_frame(spark: Any, events: Iterable[Event]) -> Loaded:
     return Loaded(spark.createDataFrame(rows, EVENT_DDL), spark.createDataFrame([], INVALID_DDL))
 
 
+def _number(value: Any) -> int | None:
+    """``value`` if it is an integer a long column holds, else None."""
+    return value if type(value) is int and -MAX_NUMBER - 1 <= value <= MAX_NUMBER else None
+
+
+def _identity(row: Any) -> list[Any]:
+    """The run, process and seq of a row, as far as they can be read."""
+    if not isinstance(row, dict):
+        return [None, None, None]
+    run = None if row.get("run") is None else str(row["run"])
+    text = None if run is None or lone_surrogate(run) else run
+    return [text, _number(row.get("process")), _number(row.get("seq"))]
+
+
 def _parse_line(item: tuple[tuple[str, str], int]) -> Iterator[tuple[str, tuple[Any, ...]]]:
+    """An odd line (see the header): ("ok", event row) and/or ("bad", invalid row)."""
     (source, line), index = item
     if not line.strip():
         return
     lineno = index + 1
     try:
-        row = json.loads(line)
-    except json.JSONDecodeError as exc:
-        yield ("bad", (source, lineno, None, None, None, f"not JSON ({exc.msg})"))
-        return
-    except RecursionError:
-        yield ("bad", (source, lineno, None, None, None, "not JSON (nested too deeply)"))
+        row = parse_row(line)
+    except TraceError as exc:
+        yield ("bad", (source, lineno, None, None, None, str(exc)))
         return
     if isinstance(row, dict) and "header" in row:
         return  # the trace header: never an event
-    ident: list[Any] = [None, None, None]
-    if isinstance(row, dict):
-        run = row.get("run")
-        ident = [
-            None if run is None else str(run),
-            row.get("process") if type(row.get("process")) is int else None,
-            row.get("seq") if type(row.get("seq")) is int else None,
-        ]
+    ident = _identity(row)
     try:
         event = Event.from_dict(row)
     except TraceError as exc:
@@ -151,7 +172,6 @@ def read_jsonl_frame(spark: Any, paths: Sequence[str]) -> Loaded:
     from pyspark.sql import Window
     from pyspark.sql import functions as F
 
-    kinds = ", ".join(f"'{k}'" for k in KINDS)
     text = (
         spark.read.text([str(p) for p in paths])
         .withColumn("_file", F.input_file_name())
@@ -167,27 +187,24 @@ def read_jsonl_frame(spark: Any, paths: Sequence[str]) -> Loaded:
     plain = F.expr(
         f"""j IS NOT NULL AND j._corrupt IS NULL AND j.header IS NULL
         AND value RLIKE '"run"\\s*:\\s*"'
-        AND j.run IS NOT NULL AND j.process >= 0 AND j.seq >= 0 AND j.kind IN ({kinds})
+        AND j.run IS NOT NULL AND j.process >= 0 AND j.seq >= 0 AND j.kind IN ({_KIND_LIST})
         AND size(j.message) = 2 AND j.message[0] >= 0 AND j.message[1] >= 0
         AND j.sender >= 0 AND j.dest IS NOT NULL AND forall(j.dest, d -> d >= 0)
         AND (j.vc IS NULL OR forall(map_entries(j.vc), e -> e.key RLIKE '^(0|[1-9][0-9]{{0,17}})$'
              AND e.value >= 0))
         AND (j.view IS NULL OR j.view >= 0) AND (j.kind != 'view' OR j.view IS NOT NULL)"""
     )
+    # (a line that escapes a UTF-16 surrogate may hold a lone one: Python says why)
+    plain = plain & ~F.col("value").rlike(r"\\u[dD][89a-fA-F]")
     blank = F.expr("trim(value) = ''")
     tagged = parsed.withColumn("_plain", F.coalesce(plain, F.lit(False)))
     events = tagged.where("_plain").select(
-        "j.run",
-        "j.process",
-        "j.seq",
-        "j.kind",
-        F.col("j.message")[0].alias("mo"),
-        F.col("j.message")[1].alias("ms"),
-        "j.sender",
-        "j.dest",
-        F.expr("transform_keys(j.vc, (k, v) -> coalesce(try_cast(k AS long), -1L))").alias("vc"),
-        "j.time",
-        "j.view",
+        *_event_columns(
+            "j",
+            F.col("j.message")[0],
+            F.col("j.message")[1],
+            F.expr("transform_keys(j.vc, (k, v) -> coalesce(try_cast(k AS long), -1L))"),
+        )
     )
     odd = tagged.where(~F.col("_plain") & ~blank & F.expr("j.header IS NULL OR j IS NULL"))
     # the line number of an odd line: lines of the file's earlier blocks, plus its place
@@ -217,56 +234,86 @@ def read_jsonl_frame(spark: Any, paths: Sequence[str]) -> Loaded:
     return Loaded(events.unionByName(fixed), invalid)
 
 
+#: The Parquet trace's columns (``mailroom.trace.parquet``) as Spark types: a file
+#: without one of them reads it as null.
+_PARQUET_TYPES = {
+    "run": "string",
+    "process": "long",
+    "seq": "long",
+    "kind": "string",
+    "message": "struct<origin:long,seq:long>",
+    "sender": "long",
+    "dest": "array<long>",
+    "vc": "map<long,long>",
+    "time": "double",
+    "view": "long",
+}
+
+#: Why a Parquet row cannot be an event (the reference reader's words), or NULL.
+_PARQUET_REASON = f"""CASE
+    WHEN run IS NULL THEN "missing field 'run'"
+    WHEN process IS NULL THEN "missing field 'process'"
+    WHEN seq IS NULL THEN "missing field 'seq'"
+    WHEN kind IS NULL THEN "missing field 'kind'"
+    WHEN message IS NULL OR message.origin IS NULL OR message.seq IS NULL
+        THEN "missing field 'message'"
+    WHEN sender IS NULL THEN "missing field 'sender'"
+    WHEN dest IS NULL THEN "missing field 'dest'"
+    WHEN kind NOT IN ({_KIND_LIST}) THEN concat("unknown kind '", kind, "'")
+    WHEN process < 0 THEN "field 'process' must be a non-negative integer"
+    WHEN seq < 0 THEN "field 'seq' must be a non-negative integer"
+    WHEN sender < 0 THEN "field 'sender' must be a non-negative integer"
+    WHEN message.origin < 0 OR message.seq < 0 THEN "field 'message' must be [origin, seq]"
+    WHEN exists(dest, d -> d IS NULL OR d < 0)
+        THEN "field 'dest' must be a pid or a list of pids"
+    WHEN view < 0 THEN "field 'view' must be a non-negative integer"
+    WHEN kind = 'view' AND view IS NULL
+        THEN "a 'view' event needs field 'view' (the view id)"
+    END"""
+#: A clock the checks cannot use (the row is kept without it).
+_PARQUET_BAD_VC = (
+    "vc IS NOT NULL AND exists(map_entries(vc), x -> x.key < 0 OR x.value IS NULL OR x.value < 0)"
+)
+
+
+def _event_columns(prefix: str, mo: Any, ms: Any, vc: Any) -> list[Any]:
+    """The event table's columns, in order, from a table with the trace's field names
+    under ``prefix`` and the given message id and clock columns."""
+    from pyspark.sql import functions as F
+
+    given = {"mo": mo, "ms": ms, "vc": vc}
+    at = f"{prefix}." if prefix else ""
+    return [given[n].alias(n) if n in given else F.col(at + n) for n in EVENT_DDL_COLUMNS]
+
+
+def _parquet_events(rows: Any) -> Any:
+    """The events of the tagged Parquet rows (those with no reason), bad clocks dropped."""
+    from pyspark.sql import functions as F
+
+    return rows.where("_reason IS NULL").select(
+        *_event_columns(
+            "",
+            F.col("message.origin"),
+            F.col("message.seq"),
+            F.expr("CASE WHEN _badvc THEN NULL ELSE vc END"),
+        )
+    )
+
+
 def read_parquet_frame(spark: Any, paths: Sequence[str]) -> Loaded:
     """Parquet traces (``mailroom.trace.parquet`` schema) as Spark tables, validated in SQL."""
     from pyspark.sql import functions as F
 
     raw = spark.read.parquet(*[str(p) for p in paths])
-    cols = set(raw.columns)
-    names = ("run", "process", "seq", "kind", "message", "sender", "dest", "vc", "time", "view")
-    for name in names:
-        if name not in cols:
-            default = "map<long,long>" if name == "vc" else "string"
-            if name in ("process", "seq", "sender", "view"):
-                default = "long"
-            elif name == "time":
-                default = "double"
-            elif name == "dest":
-                default = "array<long>"
-            elif name == "message":
-                default = "struct<origin:long,seq:long>"
-            raw = raw.withColumn(name, F.lit(None).cast(default))
-    raw = raw.withColumn("_line", F.monotonically_increasing_id() + 1).withColumn(
-        "_source", F.input_file_name()
+    for name, kind in _PARQUET_TYPES.items():
+        if name not in raw.columns:
+            raw = raw.withColumn(name, F.lit(None).cast(kind))
+    tagged = (
+        raw.withColumn("_line", F.monotonically_increasing_id() + 1)
+        .withColumn("_source", F.input_file_name())
+        .withColumn("_reason", F.expr(_PARQUET_REASON))
+        .withColumn("_badvc", F.expr(_PARQUET_BAD_VC))
     )
-    kinds = ", ".join(f"'{k}'" for k in KINDS)
-    reason = F.expr(
-        f"""CASE
-        WHEN run IS NULL THEN "missing field 'run'"
-        WHEN process IS NULL THEN "missing field 'process'"
-        WHEN seq IS NULL THEN "missing field 'seq'"
-        WHEN kind IS NULL THEN "missing field 'kind'"
-        WHEN message IS NULL OR message.origin IS NULL OR message.seq IS NULL
-            THEN "missing field 'message'"
-        WHEN sender IS NULL THEN "missing field 'sender'"
-        WHEN dest IS NULL THEN "missing field 'dest'"
-        WHEN kind NOT IN ({kinds}) THEN concat("unknown kind '", kind, "'")
-        WHEN process < 0 THEN "field 'process' must be a non-negative integer"
-        WHEN seq < 0 THEN "field 'seq' must be a non-negative integer"
-        WHEN sender < 0 THEN "field 'sender' must be a non-negative integer"
-        WHEN message.origin < 0 OR message.seq < 0 THEN "field 'message' must be [origin, seq]"
-        WHEN exists(dest, d -> d IS NULL OR d < 0)
-            THEN "field 'dest' must be a pid or a list of pids"
-        WHEN view < 0 THEN "field 'view' must be a non-negative integer"
-        WHEN kind = 'view' AND view IS NULL
-            THEN "a 'view' event needs field 'view' (the view id)"
-        END"""
-    )
-    bad_vc = F.expr(
-        "vc IS NOT NULL AND exists(map_entries(vc), x -> x.key < 0 OR x.value IS NULL"
-        " OR x.value < 0)"
-    )
-    tagged = raw.withColumn("_reason", reason).withColumn("_badvc", bad_vc)
     # one filter, so that Spark reads the files once for every invalid row
     invalid = tagged.where("_reason IS NOT NULL OR _badvc").select(
         F.col("_source").alias("source"),
@@ -279,30 +326,14 @@ def read_parquet_frame(spark: Any, paths: Sequence[str]) -> Loaded:
             F.lit("malformed clock: field 'vc' must map pids to non-negative counters"),
         ).alias("reason"),
     )
-
-    def events_of(rows: Any) -> Any:
-        return rows.where("_reason IS NULL").select(
-            "run",
-            "process",
-            "seq",
-            "kind",
-            F.col("message.origin").alias("mo"),
-            F.col("message.seq").alias("ms"),
-            "sender",
-            "dest",
-            F.expr("CASE WHEN _badvc THEN NULL ELSE vc END").alias("vc"),
-            "time",
-            "view",
-        )
-
     split = Split(
         tagged,
         "_reason IS NULL",
         "_reason IS NOT NULL OR _badvc",
-        events_of,
+        _parquet_events,
         "vc IS NULL OR _badvc",
     )
-    return Loaded(events_of(tagged), invalid, split)
+    return Loaded(_parquet_events(tagged), invalid, split)
 
 
 def has_views(loaded: Loaded) -> bool:
@@ -322,3 +353,20 @@ def load_trace(spark: Any, paths: Sequence[str], fmt: str = "jsonl") -> Loaded:
     if fmt == "parquet":
         return read_parquet_frame(spark, paths)
     raise ValueError(f"unknown format {fmt!r}; choose from {list(FORMATS)}")
+
+
+__all__ = [
+    "EVENT_COLUMNS",
+    "EVENT_DDL",
+    "EVENT_DDL_COLUMNS",
+    "FORMATS",
+    "INVALID_DDL",
+    "Loaded",
+    "Split",
+    "event_tuple",
+    "events_frame",
+    "has_views",
+    "load_trace",
+    "read_jsonl_frame",
+    "read_parquet_frame",
+]

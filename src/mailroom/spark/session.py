@@ -12,12 +12,14 @@ runs the parallel (throughput) garbage collector: nobody waits on its pauses.
 from __future__ import annotations
 
 import os
-import subprocess
 import sys
 import tempfile
 import threading
+from collections.abc import Callable
 from pathlib import Path
 from typing import IO, Any
+
+import attrs
 
 #: Shuffle partitions per core of the master (enough to balance skew, few enough to be cheap).
 PARTITIONS_PER_CORE = 2
@@ -78,11 +80,10 @@ def get_session(
     if driver_memory is not None:
         settings["spark.driver.memory"] = driver_memory
     settings.update(conf or {})
-    _start_context(settings)
     builder = SparkSession.builder
     for key, value in settings.items():
         builder = builder.config(key, value)
-    spark = builder.getOrCreate()
+    spark = _quietly(builder.getOrCreate)
     spark.sparkContext.setLogLevel("FATAL")
     if shuffle_partitions is None:
         shuffle_partitions = max(2, PARTITIONS_PER_CORE * spark.sparkContext.defaultParallelism)
@@ -92,31 +93,71 @@ def get_session(
 
 
 #: What the JVM prints on stderr at start-up whatever its logging says (Spark 4
-#: loads an incubating module); the gateway's stderr is forwarded without it.
+#: loads an incubating module); the JVM's stderr is forwarded without it.
 _JVM_NOISE = ("WARNING: Using incubator modules",)
 
 
-def _start_context(settings: dict[str, str]) -> None:
-    """Start the SparkContext, unless one runs, with the JVM's stderr filtered."""
-    from pyspark import SparkConf, SparkContext
-    from pyspark.java_gateway import launch_gateway
+@attrs.define
+class _Forwarder:
+    """Copies a JVM's standard error to ours, line by line, but for its start-up noise.
 
-    if SparkContext._active_spark_context is not None or SparkContext._gateway is not None:
-        return  # a context runs, or a stopped one left its JVM, which the next one reuses
-    conf = SparkConf(loadDefaults=False).setAll(list(settings.items()))
-    gateway = launch_gateway(conf, popen_kwargs={"stderr": subprocess.PIPE})  # type: ignore[no-untyped-call]
-    stderr = gateway.proc.stderr
-    threading.Thread(target=_forward, args=(stderr,), daemon=True).start()
-    SparkContext(conf=conf, gateway=gateway)
+    Lines are held until the start is over: kept if the start succeeded, dropped if it
+    failed (the one-line error says why; a JVM that cannot start prints its stack)."""
+
+    out: IO[bytes]
+    held: list[bytes] = attrs.field(factory=list)
+    started: bool | None = None
+    lock: threading.Lock = attrs.field(factory=threading.Lock)
+
+    def run(self, stream: IO[bytes]) -> None:
+        with stream:
+            for raw in iter(stream.readline, b""):
+                if not raw.decode(errors="replace").startswith(_JVM_NOISE):
+                    self._write([raw])
+        with self.lock:
+            self.out.close()
+
+    def _write(self, lines: list[bytes]) -> None:
+        with self.lock:
+            if self.started is None:
+                self.held += lines
+            elif self.started and lines and not self.out.closed:
+                self.out.writelines(lines)
+                self.out.flush()
+
+    def settle(self, started: bool) -> None:
+        with self.lock:
+            self.started, held, self.held = started, self.held, []
+        if started:
+            self._write(held)
 
 
-def _forward(stream: IO[bytes]) -> None:
-    """Copy the JVM's stderr to ours, line by line, but for its start-up noise."""
-    for raw in iter(stream.readline, b""):
-        line = raw.decode(errors="replace")
-        if not line.startswith(_JVM_NOISE):
-            sys.stderr.write(line)
-            sys.stderr.flush()
+def _quietly(start: Callable[[], Any]) -> Any:
+    """``start()`` with the standard error of any process it starts (the JVM) filtered.
+
+    A JVM inherits file descriptor 2: for the duration of ``start`` that descriptor is
+    a pipe whose lines a thread copies to the real standard error (``_Forwarder``).
+    Once ``start`` returns, only a process it started still holds the pipe; when none
+    did (a JVM already ran), the thread sees the pipe closed and ends.
+    """
+    read, write = os.pipe()
+    forwarder = _Forwarder(os.fdopen(os.dup(2), "wb"))
+    reader = os.fdopen(read, "rb")
+    threading.Thread(target=forwarder.run, args=(reader,), daemon=True).start()
+    sys.stderr.flush()
+    saved = os.dup(2)
+    os.dup2(write, 2)
+    started = False
+    try:
+        spark = start()
+        started = True
+        return spark
+    finally:
+        sys.stderr.flush()
+        os.dup2(saved, 2)
+        os.close(saved)
+        os.close(write)
+        forwarder.settle(started)
 
 
 def describe_error(exc: BaseException) -> str:

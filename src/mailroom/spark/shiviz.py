@@ -25,11 +25,17 @@ from __future__ import annotations
 
 from typing import Any
 
-from mailroom.spark.checks import VIOLATION_DDL, SparkReport, _violation, check_trace
-from mailroom.spark.load import INVALID_DDL, events_frame
+import attrs
+
+from mailroom.spark.checks import check_trace
+from mailroom.spark.load import events_frame
+from mailroom.spark.report import SparkReport, digest
+from mailroom.spark.rows import INVALID_DDL, VIOLATION_DDL, union_all, violation_rows
 from mailroom.trace.shiviz import LogNames, ShivizLog, log_events
 
 SHIVIZ_DDL = "run string, host string, pid long, clock map<string,long>, line long"
+#: Some entry of clock ``{0}`` is above the same entry of ``clock``.
+_ABOVE = "exists(map_keys({0}), k -> {0}[k] > coalesce(try_element_at(clock, k), 0))"
 
 
 def shiviz_frame(spark: Any, log: ShivizLog) -> Any:
@@ -38,8 +44,8 @@ def shiviz_frame(spark: Any, log: ShivizLog) -> Any:
     return spark.createDataFrame(rows, SHIVIZ_DDL)
 
 
-def clock_violations(spark: Any, log: ShivizLog) -> Any:
-    """Violation rows (property ``clock``) of the log's vector clocks."""
+def _clock_problems(spark: Any, log: ShivizLog) -> list[tuple[Any, str]]:
+    """(the records with a problem, why in SQL), one pair per rule of the header."""
     from pyspark.sql import Window
     from pyspark.sql import functions as F
 
@@ -49,36 +55,6 @@ def clock_violations(spark: Any, log: ShivizLog) -> Any:
     seq = ev.where("own IS NOT NULL").withColumns(
         {"prev": F.lag("own").over(w), "pclock": F.lag("clock").over(w)}
     )
-    parts = [
-        _violation(
-            ev.where("own IS NULL"),
-            "clock",
-            "array(pid)",
-            [],
-            "array(line)",
-            "format_string('line %d: %s has no entry of its own in its clock', line, host)",
-        ),
-        _violation(
-            seq.where("own != coalesce(prev, 0) + 1"),
-            "clock",
-            "array(pid)",
-            [],
-            "array(line)",
-            "format_string('line %d: %s''s own entry steps from %d to %d', line, host, "
-            "coalesce(prev, 0), own)",
-        ),
-        _violation(
-            seq.where(
-                "pclock IS NOT NULL AND exists(map_keys(pclock), k -> "
-                "pclock[k] > coalesce(try_element_at(clock, k), 0))"
-            ),
-            "clock",
-            "array(pid)",
-            [],
-            "array(line)",
-            "format_string('line %d: an entry of %s''s clock goes down', line, host)",
-        ),
-    ]
     refs = ev.select(
         "run", "host", "pid", "line", "clock", F.explode("clock").alias("h", "v")
     ).where("h != host")
@@ -89,35 +65,36 @@ def clock_violations(spark: Any, log: ShivizLog) -> Any:
         F.col("clock").alias("hclock"),
     )
     joined = refs.join(other, ["run", "h", "v"], "left")
-    parts.append(
-        _violation(
+    return [
+        (ev.where("own IS NULL"), "'line %d: %s has no entry of its own in its clock', line, host"),
+        (
+            seq.where("own != coalesce(prev, 0) + 1"),
+            "'line %d: %s''s own entry steps from %d to %d', line, host, coalesce(prev, 0), own",
+        ),
+        (
+            seq.where(f"pclock IS NOT NULL AND {_ABOVE.format('pclock')}"),
+            "'line %d: an entry of %s''s clock goes down', line, host",
+        ),
+        (
             joined.where("hclock IS NULL"),
-            "clock",
-            "array(pid)",
-            [],
-            "array(line)",
-            "format_string('line %d: %s''s clock names event %d of %s, which is not in the log',"
-            " line, host, v, h)",
-        )
+            "'line %d: %s''s clock names event %d of %s, which is not in the log', "
+            "line, host, v, h",
+        ),
+        (
+            joined.where(f"hclock IS NOT NULL AND {_ABOVE.format('hclock')}"),
+            "'line %d: %s knows event %d of %s but not all that it knew', line, host, v, h",
+        ),
+    ]
+
+
+def clock_violations(spark: Any, log: ShivizLog) -> Any:
+    """Violation rows (property ``clock``) of the log's vector clocks."""
+    return union_all(
+        [
+            violation_rows(df, "clock", "array(pid)", [], "array(line)", f"format_string({why})")
+            for df, why in _clock_problems(spark, log)
+        ]
     )
-    parts.append(
-        _violation(
-            joined.where(
-                "hclock IS NOT NULL AND exists(map_keys(hclock), k -> "
-                "hclock[k] > coalesce(try_element_at(clock, k), 0))"
-            ),
-            "clock",
-            "array(pid)",
-            [],
-            "array(line)",
-            "format_string('line %d: %s knows event %d of %s but not all that it knew',"
-            " line, host, v, h)",
-        )
-    )
-    out = parts[0]
-    for part in parts[1:]:
-        out = out.unionByName(part)
-    return out
 
 
 def _renamed(spark: Any, violations: Any, names: LogNames) -> Any:
@@ -136,11 +113,15 @@ def check_shiviz(
     source: str = "log",
     send_regex: str | None = None,
     deliver_regex: str | None = None,
+    sources: dict[str, str] | None = None,
 ) -> SparkReport:
-    """Check a ShiViz log: its clocks, and FIFO and causal delivery when regexes name messages."""
+    """Check a ShiViz log: its clocks, and FIFO and causal delivery when regexes name messages.
+
+    An invalid row's source is ``source``, or ``sources[execution]`` when given (the file
+    each execution came from, when several logs are checked together)."""
     violations = clock_violations(spark, log)
     checked: tuple[str, ...] = ("clock",)
-    invalid_rows = [(source, r.line, r.execution, None, None, r.reason) for r in log.invalid]
+    bad = list(log.invalid)
     if send_regex and deliver_regex:
         found = log_events(log, send_regex, deliver_regex)
         order = check_trace(
@@ -148,15 +129,19 @@ def check_shiviz(
         )
         violations = violations.unionByName(_renamed(spark, order.violations, found.names))
         checked = ("clock", "fifo", "causal")
-        invalid_rows += [
-            (source, r.line, r.execution, None, None, r.reason) for r in found.unmatched
-        ]
-    invalid = spark.createDataFrame(invalid_rows, INVALID_DDL)
+        bad += found.unmatched
+    where = sources or {}
+    invalid_rows = [
+        (where.get(r.execution, source), r.line, r.execution, None, None, r.reason) for r in bad
+    ]
+    invalid = spark.createDataFrame(invalid_rows, INVALID_DDL).persist()
     violations = violations.persist()
-    counts = dict.fromkeys(checked, 0)
-    for row in violations.groupBy("property").count().collect():
-        counts[row["property"]] = int(row["count"])
-    return SparkReport(checked, violations, invalid.persist(), counts, len(invalid_rows), "full")
+    # a record is an event, an execution a run
+    got = attrs.evolve(
+        digest(violations, invalid), events=len(log.events), runs=len(log.executions)
+    )
+    counts = {p: got.counts.get(p, 0) for p in checked}
+    return SparkReport(checked, violations, invalid, counts, got.invalid_count, "full", got)
 
 
 __all__ = ["SHIVIZ_DDL", "VIOLATION_DDL", "check_shiviz", "clock_violations", "shiviz_frame"]

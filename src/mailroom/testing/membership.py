@@ -13,6 +13,15 @@ such suspicion is applied once the choices run out. Choice c picks event c mod (
 number of events). When the choices run out the network drains oldest-first, the
 remaining suspicions are applied and timers fire until nothing is left to do.
 
+With ``joiners`` the last processes start outside the group and join it when their
+timer fires. With ``hold_state`` the network holds each state transfer until its
+receiver is frozen in a further flush, when its arrival becomes one of the events (so
+Hypothesis chooses whether it comes before the joiner promises, between its promise and
+the Commit, or after); a held state that is never chosen arrives after every other
+packet. In that mode "every packet in flight arrives" is an event too, each process
+issues its own operations in order once it can send (a joiner's while it waits for its
+state), and at least one fault is drawn when the budget allows.
+
 The budget (crashes + false suspicions + leaves + partitions) is below half the group, so a
 majority always survives and the primary partition can go on (a minority blocks by
 design). ``view_problems`` checks the run: the view properties (view agreement,
@@ -37,7 +46,8 @@ from mailroom.core.errors import RemoteError
 from mailroom.core.messages import MessageId
 from mailroom.core.registry import entry
 from mailroom.protocols.membership.group import Group
-from mailroom.sim.simulation import Simulation, view_of
+from mailroom.protocols.membership.packets import StateTransfer
+from mailroom.sim.simulation import InFlight, Simulation, view_of
 from mailroom.trace.checkers import (
     Violation,
     check,
@@ -81,7 +91,10 @@ class GroupScenario:
     """A membership run for Hypothesis to choose: ``faults`` is the fault budget and
     ``kinds`` the faults it may be spent on ("crash", "suspect", "partition", "leave"); with
     ``joiner`` the last of the ``n`` processes joins the running group (its first
-    Join goes out when its timer first fires, which Hypothesis chooses)."""
+    Join goes out when its timer first fires, which Hypothesis chooses), with
+    ``joiners`` the last that many do. With ``hold_state`` the network holds each state
+    transfer until Hypothesis chooses its arrival ("the state for P arrives"), so it
+    may come before, during or after further view changes."""
 
     n: int
     protocol: str
@@ -92,6 +105,14 @@ class GroupScenario:
     duplicate: bool = True
     #: the last process starts outside the group and joins it (state transfer)
     joiner: bool = False
+    #: the last ``joiners`` processes start outside the group and join it
+    joiners: int = 0
+    hold_state: bool = False
+
+    @property
+    def joining(self) -> int:
+        """How many of the processes start outside the group and join it."""
+        return max(self.joiners, 1 if self.joiner else 0)
 
 
 @st.composite
@@ -105,28 +126,50 @@ def group_scenarios(
     kinds: Sequence[str] = ("crash", "suspect"),
     duplicate: bool = True,
     joiner: bool = False,
+    joiners: int | tuple[int, int] = 0,
+    hold_state: bool = False,
 ) -> GroupScenario:
-    """Hypothesis strategy for membership scenarios over ``protocol`` (or one of several)."""
+    """Hypothesis strategy for membership scenarios over ``protocol`` (or one of several);
+    ``joiners`` processes (or a number in that range) join the running group."""
     name = protocol if isinstance(protocol, str) else draw(st.sampled_from(list(protocol)))
     size = n if isinstance(n, int) else draw(st.integers(*n))
+    outside = joiners if isinstance(joiners, int) else draw(st.integers(*joiners))
     unicast = entry(name).mode == "unicast"
+    initial = size - max(outside, 1 if joiner else 0)
     ops = []
     for i in range(draw(st.integers(1, max_ops))):
-        pid = draw(st.integers(0, size - 1))
+        if hold_state and initial < size and draw(st.booleans()):  # a joiner's, which
+            pid = draw(st.integers(initial, size - 1))  # may wait for its state
+        else:
+            pid = draw(st.integers(0, size - 1))
         to = draw(st.sampled_from([q for q in range(size) if q != pid])) if unicast else None
         ops.append(GroupOp(pid, to, f"m{i}"))
-    initial = size - 1 if joiner else size
-    faults = draw(st.integers(0, (initial - 1) // 2)) if kinds else 0
+    most = (initial - 1) // 2  # with held states, at least one further view change
+    faults = draw(st.integers(min(1 if hold_state else 0, most), most)) if kinds else 0
     length = draw(st.integers(0, max_choices))  # lists alone would stay short
     choices = draw(st.lists(st.integers(0, 255), min_size=length, max_size=length))
     return GroupScenario(
-        size, name, tuple(ops), tuple(choices), faults, frozenset(kinds), duplicate, joiner
+        size,
+        name,
+        tuple(ops),
+        tuple(choices),
+        faults,
+        frozenset(kinds),
+        duplicate,
+        joiner,
+        outside,
+        hold_state,
     )
 
 
 @attrs.frozen
 class GroupRun:
-    """A replayed membership scenario: the simulation left behind and the steps taken."""
+    """A replayed membership scenario.
+
+    ``sim`` is the simulation as the run left it (trace, views, exclusions, endpoints);
+    ``steps`` says what happened, one line per step; ``errors`` lists the packets a
+    correct group refused and a run that did not settle (always a bug).
+    """
 
     scenario: GroupScenario
     sim: Simulation
@@ -136,7 +179,9 @@ class GroupRun:
     crashed: frozenset[int] = frozenset()
     #: what happened, for coverage: "crash", "crash mid-flush", "coordinator crash",
     #: "coordinator crash mid-flush", "false suspicion", "rejoin", "partition", "view change",
-    #: "join" (the joiner got in), "leave"
+    #: "join" (a joiner got in), "leave", "sent without the state" (a joiner issued a
+    #: message while it waited for the state), "late state" (a state transfer arrived
+    #: while its receiver was frozen in a further flush)
     notes: frozenset[str] = frozenset()
 
     @property
@@ -161,218 +206,308 @@ def _can_send(ep: Any, op: GroupOp) -> bool:
     return bool(ep.joined and not ep.flushing and view is not None and op.to in view.members)
 
 
+class _Replay:
+    """One replay of a scenario: the simulation, the failure detectors the test plays
+    (whom each process has cause to suspect), the fault budget and what happened."""
+
+    def __init__(self, scenario: GroupScenario, factory: GroupFactory) -> None:
+        n = scenario.n
+        self.scenario = scenario
+        members = tuple(range(n - scenario.joining))
+        #: P -> whom P's failure detector will suspect
+        self.cause: dict[int, set[int]] = defaultdict(set)
+        self.excluded_seen = 0
+        self.sim = Simulation(
+            [factory(pid, n, scenario.protocol, members) for pid in range(n)],
+            adversarial=True,
+            run=f"{scenario.protocol}-n{n}",
+            on_view=self._on_view,
+        )
+        self.steps: list[str] = []
+        self.errors: list[str] = []
+        self.budget = scenario.faults
+        #: (P, Q, P's view id): suspicions applied
+        self.done: set[tuple[int, int, int]] = set()
+        self.cut: list[int] = []
+        self.notes: set[str] = set()
+        #: operations issued (or skipped); ``next_op`` is the first one left
+        self.issued: set[int] = set()
+        self.next_op = 0
+
+    # -- the failure detectors the test plays --------------------------------------------------
+    def _forget(self) -> None:
+        """A detector has no cause against members of a view installed since, and an
+        excluded process starts afresh."""
+        for q, _ in self.sim.excluded[self.excluded_seen :]:
+            self.cause[q].clear()
+        self.excluded_seen = len(self.sim.excluded)
+
+    def _on_view(self, sim: Simulation, pid: int, change: ViewChange) -> None:
+        self._forget()
+        self.cause[pid] &= set(change.view.members)
+
+    def up(self, q: int) -> bool:
+        return q not in self.sim.stopped
+
+    def due(self) -> list[tuple[int, int]]:
+        """Suspicions the modelled detectors owe: (P, Q) with Q in P's view."""
+        self._forget()
+        out = []
+        sim = self.sim
+        for p in range(self.scenario.n):
+            view = view_of(sim.endpoints[p])
+            if not self.up(p) or view is None:
+                self.cause[p].clear()
+                continue
+            # a member that crashed, even one admitted after it crashed (a joiner that
+            # died before its view), falls silent in this view: the detector has cause
+            self.cause[p] |= {q for q in view.members if q in sim.stopped}
+            for q in sorted(self.cause[p]):
+                if q not in view.members:
+                    self.cause[p].discard(q)
+                elif (p, q, view.id) not in self.done:
+                    out.append((p, q))
+        return out
+
+    # -- the events ------------------------------------------------------------------------------
+    def enabled(self) -> list[tuple[str, Any]]:
+        """The events Hypothesis may choose from now."""
+        sim, scenario = self.sim, self.scenario
+        packets = sim.packets()
+        live = [q for q in range(scenario.n) if self.up(q)]
+        events: list[tuple[str, Any]] = []
+        events += [("op", k) for k in self._issuable()]
+        held: list[tuple[str, Any]] = []
+        if scenario.hold_state:  # held until the receiver is in a further flush; then
+            held = [("state", p.id) for p in packets if self._frozen_for(p)]  # it's a choice
+            packets = [p for p in packets if type(p.packet) is not StateTransfer]
+            if packets:  # and the rest may arrive at once, so few are in flight after
+                events.append(("deliver_all", None))
+        events += [("arrive", p.id) for p in packets]
+        if scenario.duplicate:
+            events += [("duplicate", p.id) for p in packets]
+        events += [("timer", q) for q in live if sim.endpoints[q].next_deadline() is not None]
+        events += [("suspect", pq) for pq in self.due()]
+        if self.budget > 0:
+            events += self._faults(live)
+        return events + held
+
+    def _frozen_for(self, p: InFlight) -> bool:
+        """``p`` is a state transfer whose receiver is frozen in a further flush."""
+        receiver = self.sim.endpoints[p.dst]
+        return type(p.packet) is StateTransfer and bool(getattr(receiver, "flushing", False))
+
+    def _issuable(self) -> list[int]:
+        """The operations Hypothesis may issue now: the next one; with held states, each
+        process's next one, once that process can send (so a joiner may issue one while
+        it waits for its state, or while it is frozen in a further flush)."""
+        ops = self.scenario.ops
+        if not self.scenario.hold_state:
+            return [self.next_op] if self.next_op < len(ops) else []
+        firsts: dict[int, int] = {}
+        for k, op in enumerate(ops):
+            if k not in self.issued:
+                firsts.setdefault(op.pid, k)
+        return [
+            k
+            for k in sorted(firsts.values())
+            if not self.up(ops[k].pid) or _can_send(self.sim.endpoints[ops[k].pid], ops[k])
+        ]
+
+    def _faults(self, live: list[int]) -> list[tuple[str, Any]]:
+        kinds, endpoints = self.scenario.kinds, self.sim.endpoints
+        events: list[tuple[str, Any]] = []
+        if "crash" in kinds:
+            events += [("crash", q) for q in live]
+        if "suspect" in kinds:
+            events += [
+                ("false", (p, q))
+                for p in live
+                for q in live
+                if p != q and (view := view_of(endpoints[p])) is not None and q in view.members
+            ]
+        if "partition" in kinds and not self.cut:
+            events += [("partition", q) for q in live]
+        if "leave" in kinds:
+            events += [
+                ("leave", q)
+                for q in live
+                if getattr(endpoints[q], "sending_view", None) is not None
+            ]
+        return events
+
+    def take(self, kind: str, arg: Any) -> None:
+        """Apply the chosen event."""
+        if kind in ("crash", "false", "leave", "partition"):
+            self.budget -= 1
+        getattr(self, f"_{kind}")(arg)
+
+    def _op(self, k: int) -> None:
+        self.issue(self.scenario.ops[k])
+        self.issued.add(k)
+        while self.next_op in self.issued:
+            self.next_op += 1
+
+    def issue(self, op: GroupOp) -> None:
+        sim = self.sim
+        ep = sim.endpoints[op.pid]
+        if not self.up(op.pid) or not _can_send(ep, op):
+            self.steps.append(f"{op.describe()}: skipped (it cannot send now)")
+            return
+        if not getattr(ep, "joined", True):
+            self.notes.add("sent without the state")  # it is queued: the joiner waits
+        if op.to is None:
+            mid = sim.broadcast(op.pid, op.payload)
+        else:
+            mid = sim.send(op.pid, op.payload, to=op.to)
+        self.steps.append(f"{op.describe()} ({mid}) in view {sim.trace[-1].view}")
+
+    def _state(self, packet_id: int) -> None:
+        self._arrive(packet_id)
+
+    def _deliver_all(self, arg: None, limit: int = 1_000) -> None:
+        """Every packet in flight arrives, oldest first, but the held state transfers."""
+        self.steps.append("every packet in flight arrives, oldest first (states are held):")
+        for _ in range(limit):
+            ready = [p for p in self.sim.packets() if type(p.packet) is not StateTransfer]
+            if not ready:
+                return
+            self._arrive(ready[0].id)
+
+    def _arrive(self, packet_id: int) -> None:
+        p = self.sim.in_flight[packet_id]
+        if self._frozen_for(p):
+            self.notes.add("late state")  # the state arrives while a further flush runs
+        what = f"{p.message_id}" if p.message_id is not None else type(p.packet).__name__
+        name = f"packet {packet_id} ({what} P{p.src}->P{p.dst})"
+        try:
+            delivered = [a for a in self.sim.arrive(packet_id) if isinstance(a, Deliver)]
+        except RemoteError as exc:
+            self.errors.append(f"P{p.dst} rejected packet {packet_id} from P{p.src}: {exc}")
+            self.steps.append(f"{name} is REJECTED: {exc}")
+            return
+        got = f"; P{p.dst} delivers {len(delivered)}" if delivered else ""
+        self.steps.append(f"{name} arrives{got}")
+
+    def _duplicate(self, packet_id: int) -> None:
+        copy = self.sim.duplicate(packet_id)
+        self.steps.append(f"packet {packet_id} is duplicated as {copy}")
+
+    def _timer(self, q: int) -> None:
+        sent = sum(isinstance(a, Transmit) for a in self.sim.fire(q))
+        self.steps.append(f"P{q}'s timer fires at {self.sim.now:g}; it sends {sent} packet(s)")
+
+    def _suspect(self, pq: tuple[int, int], why: str = "its failure detector has cause") -> None:
+        p, q = pq
+        view = view_of(self.sim.endpoints[p])
+        assert view is not None
+        self.done.add((p, q, view.id))
+        try:
+            self.sim.suspect(p, q)
+        except RemoteError as exc:  # pragma: no cover - a correct group raises none
+            self.errors.append(f"P{p} suspecting P{q}: {exc}")
+        self.steps.append(f"P{p} suspects P{q} ({why})")
+
+    def _crash(self, q: int) -> None:
+        sim = self.sim
+        mid_flush = " mid-flush" if getattr(sim.endpoints[q], "flushing", False) else ""
+        self.notes.update({"crash", "crash" + mid_flush})
+        live = [p for p in range(self.scenario.n) if self.up(p)]
+        if any(getattr(sim.endpoints[p], "coordinator", None) == q for p in live):
+            self.notes.update({"coordinator crash", "coordinator crash" + mid_flush})
+        sim.crash(q)
+        self.steps.append(f"P{q} crashes (crash-stop)")
+        for p in range(self.scenario.n):
+            if p != q:
+                self.cause[p].add(q)
+
+    def _false(self, pq: tuple[int, int]) -> None:
+        self.notes.add("false suspicion")
+        self._suspect(pq, why="FALSELY: it is alive")
+
+    def _leave(self, q: int) -> None:
+        self.notes.add("leave")
+        self.sim.leave(q)
+        self.steps.append(f"P{q} leaves the group")
+
+    def _partition(self, q: int) -> None:
+        others = [p for p in range(self.scenario.n) if p != q]
+        self.sim.partition([[q], others], until=float("inf"))
+        self.cut.append(q)
+        self.notes.add("partition")
+        self.steps.append(f"P{q} is cut off from the others")
+        self.cause[q].update(others)
+        for p in others:
+            self.cause[p].add(q)
+
+    # -- after the choices -----------------------------------------------------------------------
+    def settle(self, max_steps: int) -> None:
+        """Heal; then operations, packets oldest first (held states last), owed
+        suspicions, timers."""
+        sim = self.sim
+        if self.cut:
+            sim.partitions = []
+            self.steps.append(f"the partition heals at {sim.now:g}")
+        held = self.scenario.hold_state
+        for _ in range(max_steps):
+            if self.next_op < len(self.scenario.ops):
+                self._op(self.next_op)
+                continue
+            packets = sim.packets()
+            if held and any(type(p.packet) is not StateTransfer for p in packets):
+                packets = [p for p in packets if type(p.packet) is not StateTransfer]
+            if packets:
+                self._arrive(packets[0].id)
+                continue
+            owed = self.due()
+            if owed:
+                self._suspect(owed[0])
+                continue
+            timed = [
+                (d, q)
+                for q in range(self.scenario.n)
+                if self.up(q) and (d := sim.endpoints[q].next_deadline()) is not None
+            ]
+            if not timed:
+                return
+            self._timer(min(timed)[1])
+        self.errors.append(f"the run did not settle within {max_steps} steps after the choices")
+
+    def result(self) -> GroupRun:
+        sim, n = self.sim, self.scenario.n
+        if any(sim.views[q] and sim.views[q][-1].id >= out.view.id for q, out in sim.excluded):
+            self.notes.add("rejoin")
+        if any(len(v) > 1 for v in sim.views):
+            self.notes.add("view change")
+        if any(sim.views[q] for q in range(n - self.scenario.joining, n)):
+            self.notes.add("join")
+        crashed = frozenset(sim.stopped)
+        return GroupRun(
+            self.scenario,
+            sim,
+            tuple(self.steps),
+            tuple(self.errors),
+            crashed,
+            frozenset(self.notes),
+        )
+
+
 def replay_group(
     scenario: GroupScenario,
     factory: GroupFactory = make_group,
     *,
     max_steps: int = 1_000,
 ) -> GroupRun:
-    """Run ``scenario`` with Group endpoints made by ``factory``."""
-    n = scenario.n
-    members = tuple(range(n - 1 if scenario.joiner else n))
-    cause: dict[int, set[int]] = defaultdict(set)  # P -> whom P's detector will suspect
-    excluded_seen = 0
-
-    def forget() -> None:
-        """A detector has no cause against members of a view installed since, and an
-        excluded process starts afresh."""
-        nonlocal excluded_seen
-        for q, _ in sim.excluded[excluded_seen:]:
-            cause[q].clear()
-        excluded_seen = len(sim.excluded)
-
-    def on_view(sim: Simulation, pid: int, change: ViewChange) -> None:
-        forget()
-        cause[pid] &= set(change.view.members)
-
-    sim = Simulation(
-        [factory(pid, n, scenario.protocol, members) for pid in range(n)],
-        adversarial=True,
-        run=f"{scenario.protocol}-n{n}",
-        on_view=on_view,
-    )
-    steps: list[str] = []
-    errors: list[str] = []
-    budget = scenario.faults
-    done: set[tuple[int, int, int]] = set()  # (P, Q, P's view id) suspicions applied
-    cut: list[int] = []
-    notes: set[str] = set()
-    next_op = 0
-    ops = scenario.ops
-
-    def up(q: int) -> bool:
-        return q not in sim.stopped
-
-    def due() -> list[tuple[int, int]]:
-        """Suspicions the modelled detectors owe: (P, Q) with Q in P's view."""
-        forget()
-        out = []
-        for p in range(n):
-            view = view_of(sim.endpoints[p])
-            if not up(p) or view is None:
-                cause[p].clear()
-                continue
-            # a member that crashed, even one admitted after it crashed (a joiner that
-            # died before its view), falls silent in this view: the detector has cause
-            cause[p] |= {q for q in view.members if q in sim.stopped}
-            for q in sorted(cause[p]):
-                if q not in view.members:
-                    cause[p].discard(q)
-                elif (p, q, view.id) not in done:
-                    out.append((p, q))
-        return out
-
-    def apply_suspicion(pq: tuple[int, int], why: str) -> None:
-        p, q = pq
-        view = view_of(sim.endpoints[p])
-        assert view is not None
-        done.add((p, q, view.id))
-        try:
-            sim.suspect(p, q)
-        except RemoteError as exc:  # pragma: no cover - a correct group raises none
-            errors.append(f"P{p} suspecting P{q}: {exc}")
-        steps.append(f"P{p} suspects P{q} ({why})")
-
-    def arrive(packet_id: int) -> None:
-        p = sim.in_flight[packet_id]
-        what = f"{p.message_id}" if p.message_id is not None else type(p.packet).__name__
-        try:
-            delivered = [a for a in sim.arrive(packet_id) if isinstance(a, Deliver)]
-        except RemoteError as exc:
-            errors.append(f"P{p.dst} rejected packet {packet_id} from P{p.src}: {exc}")
-            steps.append(f"packet {packet_id} ({what} P{p.src}->P{p.dst}) is REJECTED: {exc}")
-            return
-        steps.append(
-            f"packet {packet_id} ({what} P{p.src}->P{p.dst}) arrives"
-            + (f"; P{p.dst} delivers {len(delivered)}" if delivered else "")
-        )
-
-    def issue(op: GroupOp) -> None:
-        ep = sim.endpoints[op.pid]
-        if not up(op.pid) or not _can_send(ep, op):
-            steps.append(f"{op.describe()}: skipped (it cannot send now)")
-            return
-        if op.to is None:
-            mid = sim.broadcast(op.pid, op.payload)
-        else:
-            mid = sim.send(op.pid, op.payload, to=op.to)
-        steps.append(f"{op.describe()} ({mid}) in view {sim.trace[-1].view}")
-
-    def fire(q: int) -> None:
-        sent = sum(isinstance(a, Transmit) for a in sim.fire(q))
-        steps.append(f"P{q}'s timer fires at {sim.now:g}; it sends {sent} packet(s)")
-
-    step = 0
-    for step in range(len(scenario.choices)):
-        packets = sim.packets()
-        live = [q for q in range(n) if up(q)]
-        events: list[tuple[str, Any]] = [("op", next_op)] if next_op < len(ops) else []
-        events += [("arrive", p.id) for p in packets]
-        if scenario.duplicate:
-            events += [("duplicate", p.id) for p in packets]
-        events += [("timer", q) for q in live if sim.endpoints[q].next_deadline() is not None]
-        events += [("suspect", pq) for pq in due()]
-        if budget > 0:
-            if "crash" in scenario.kinds:
-                events += [("crash", q) for q in live]
-            if "suspect" in scenario.kinds:
-                events += [
-                    ("false", (p, q))
-                    for p in live
-                    for q in live
-                    if p != q
-                    and (view := view_of(sim.endpoints[p])) is not None
-                    and q in view.members
-                ]
-            if "partition" in scenario.kinds and not cut:
-                events += [("partition", q) for q in live]
-            if "leave" in scenario.kinds:
-                events += [
-                    ("leave", q)
-                    for q in live
-                    if getattr(sim.endpoints[q], "sending_view", None) is not None
-                ]
+    """Run ``scenario`` with Group endpoints made by ``factory``: choice c picks event
+    c mod (the number of events enabled), then the run settles."""
+    replay = _Replay(scenario, factory)
+    for choice in scenario.choices:
+        events = replay.enabled()
         if not events:
             break
-        kind, arg = events[scenario.choices[step] % len(events)]
-        if kind == "op":
-            issue(ops[arg])
-            next_op += 1
-        elif kind == "arrive":
-            arrive(arg)
-        elif kind == "duplicate":
-            copy = sim.duplicate(arg)
-            steps.append(f"packet {arg} is duplicated as {copy}")
-        elif kind == "timer":
-            fire(arg)
-        elif kind == "suspect":
-            apply_suspicion(arg, why="its failure detector has cause")
-        elif kind == "crash":
-            budget -= 1
-            ep = sim.endpoints[arg]
-            mid_flush = " mid-flush" if ep.flushing else ""
-            notes.update({"crash", "crash" + mid_flush})
-            if any(getattr(sim.endpoints[p], "coordinator", None) == arg for p in live):
-                notes.update({"coordinator crash", "coordinator crash" + mid_flush})
-            sim.crash(arg)
-            steps.append(f"P{arg} crashes (crash-stop)")
-            for p in range(n):
-                if p != arg:
-                    cause[p].add(arg)
-        elif kind == "false":
-            budget -= 1
-            notes.add("false suspicion")
-            apply_suspicion(arg, why="FALSELY: it is alive")
-        elif kind == "leave":
-            budget -= 1
-            notes.add("leave")
-            sim.leave(arg)
-            steps.append(f"P{arg} leaves the group")
-        else:
-            budget -= 1
-            others = [q for q in range(n) if q != arg]
-            sim.partition([[arg], others], until=float("inf"))
-            cut.append(arg)
-            notes.add("partition")
-            steps.append(f"P{arg} is cut off from the others")
-            cause[arg].update(others)
-            for p in others:
-                cause[p].add(arg)
-    if cut:
-        sim.partitions = []
-        steps.append(f"the partition heals at {sim.now:g}")
-    # Drain: operations, then packets oldest first, then owed suspicions, then timers.
-    for _ in range(max_steps):
-        if next_op < len(ops):
-            issue(ops[next_op])
-            next_op += 1
-            continue
-        packets = sim.packets()
-        if packets:
-            arrive(packets[0].id)
-            continue
-        owed = due()
-        if owed:
-            apply_suspicion(owed[0], why="its failure detector has cause")
-            continue
-        timed = [
-            (d, q)
-            for q in range(n)
-            if up(q) and (d := sim.endpoints[q].next_deadline()) is not None
-        ]
-        if not timed:
-            break
-        fire(min(timed)[1])
-    else:
-        errors.append(f"the run did not settle within {max_steps} steps after the choices")
-    crashed = frozenset(sim.stopped)
-    if any(sim.views[q][-1].id >= out.view.id for q, out in sim.excluded):
-        notes.add("rejoin")
-    if any(len(v) > 1 for v in sim.views):
-        notes.add("view change")
-    if scenario.joiner and sim.views[n - 1]:
-        notes.add("join")
-    return GroupRun(scenario, sim, tuple(steps), tuple(errors), crashed, frozenset(notes))
+        replay.take(*events[choice % len(events)])
+    replay.settle(max_steps)
+    return replay.result()
 
 
 # -- the checks ---------------------------------------------------------------------------------
@@ -561,10 +696,8 @@ class GroupSkipsFlushLog(Group):
 
     protocol = "GroupSkipsFlushLog"
 
-    def _install_value(self, view_id: int, value: Any, commit: Any) -> list[Action]:
-        actions = super()._install_value(view_id, value, commit)
-        cut = next((i for i, a in enumerate(actions) if not isinstance(a, Deliver)), len(actions))
-        return actions[cut:]
+    def recover_flush_log(self, log: list[Any]) -> list[Action]:
+        return []
 
 
 class GroupNoQuorum(Group):
@@ -574,16 +707,8 @@ class GroupNoQuorum(Group):
 
     protocol = "GroupNoQuorum"
 
-    def _required(self) -> set[int]:
+    def flush_quorum(self) -> set[int]:
         return {self.pid} if self.view is not None else set()
-
-    def _propose(self) -> list[Action]:
-        own = self._promises[self.pid]
-        for m in self._proposal:
-            if m not in self._promises and m not in self._joiners and self.view is not None:
-                sent = self._bases[self.view.rank(m)]
-                self._promises[m] = attrs.evolve(own, sender=m, sent=sent, log=[], own=[])
-        return super()._propose()
 
 
 def variant_factory(cls: type[Group]) -> GroupFactory:

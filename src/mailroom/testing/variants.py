@@ -6,17 +6,22 @@ ours can. Each docstring says which property breaks and why.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 
 from mailroom.clocks import FrozenMatrix, Row
-from mailroom.core.actions import Action, Deliver
-from mailroom.core.messages import Message, MessageId
-from mailroom.protocols.causal.broadcast import CBCAST, CBCASTBatch, CBCASTPacket, _message
+from mailroom.core import validate
+from mailroom.core.actions import Action, Deliver, Transmit
+from mailroom.core.endpoint import EndpointBase
+from mailroom.core.messages import Message, MessageId, Payload
+from mailroom.core.pending import Pending
+from mailroom.core.persist import Field, counts, snap_list
+from mailroom.core.wire import packet_from_data, packet_to_data
+from mailroom.protocols._buffer import rescan
+from mailroom.protocols.causal.broadcast import CBCAST, CBCASTPacket
 from mailroom.protocols.causal.ks import KS, Entry
 from mailroom.protocols.causal.tagged import TaggedCausalBroadcast
 from mailroom.protocols.causal.unicast import RST
 from mailroom.protocols.reliable import Reliable, ReliablePacket
-from mailroom.protocols.reliable import _message as _reliable_message
 
 
 class RSTSelfDoubleCount(RST):
@@ -25,7 +30,7 @@ class RSTSelfDoubleCount(RST):
 
     protocol = "RSTSelfDoubleCount"
 
-    def _count_sent(self, j: int) -> None:
+    def count_sent(self, j: int) -> None:
         self.sent.increment(j, self.pid)
 
 
@@ -36,7 +41,7 @@ class RSTColumnOnly(RST):
 
     protocol = "RSTColumnOnly"
 
-    def _attach(self, to: int) -> FrozenMatrix:
+    def attached(self, to: int) -> FrozenMatrix:
         return tuple(
             tuple(v if j == to else 0 for j, v in enumerate(row)) for row in self.sent.freeze()
         )
@@ -50,8 +55,8 @@ class KSDestOnly(KS):
 
     protocol = "KSDestOnly"
 
-    def _piggyback(self, d: int, dests: tuple[int, ...]) -> Iterator[Entry]:
-        return (e for e in super()._piggyback(d, dests) if d in e[2])
+    def piggyback(self, d: int, dests: tuple[int, ...]) -> Iterator[Entry]:
+        return (e for e in super().piggyback(d, dests) if d in e[2])
 
 
 class KSForgetOnSend(KS):
@@ -62,45 +67,65 @@ class KSForgetOnSend(KS):
 
     protocol = "KSForgetOnSend"
 
-    def _implied_by(self, dests: tuple[int, ...]) -> None:
-        for entries in self._log:
-            for ds in entries.values():
-                ds.clear()
+    def implied_by(self, dests: tuple[int, ...]) -> None:
+        super().implied_by(tuple(range(self.n)))
 
 
-class _NaiveCBCAST(CBCAST):
-    """CBCAST with a list buffer rescanned after every delivery and a custom rule."""
+class _NaiveCBCAST(EndpointBase):
+    """CBCAST's packets and stamps with a list mail room, rescanned after every delivery,
+    and a delivery rule of its own (``deliverable``): rules that CBCAST's dependency
+    buffer cannot state."""
 
     def __init__(self, pid: int, n: int) -> None:
         super().__init__(pid, n)
-        self._held: list[CBCASTPacket] = []
+        #: clock[k]: the broadcasts of P_k delivered here (a broadcast's stamp)
+        self.clock = [0] * n
+        self.held: list[CBCASTPacket] = []
 
-    def _deliverable(self, p: CBCASTPacket) -> bool:
+    def deliverable(self, p: CBCASTPacket) -> bool:
         raise NotImplementedError
 
+    def broadcast(self, payload: Payload) -> list[Action]:
+        """As CBCAST: stamp with the clock after counting this one, deliver at once."""
+        self._check_payload(payload)
+        self.clock[self.pid] += 1
+        mid = self._next_id()
+        stamped = CBCASTPacket(self.pid, tuple(self.clock), payload)
+        peers = [q for q in range(self.n) if q != self.pid]
+        return [
+            *(Transmit(q, stamped, mid) for q in peers),
+            Deliver(Message(mid, self.pid, payload)),
+        ]
+
     def receive(self, packet: object) -> list[Action]:
-        p = self._validate(packet)
-        if p.vc[p.sender] <= self._clock[p.sender] or p in self._held:
+        validate.expect_type(packet, CBCASTPacket, self.protocol)
+        assert isinstance(packet, CBCASTPacket)
+        stamp = validate.vector(packet.vc, self.n, "vector clock")
+        sender = validate.pid(packet.sender, self.n)
+        if stamp[sender] <= self.clock[sender] or packet in self.held:
             self.duplicates += 1
             return []
-        self._held.append(p)
-        actions: list[Action] = []
-        progress = True
-        while progress:
-            progress = False
-            for q in list(self._held):
-                if self._deliverable(q):
-                    self._held.remove(q)
-                    self._clock[:] = [max(a, b) for a, b in zip(self._clock, q.vc, strict=True)]
-                    actions.append(Deliver(_message(q)))
-                    progress = True
-        return actions
+        self.held.append(packet)
+        return rescan(self.held, self.deliverable, self._deliver_held)
+
+    def _deliver_held(self, q: CBCASTPacket) -> Action:
+        self.clock[:] = [max(a, b) for a, b in zip(self.clock, q.vc, strict=True)]
+        mid = MessageId(q.sender, q.vc[q.sender])
+        return Deliver(Message(mid, q.sender, q.payload))
 
     def buffered(self) -> int:
-        return len(self._held)
+        return len(self.held)
 
-    def pending(self) -> list:  # type: ignore[type-arg]
+    def pending(self) -> list[Pending]:
         return []
+
+    def _load_held(self, data: object) -> None:
+        self.held = [packet_from_data(CBCASTPacket, p) for p in snap_list(data, "held")]
+
+    persistent = (
+        counts("clock"),
+        Field.custom("held", lambda ep: [packet_to_data(p) for p in ep.held], _load_held),
+    )
 
 
 class CBCASTNoOneGreater(_NaiveCBCAST):
@@ -109,8 +134,8 @@ class CBCASTNoOneGreater(_NaiveCBCAST):
 
     protocol = "CBCASTNoOneGreater"
 
-    def _deliverable(self, p: CBCASTPacket) -> bool:
-        return all(v <= self._clock[k] for k, v in enumerate(p.vc) if k != p.sender)
+    def deliverable(self, p: CBCASTPacket) -> bool:
+        return all(v <= self.clock[k] for k, v in enumerate(p.vc) if k != p.sender)
 
 
 class CBCASTSenderOnly(_NaiveCBCAST):
@@ -119,8 +144,8 @@ class CBCASTSenderOnly(_NaiveCBCAST):
 
     protocol = "CBCASTSenderOnly"
 
-    def _deliverable(self, p: CBCASTPacket) -> bool:
-        return p.vc[p.sender] == self._clock[p.sender] + 1
+    def deliverable(self, p: CBCASTPacket) -> bool:
+        return p.vc[p.sender] == self.clock[p.sender] + 1
 
 
 class ReliableNoRetransmit(Reliable):
@@ -142,11 +167,8 @@ class ReliableNoDedup(Reliable):
 
     protocol = "ReliableNoDedup"
 
-    def receive(self, packet: object) -> list[Action]:
-        p = self._validate(packet)
-        if isinstance(p, ReliablePacket) and p.seq <= self.received[p.sender]:
-            return [Deliver(_reliable_message(p))]
-        return super().receive(packet)
+    def on_copy(self, p: ReliablePacket) -> list[Action]:
+        return [Deliver(Message(MessageId(p.sender, p.msg), p.sender, p.payload))]
 
 
 class NaiveTagged(TaggedCausalBroadcast):
@@ -167,30 +189,16 @@ class NaiveTagged(TaggedCausalBroadcast):
     ) -> None:
         super().__init__(pid, n, ack_every=ack_every, consume=consume)
 
-    def _stamp(self) -> Row:
-        return tuple(self._delivered)
+    def stamp(self) -> Row:
+        return self.delivered.entries
 
 
 class CBCASTBatchEager(CBCAST):
-    """Delivers every new message of a batch as it arrives, skipping the check that
-    the batch's causal past (the other entries of its stamp) is delivered: a batch
-    sent after delivering m can be delivered before m (causal)."""
+    """Delivers a batch whole when it is next from its sender, skipping the check that
+    the batch's causal past (the other entries of its stamp) is delivered: a batch sent
+    after delivering m can be delivered before m (causal)."""
 
     protocol = "CBCASTBatchEager"
 
-    def _receive_batch(self, p: CBCASTBatch) -> list[Action]:
-        sender, vc, payloads = self._validate_batch(p)
-        actions: list[Action] = []
-        for i, payload in enumerate(payloads):
-            index = vc[sender] + i - 1
-            if index < self._clock[sender] or self._buffer.holds(sender, index):
-                continue
-            if index == self._clock[sender]:  # next from its sender: no other check
-                self._clock[sender] += 1
-                self._buffer.delivered_one(sender)
-                actions.append(Deliver(Message(MessageId(sender, index + 1), sender, payload)))
-            else:
-                stamp = (*vc[:sender], index + 1, *vc[sender + 1 :])
-                self._buffer.add(sender, index, stamp, CBCASTPacket(sender, stamp, payload))
-            actions += self._drain()
-        return actions
+    def batch_deliverable(self, sender: int, stamp: Sequence[int]) -> bool:
+        return stamp[sender] == self.clock[sender] + 1

@@ -5,11 +5,10 @@ Each docstring says which property breaks and why.
 
 from __future__ import annotations
 
-from typing import Any
-
 from mailroom.core.actions import Action, Deliver
-from mailroom.protocols.total.sequencer import Sequencer, SequencerOrder
-from mailroom.protocols.total.sequencer import _message as _ordered_message
+from mailroom.core.messages import Message, MessageId
+from mailroom.core.persist import POSITIVE, Field, set_of
+from mailroom.protocols.total.sequencer import Sequencer, SequencerOrder, SequencerOrderBatch
 from mailroom.protocols.total.skeen import Skeen
 
 
@@ -20,7 +19,7 @@ class SkeenNoClockRaise(Skeen):
 
     protocol = "SkeenNoClockRaise"
 
-    def _learn(self, final: int) -> None:
+    def learn_final(self, number: int) -> None:
         pass
 
 
@@ -31,8 +30,8 @@ class SkeenEagerDelivery(Skeen):
 
     protocol = "SkeenEagerDelivery"
 
-    def _next_ready(self) -> tuple[int, int, int] | None:
-        return self._ready[0] if self._ready else None
+    def next_delivery(self) -> tuple[int, int, int] | None:
+        return self.lowest_final()
 
 
 class SequencerNoHold(Sequencer):
@@ -44,14 +43,21 @@ class SequencerNoHold(Sequencer):
 
     def __init__(self, pid: int, n: int, sequencer: int = 0) -> None:
         super().__init__(pid, n, sequencer)
-        self._seen: set[int] = set()
+        #: the numbers delivered (nothing is held, so ``delivered`` stays 0)
+        self.seen_numbers: set[int] = set()
 
-    def _on_order(self, p: SequencerOrder) -> list[Action]:
-        if p.number in self._seen:
+    def deliver_order(self, order: SequencerOrder) -> list[Action]:
+        if order.number in self.seen_numbers:
             self.duplicates += 1
             return []
-        self._seen.add(p.number)
-        return [Deliver(_ordered_message(p))]
+        self.seen_numbers.add(order.number)
+        return [Deliver(Message(MessageId(order.origin, order.seq), order.origin, order.payload))]
+
+    #: Sequencer's fields and the numbers delivered as they arrived
+    persistent = (
+        *Sequencer.persistent,
+        Field("delivered_numbers", "seen_numbers", set_of(POSITIVE)),
+    )
 
 
 class SequencerBatchReversed(Sequencer):
@@ -60,9 +66,7 @@ class SequencerBatchReversed(Sequencer):
 
     protocol = "SequencerBatchReversed"
 
-    def _deliver_run(
-        self, origin: int, first: int, first_seq: int, payloads: tuple[Any, ...], start: int
-    ) -> list[Action]:
-        actions = super()._deliver_run(origin, first, first_seq, payloads, start)
-        run = len(payloads) - start  # the batch's own deliveries come first
+    def deliver_batch(self, batch: SequencerOrderBatch, start: int) -> list[Action]:
+        actions = super().deliver_batch(batch, start)
+        run = len(batch.payloads) - start  # the batch's own deliveries come first
         return actions[:run][::-1] + actions[run:]

@@ -1,8 +1,9 @@
-"""Traces: the event schema, JSON Lines, Parquet and ShiViz reading and writing, and the
-reference checkers."""
+"""Traces: the event schema, JSON Lines, Parquet and ShiViz reading and writing, the
+property registry and the reference checkers."""
 
 from mailroom.trace.checkers import (
     ALL_PROPERTIES,
+    CHECKABLE,
     CHECKERS,
     PROPERTIES,
     VIEW_PROPERTIES,
@@ -10,6 +11,7 @@ from mailroom.trace.checkers import (
     Violation,
     check,
     check_causal,
+    check_clock,
     check_fifo,
     check_integrity,
     check_liveness,
@@ -25,6 +27,7 @@ from mailroom.trace.events import KINDS, Event, TraceError
 from mailroom.trace.header import TraceHeader, read_header
 from mailroom.trace.jsonl import read_jsonl, read_jsonl_trace, write_jsonl
 from mailroom.trace.parquet import read_parquet, read_parquet_trace, write_parquet
+from mailroom.trace.properties import REGISTRY, Property
 from mailroom.trace.shiviz import (
     ShivizEvent,
     ShivizLog,
@@ -36,11 +39,14 @@ from mailroom.trace.shiviz import (
 
 __all__ = [
     "ALL_PROPERTIES",
+    "CHECKABLE",
     "CHECKERS",
     "KINDS",
     "PROPERTIES",
+    "REGISTRY",
     "VIEW_PROPERTIES",
     "Event",
+    "Property",
     "Report",
     "ShivizEvent",
     "ShivizLog",
@@ -49,6 +55,7 @@ __all__ = [
     "Violation",
     "check",
     "check_causal",
+    "check_clock",
     "check_fifo",
     "check_integrity",
     "check_liveness",

@@ -14,6 +14,7 @@ and ``view`` on send and deliver events names the view the event happened in
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 from typing import Any
 
@@ -23,10 +24,33 @@ from mailroom.core.messages import MessageId
 from mailroom.core.wire import plain
 
 KINDS = ("send", "receive", "deliver", "view")
+#: The largest number a trace may hold (every column is a 64-bit integer in Parquet and Spark).
+MAX_NUMBER = 2**63 - 1
+#: A UTF-16 surrogate on its own: JSON can spell one (``\\ud800``), UTF-8 text cannot hold it.
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 class TraceError(ValueError):
     """A trace row is malformed; the message names the row and the field."""
+
+
+def lone_surrogate(text: str) -> bool:
+    """Whether ``text`` holds a lone surrogate (not text that can be printed or stored)."""
+    return not text.isascii() and _LONE_SURROGATE.search(text) is not None
+
+
+def _too_large(row: dict[str, Any], vc: dict[int, Any] | None) -> str | None:
+    """The first field holding a number above ``MAX_NUMBER``, or None."""
+    for name in ("process", "seq", "sender", "view"):
+        if type(row.get(name)) is int and row[name] > MAX_NUMBER:
+            return name
+    if any(x > MAX_NUMBER for x in row["message"]):
+        return "message"
+    if any(d > MAX_NUMBER for d in row["dest"]):
+        return "dest"
+    if vc and any(k > MAX_NUMBER or v > MAX_NUMBER for k, v in vc.items()):
+        return "vc"
+    return None
 
 
 def _dest(value: Iterable[int]) -> tuple[int, ...]:
@@ -109,8 +133,14 @@ class Event:
             raise TraceError("field 'view' must be a non-negative integer")
         if kind == "view" and view is None:
             raise TraceError("a 'view' event needs field 'view' (the view id)")
+        big = _too_large({**row, "dest": dest}, vc)
+        if big is not None:
+            raise TraceError(f"field {big!r} holds a number above 2**63 - 1")
+        run = str(row["run"])
+        if lone_surrogate(run):
+            raise TraceError("field 'run' is not text (it holds a lone surrogate)")
         return cls(
-            run=str(row["run"]),
+            run=run,
             process=row["process"],
             seq=row["seq"],
             kind=kind,

@@ -16,7 +16,7 @@ from typing import Any
 
 import attrs
 
-from mailroom.trace.events import TraceError
+from mailroom.trace.events import TraceError, lone_surrogate
 
 #: The key of the Parquet schema metadata that holds the header's JSON.
 PARQUET_KEY = b"mailroom.header"
@@ -71,6 +71,8 @@ class TraceHeader:
         settings = data.get("settings", {})
         if not isinstance(settings, dict):
             raise TraceError("header field 'settings' must be an object")
+        if any(lone_surrogate(t) for t in (producer, protocol or "", *promises)):
+            raise TraceError("the header is not text (it holds a lone surrogate)")
         return cls(producer, protocol, tuple(promises), n, settings)
 
 

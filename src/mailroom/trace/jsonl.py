@@ -3,17 +3,21 @@
 Reading has a budget: a line longer than ``MAX_LINE_BYTES`` or a payload nested
 deeper than ``MAX_DEPTH`` is a ``TraceError`` naming the file and line, so a
 hostile or wrong file (``/dev/zero``, a million nested brackets, bytes that are
-not UTF-8) gets a one-line error, never a traceback or an unbounded read.
+not UTF-8, a number of thousands of digits, a lone surrogate escape such as
+``"\\ud800"``) gets a one-line error, never a traceback or an unbounded read.
+``parse_row`` is the one place a line becomes JSON (the Spark loader uses it too).
 """
 
 from __future__ import annotations
 
 import json
+import re
+import sys
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
-from mailroom.trace.events import Event, TraceError
+from mailroom.trace.events import Event, TraceError, lone_surrogate
 from mailroom.trace.header import TraceHeader, header_of_row
 
 #: The longest line a reader accepts (an event is usually under 200 bytes).
@@ -49,6 +53,42 @@ def _too_deep(value: Any, limit: int) -> bool:
     return False
 
 
+#: A JSON escape of a UTF-16 surrogate (lone, or half of a pair).
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
+
+
+def _strings(value: Any) -> Iterator[str]:
+    """Every string in a parsed JSON value, keys included (iteratively)."""
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str):
+            yield item
+        elif isinstance(item, dict):
+            stack.extend(item.keys())
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+
+
+def parse_row(line: str) -> Any:
+    """One line's JSON; TraceError saying why it cannot be a row (not JSON, nested too
+    deeply, a number too long to read, a lone surrogate that no text can hold)."""
+    try:
+        row = json.loads(line)
+    except json.JSONDecodeError as exc:
+        raise TraceError(f"not JSON ({exc.msg})") from None
+    except RecursionError:
+        raise TraceError("nested too deeply") from None
+    except ValueError:  # an integer longer than Python reads
+        limit = sys.get_int_max_str_digits()
+        raise TraceError(f"not JSON (a number longer than {limit} digits)") from None
+    escaped = "\\u" in line and _SURROGATE_ESCAPE.search(line) is not None
+    if escaped and any(lone_surrogate(s) for s in _strings(row)):
+        raise TraceError("not text: a lone surrogate escape (such as \\ud800)")
+    return row
+
+
 def iter_rows(path: str | Path, max_line: int = MAX_LINE_BYTES) -> Iterator[tuple[int, Any]]:
     """(line number, parsed JSON) for every non-blank line, within the budgets."""
     with open(path, "rb") as src:
@@ -67,11 +107,9 @@ def iter_rows(path: str | Path, max_line: int = MAX_LINE_BYTES) -> Iterator[tupl
             if not line.strip():
                 continue
             try:
-                row = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise TraceError(f"{path}:{lineno}: not JSON ({exc.msg})") from None
-            except RecursionError:
-                raise TraceError(f"{path}:{lineno}: nested too deeply") from None
+                row = parse_row(line)
+            except TraceError as exc:
+                raise TraceError(f"{path}:{lineno}: {exc}") from None
             yield lineno, row
 
 

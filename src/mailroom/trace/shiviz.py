@@ -52,9 +52,12 @@ from typing import Any, TextIO
 import attrs
 
 from mailroom.core.messages import MessageId
-from mailroom.trace.checkers import Violation
-from mailroom.trace.events import Event, TraceError
+from mailroom.trace.events import MAX_NUMBER, Event, TraceError
+from mailroom.trace.jsonl import parse_row
+from mailroom.trace.violation import Violation
 
+#: The largest log ``read_shiviz`` reads (ShiViz itself draws about ten thousand events).
+MAX_LOG_BYTES = 1 << 28
 #: The parser ``write_shiviz`` puts on the first line of the logs it writes.
 SHIVIZ_PARSER = r"(?<host>\S*) (?<clock>{.*})\n(?<event>.*)"
 
@@ -132,22 +135,32 @@ class ShivizLog:
         return sorted({e.host for e in self.events})
 
 
-def _parse_clock(raw: str) -> dict[str, int]:
-    """A clock as ShiViz reads it: JSON, else JSON with ``\\"`` unescaped; zero entries dropped."""
+def _clock_json(raw: str) -> Any:
+    """A clock's JSON as ShiViz reads it: as written, else with ``\\"`` unescaped."""
     try:
-        clock = json.loads(raw)
-    except json.JSONDecodeError as exc:
+        return parse_row(raw)
+    except TraceError as exc:
+        if not str(exc).startswith("not JSON ("):
+            raise TraceError(f"clock is {exc}") from None
         try:
-            clock = json.loads(raw.replace('\\"', '"'))
-        except json.JSONDecodeError:
-            raise TraceError(f"clock is not JSON ({exc.msg})") from None
-    except RecursionError:
-        raise TraceError("clock is not JSON (nested too deeply)") from None
+            return parse_row(raw.replace('\\"', '"'))
+        except TraceError:
+            raise TraceError(f"clock is {exc}") from None
+
+
+def _parse_clock(raw: str) -> dict[str, int]:
+    """A clock as ShiViz reads it (``_clock_json``); zero entries dropped.
+
+    Counters are 64-bit (as Spark reads them); a number of thousands of digits or a
+    host name that is not text (a lone surrogate escape) is a reason, never an error."""
+    clock = _clock_json(raw)
     if not isinstance(clock, dict) or not clock:
         raise TraceError("clock must be a non-empty JSON object")
     for host, value in clock.items():
         if type(value) is not int or value < 0:
             raise TraceError(f"clock entry {host!r} must be a non-negative integer")
+        if value > MAX_NUMBER:
+            raise TraceError(f"clock entry {host!r} is above 2**63 - 1")
     return {host: value for host, value in clock.items() if value}
 
 
@@ -195,8 +208,18 @@ def parse_shiviz(text: str, parser: str, delimiter: str | None = None) -> Shiviz
 def read_shiviz(
     path: str | Path, parser: str | None = None, delimiter: str | None = None
 ) -> ShivizLog:
-    """Read a log file; without ``parser``, its first line must be the parser (GoVector)."""
-    text = Path(path).read_text(encoding="utf-8")
+    """Read a log file; without ``parser``, its first line must be the parser (GoVector).
+
+    A log is read whole, so one larger than ``MAX_LOG_BYTES`` is refused (TraceError),
+    as is one that is not UTF-8 text."""
+    with open(path, "rb") as src:
+        data = src.read(MAX_LOG_BYTES + 1)
+    if len(data) > MAX_LOG_BYTES:
+        raise TraceError(f"{path}: larger than {MAX_LOG_BYTES:,} bytes (a log is read whole)")
+    try:
+        text = data.decode("utf-8").replace("\r\n", "\n").replace("\r", "\n")
+    except UnicodeDecodeError as exc:
+        raise TraceError(f"{path}: not UTF-8 text (byte {exc.start})") from None
     if parser is None:
         first, _, rest = text.partition("\n")
         try:

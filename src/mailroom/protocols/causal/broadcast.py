@@ -17,24 +17,29 @@ of one sender with the first one's stamp V; message i's stamp is V with entry
 them). A receiver takes the batch as the k packets arriving one after another, so
 it delivers exactly what k single packets would and holds what they would (as
 single packets: the state and snapshot are the same).
+
+Extension point (``mailroom.core.hooks``): ``batch_deliverable``, when a batch is
+delivered whole as it arrives.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, ClassVar
 
 import attrs
 
 from mailroom.clocks import Row, VectorClock
 from mailroom.core import validate
 from mailroom.core.actions import Action, Deliver, Transmit
-from mailroom.core.endpoint import EndpointBase, Snapshot, load_counts, snap_list
-from mailroom.core.errors import LocalError, RemoteError
+from mailroom.core.errors import RemoteError
+from mailroom.core.hooks import hook
 from mailroom.core.messages import Message, MessageId, Payload
-from mailroom.core.pending import Pending
-from mailroom.core.wire import as_row, packet, packet_from_data, packet_to_data
+from mailroom.core.persist import Field, counts
+from mailroom.core.wire import as_row, packet
 from mailroom.protocols._buffer import DependencyBuffer
+from mailroom.protocols._buffered import BufferedEndpoint, mail_room
+from mailroom.protocols._packets import batch_ids, carries_stamped
 
 
 @packet
@@ -46,9 +51,7 @@ class CBCASTPacket:
     vc: Row = attrs.field(converter=as_row)
     payload: Any
 
-    def carries(self) -> MessageId | None:
-        """The application message this packet carries."""
-        return MessageId(self.sender, self.vc[self.sender])
+    carries = carries_stamped("vc")
 
 
 @packet
@@ -61,22 +64,19 @@ class CBCASTBatch:
     vc: Row = attrs.field(converter=as_row)
     payloads: tuple[Any, ...] = attrs.field(converter=as_row)
 
-    def carries(self) -> MessageId | None:
-        """The first application message this packet carries (the frame header's id)."""
-        return MessageId(self.sender, self.vc[self.sender])
+    carries = carries_stamped("vc")
 
     def carries_all(self) -> tuple[MessageId, ...]:
         """Every application message this packet carries, in order."""
-        first = self.vc[self.sender]
-        if type(first) is not int or not isinstance(self.payloads, tuple | list):
-            raise TypeError("a batch's first seq and payloads must be an int and a sequence")
-        return tuple(MessageId(self.sender, first + i) for i in range(len(self.payloads)))
+        return batch_ids(self.sender, self.vc[self.sender], self.payloads)
 
 
-class CBCAST(EndpointBase):
+class CBCAST(BufferedEndpoint):
     """Causal broadcast with vector clocks."""
 
     protocol = "CBCAST"
+    waits_for = "seq"
+    persistent: ClassVar[tuple[Field, ...]] = (counts("_clock", "clock"), mail_room(CBCASTPacket))
 
     def __init__(self, pid: int, n: int) -> None:
         super().__init__(pid, n)
@@ -137,16 +137,11 @@ class CBCAST(EndpointBase):
         """The batch as its k packets arriving one after another."""
         sender, vc, payloads = self._validate_batch(p)
         first = vc[sender]
-        clock = self._clock
-        if (
-            not self._buffer
-            and first == clock[sender] + 1
-            and all(v <= c for k, (v, c) in enumerate(zip(vc, clock, strict=True)) if k != sender)
-        ):
+        if not self._buffer and self.batch_deliverable(sender, vc):
             # Nothing is held and the batch is next from its sender with its other
             # dependencies met: each message is deliverable as it arrives and releases
             # nothing else, which is what the loop below would find one by one.
-            clock[sender] += len(payloads)
+            self._clock[sender] += len(payloads)
             return [
                 Deliver(Message(MessageId(sender, first + i), sender, payload))
                 for i, payload in enumerate(payloads)
@@ -161,11 +156,21 @@ class CBCAST(EndpointBase):
                 continue
             fresh = True
             stamp = (*before, first + i, *after)
-            self._buffer.add(sender, index, stamp, CBCASTPacket(sender, stamp, payload))
+            self._buffer.offer(sender, index, stamp, CBCASTPacket(sender, stamp, payload))
             actions += self._drain()
         if not fresh:
             self.duplicates += 1  # a duplicate, or the echo of our own batch
         return actions
+
+    @hook
+    def batch_deliverable(self, sender: int, stamp: Sequence[int]) -> bool:
+        """Rule: whether a batch from ``sender`` whose first message has ``stamp`` is
+        delivered whole as it arrives (asked when nothing is held here): it is next
+        from its sender and every other entry of its stamp is delivered here."""
+        clock = self._clock
+        return stamp[sender] == clock[sender] + 1 and all(
+            v <= c for k, (v, c) in enumerate(zip(stamp, clock, strict=True)) if k != sender
+        )
 
     def _validate(self, packet: object) -> CBCASTPacket:
         if type(packet) is CBCASTPacket:  # the common case inline (the same rules as below)
@@ -192,51 +197,17 @@ class CBCAST(EndpointBase):
             )
         return packet
 
+    def _offer(self, p: CBCASTPacket) -> bool:
+        """Hold ``p``: the ``vc[sender]``-th from its sender, needing the rest of ``vc``."""
+        return self._buffer.offer(p.sender, p.vc[p.sender] - 1, p.vc, p)
+
     def receive(self, packet: object) -> list[Action]:
         if type(packet) is CBCASTBatch:
             return self._receive_batch(packet)
-        p = self._validate(packet)
-        index = p.vc[p.sender] - 1
-        if index < self._clock[p.sender] or self._buffer.holds(p.sender, index):
+        if not self._offer(self._validate(packet)):
             self.duplicates += 1  # a duplicate, or the echo of our own broadcast
             return []
-        self._buffer.add(p.sender, index, p.vc, p)
         return self._drain()
 
-    def _drain(self) -> list[Action]:
-        actions: list[Action] = []
-        while (p := self._buffer.pop_ready()) is not None:
-            self._clock[p.sender] += 1
-            actions.append(Deliver(_message(p)))
-            self._buffer.delivered_one(p.sender)
-        return actions
-
-    def buffered(self) -> int:
-        return len(self._buffer)
-
-    def pending(self) -> list[Pending]:
-        return [
-            Pending(_message(p), self._buffer.waits(s, i, "seq"))
-            for s, i, p in self._buffer.items()
-        ]
-
-    def snapshot(self) -> Snapshot:
-        data = self._header()
-        data["clock"] = list(self._clock)
-        data["buffer"] = [packet_to_data(p) for p in self._buffer.by_arrival()]
-        return data
-
-    def _load(self, data: Snapshot) -> None:
-        self._clock[:] = load_counts(data["clock"], self.n, "clock")
-        for item in snap_list(data["buffer"], "buffer"):
-            p = self._validate(packet_from_data(CBCASTPacket, item))
-            index = p.vc[p.sender] - 1
-            if index < self._clock[p.sender] or self._buffer.holds(p.sender, index):
-                raise LocalError("snapshot buffers a packet delivered or held twice")
-            self._buffer.add(p.sender, index, p.vc, p)
-        if self._buffer.pop_ready() is not None:
-            raise LocalError("snapshot buffers a packet that was deliverable")
-
-
-def _message(p: CBCASTPacket) -> Message:
-    return Message(MessageId(p.sender, p.vc[p.sender]), p.sender, p.payload)
+    def _message(self, p: CBCASTPacket) -> Message:
+        return Message(MessageId(p.sender, p.vc[p.sender]), p.sender, p.payload)

@@ -75,6 +75,9 @@ Older entries come newest first, each as one counter ``gap * (2n + 1) + code``
 destination code is 0 for none, d + 1 for the single destination d, or
 n + len(Dests) followed by Dests in increasing order when there are two or more.
 The encoding changes no entry: it is the same log, written more compactly.
+
+Extension points (``mailroom.core.hooks``): ``piggyback`` (step 1) and ``implied_by``
+(step 2).
 """
 
 from __future__ import annotations
@@ -89,12 +92,15 @@ import attrs
 from mailroom.clocks import Row
 from mailroom.core import validate
 from mailroom.core.actions import Action, Deliver, Transmit
-from mailroom.core.endpoint import EndpointBase, Snapshot, load_counts
+from mailroom.core.endpoint import EndpointBase
 from mailroom.core.errors import LocalError, RemoteError
+from mailroom.core.hooks import hook
 from mailroom.core.messages import Message, MessageId, Payload
 from mailroom.core.pending import Pending, Wait
-from mailroom.core.wire import as_row, packet, packet_from_data, packet_to_data
+from mailroom.core.persist import Field, counts, packets, snap_list
+from mailroom.core.wire import as_row, packet
 from mailroom.protocols._buffer import ArrivalOrder
+from mailroom.protocols._packets import carries_seq
 
 #: One log entry: (source, seq, destinations not yet known settled).
 Entry = tuple[int, int, tuple[int, ...]]
@@ -112,9 +118,7 @@ class KSPacket:
     log: Row = attrs.field(converter=as_row)
     payload: Any
 
-    def carries(self) -> MessageId | None:
-        """The application message this packet carries."""
-        return MessageId(self.sender, self.seq)
+    carries = carries_seq
 
 
 def _code(dests: tuple[int, ...], n: int) -> list[int]:
@@ -321,23 +325,26 @@ class KS(EndpointBase):
         mid = self._next_id()
         actions: list[Action] = []
         for d in dests:
-            log = flatten(self._piggyback(d, dests), self.n)
+            log = flatten(self.piggyback(d, dests), self.n)
             actions.append(Transmit(d, KSPacket(self.pid, d, mid.seq, dests, log, payload), mid))
-        self._implied_by(dests)  # step 2
+        self.implied_by(dests)  # step 2
         self._log[self.pid][mid.seq] = set(dests)  # step 3
         self._purge(range(self.n))
         return actions
 
-    def _implied_by(self, dests: tuple[int, ...]) -> None:
-        """Step 2: a message to ``dests`` implies every logged dependency at those
-        destinations, so LOG entries drop them."""
+    @hook
+    def implied_by(self, dests: tuple[int, ...]) -> None:
+        """Rule, step 2 after sending to ``dests``: the message implies every logged
+        dependency at those destinations, so LOG entries drop them."""
         group = set(dests)
         for entries in self._log:
             for ds in entries.values():
                 ds -= group
 
-    def _piggyback(self, d: int, dests: tuple[int, ...]) -> Iterator[Entry]:
-        """Step 1: O_M for destination d."""
+    @hook
+    def piggyback(self, d: int, dests: tuple[int, ...]) -> Iterator[Entry]:
+        """Rule, step 1 of sending to ``dests``: the log entries (O_M) attached to the
+        copy for destination ``d``."""
         others = set(dests) - {d}
         for s, entries in enumerate(self._log):
             if not entries:
@@ -378,13 +385,19 @@ class KS(EndpointBase):
         return packet, entries
 
     def receive(self, packet: object) -> list[Action]:
-        p, entries = self._validate(packet)
-        if p.seq <= self._sr[p.sender] or self._buffer.holds(p.sender, p.seq):
+        if not self._offer(packet):
             self.duplicates += 1
             return []
-        needs = [(s, t) for s, t, ds in entries if self.pid in ds]
-        self._buffer.add(p, needs)
         return self._drain()
+
+    def _offer(self, packet: object) -> bool:
+        """Hold ``packet`` (validated) until the log entries it needs are delivered here;
+        False if it was delivered or is held already."""
+        p, entries = self._validate(packet)
+        if p.seq <= self._sr[p.sender] or self._buffer.holds(p.sender, p.seq):
+            return False
+        self._buffer.add(p, [(s, t) for s, t, ds in entries if self.pid in ds])
+        return True
 
     def _drain(self) -> list[Action]:
         actions: list[Action] = []
@@ -446,34 +459,31 @@ class KS(EndpointBase):
             for item in self._buffer.items()
         ]
 
-    def snapshot(self) -> Snapshot:
-        data = self._header()
-        data["sr"] = list(self._sr)
-        data["log"] = [[s, t, list(ds)] for s, t, ds in self.log]
-        data["buffer"] = [packet_to_data(p) for p in self._buffer.by_arrival()]
-        return data
+    # -- snapshot ------------------------------------------------------------------
+    def _dump_log(self) -> list[list[Any]]:
+        return [[s, t, list(ds)] for s, t, ds in self.log]
 
-    def _load(self, data: Snapshot) -> None:
-        self._sr[:] = load_counts(data["sr"], self.n, "sr")
-        log = data["log"]
-        if not isinstance(log, list):
-            raise LocalError("snapshot field log must be a list of [source, seq, dests]")
-        for s, t, ds in log:
+    def _load_log(self, data: object) -> None:
+        for entry in snap_list(data, "log"):
+            s, t, ds = snap_list(entry, "log entry", 3)
             if (
                 type(s) is not int
                 or not 0 <= s < self.n
                 or type(t) is not int
                 or not 0 < t <= 2**53
             ):
-                raise LocalError(f"snapshot log entry {[s, t, ds]!r} does not fit n={self.n}")
+                raise LocalError(f"snapshot log entry {entry!r} does not fit n={self.n}")
             self._log[s][t] = set(load_dests(ds, self.n))
-        for item in data["buffer"]:
-            p = packet_from_data(KSPacket, item)
-            try:
-                p, entries = self._validate(p)
-            except RemoteError as exc:
-                raise LocalError(f"snapshot holds a bad packet: {exc}") from None
-            self._buffer.add(p, [(s, t) for s, t, ds in entries if self.pid in ds])
+
+    def _hold_restored(self, p: KSPacket) -> None:
+        if not self._offer(p):
+            raise LocalError(f"snapshot holds {p.carries()}, delivered or held twice")
+
+    persistent = (
+        counts("_sr", "sr"),
+        Field.custom("log", _dump_log, _load_log),
+        packets("buffer", KSPacket, lambda ep: ep._buffer.by_arrival(), _hold_restored),
+    )
 
 
 def load_dests(value: object, n: int) -> Sequence[int]:

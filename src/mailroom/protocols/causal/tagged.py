@@ -67,6 +67,8 @@ Bad input: a tag of the wrong dimension, a zero own entry, or an entry for
 P_i beyond the messages P_i has sent (a future the sender cannot know) is a
 RemoteError; the state is unchanged. Duplicates, and echoes of this process's
 own broadcasts and acknowledgements, are dropped and counted.
+
+Extension point (``mailroom.core.hooks``): ``stamp``, the tag of a broadcast.
 """
 
 from __future__ import annotations
@@ -80,21 +82,25 @@ import attrs
 from mailroom.clocks import Row, VectorClock
 from mailroom.core import validate
 from mailroom.core.actions import Action, Deliver, Stable, Transmit
-from mailroom.core.endpoint import (
-    EndpointBase,
-    Snapshot,
-    load_counts,
-    snap_bool,
-    snap_counter,
-    snap_list,
-    snap_pid,
-    snap_positive,
-)
 from mailroom.core.errors import LocalError, RemoteError
+from mailroom.core.hooks import hook
 from mailroom.core.messages import MessageId, Payload, TaggedMessage
-from mailroom.core.pending import Pending
-from mailroom.core.wire import as_row, packet, packet_from_data, packet_to_data
+from mailroom.core.persist import (
+    FLAG,
+    MESSAGE_ID,
+    Field,
+    argument,
+    counter,
+    counts,
+    list_of,
+    load_counts,
+    matrix,
+    snap_list,
+)
+from mailroom.core.wire import as_row, packet
 from mailroom.protocols._buffer import DependencyBuffer
+from mailroom.protocols._buffered import BufferedEndpoint, mail_room
+from mailroom.protocols._packets import carries_none, carries_stamped
 
 
 @packet
@@ -106,9 +112,7 @@ class TaggedPacket:
     tag: Row = attrs.field(converter=as_row)
     payload: Any
 
-    def carries(self) -> MessageId | None:
-        """The application message this packet carries."""
-        return MessageId(self.sender, self.tag[self.sender])
+    carries = carries_stamped("tag")
 
 
 @packet
@@ -119,9 +123,7 @@ class StabilityAck:
     sender: int
     clock: Row = attrs.field(converter=as_row)
 
-    def carries(self) -> MessageId | None:
-        """The application message this packet carries: none, it is a control packet."""
-        return None
+    carries = carries_none
 
 
 #: How a TaggedCausalBroadcast learns that the application took a delivery.
@@ -134,18 +136,31 @@ def _max_into(target: list[int], other: Sequence[int]) -> None:
             target[k] = v
 
 
-def _matrix(value: object, n: int, what: str) -> list[list[int]]:
-    if not isinstance(value, list) or len(value) != n:
-        raise LocalError(f"snapshot field {what} must be {n} x {n}")
-    return [load_counts(row, n, f"{what}[{k}]") for k, row in enumerate(value)]
+# -- rules of the snapshot fields that need what fields above them loaded ---------------
+def _own_row(ep: TaggedCausalBroadcast, rows: list[list[int]]) -> str | None:
+    """``knows``: the process's own row is its clock (loaded just above)."""
+    return None if rows[ep.pid] == ep._clock else "must hold the clock in its own row"
 
 
-class TaggedCausalBroadcast(EndpointBase):
+def _fresh_needs_unconsumed(ep: TaggedCausalBroadcast, fresh: bool) -> str | None:
+    """``fresh``: deliveries were handed out and wait unconsumed."""
+    return "is true with nothing unconsumed" if fresh and not ep._unconsumed else None
+
+
+def _undelivered(ep: TaggedCausalBroadcast, mids: list[MessageId]) -> str | None:
+    """``unstable``: every message listed was delivered here."""
+    for mid in mids:
+        if mid.seq > ep._delivered[mid.origin]:
+            return f"holds {mid} as unstable but never delivered"
+    return None
+
+
+class TaggedCausalBroadcast(BufferedEndpoint):
     """Causal broadcast with precise vector-clock tags and causal stability."""
 
     protocol = "TaggedCausalBroadcast"
-
     snapshot_version = 2
+    waits_for = "seq"
 
     def __init__(
         self, pid: int, n: int, *, ack_every: int | None = 1, consume: str = "delivery"
@@ -186,8 +201,10 @@ class TaggedCausalBroadcast(EndpointBase):
         """The stability frontier: entrywise minimum of what every application has seen."""
         return VectorClock(min(col) for col in zip(*self._knows, strict=True))
 
-    def _stamp(self) -> Row:
-        """The tag of a broadcast being issued now."""
+    @hook
+    def stamp(self) -> Row:
+        """Rule: the tag of a broadcast being issued now (what the application has
+        consumed)."""
         return tuple(self._clock)
 
     @property
@@ -208,7 +225,7 @@ class TaggedCausalBroadcast(EndpointBase):
         mid = self._next_id()
         self._clock[self.pid] += 1
         self._delivered[self.pid] += 1
-        tag = self._stamp()
+        tag = self.stamp()
         self._unannounced = 0  # the tag tells everyone what we have seen
         self._unstable.append(mid)
         packet = TaggedPacket(self.pid, tag, payload)
@@ -316,23 +333,29 @@ class TaggedCausalBroadcast(EndpointBase):
             _max_into(self._acks[ack.sender], ack.clock)
             self._use_ack(ack.sender)
             return self._stabilize()
-        p = self._validate(packet)
-        index = p.tag[p.sender] - 1
-        if index < self._delivered[p.sender] or self._buffer.holds(p.sender, index):
+        if not self._offer(self._validate(packet)):
             self.duplicates += 1
             return []
-        self._buffer.add(p.sender, index, p.tag, p)
-        actions: list[Action] = []
-        while (q := self._buffer.pop_ready()) is not None:
-            self._delivered[q.sender] += 1
-            message = _message(q)
-            self._unconsumed.append((message.id, q.tag))
-            actions.append(Deliver(message))
-            self._buffer.delivered_one(q.sender)
+        actions = self._drain()
         if not self.needs_consume:
             actions += self.consume_all()
         elif actions:
             self._fresh = True
+        return actions
+
+    def _offer(self, p: TaggedPacket) -> bool:
+        """Hold ``p``: the ``tag[sender]``-th from its sender, needing the rest of ``tag``."""
+        return self._buffer.offer(p.sender, p.tag[p.sender] - 1, p.tag, p)
+
+    def _drain(self) -> list[Action]:
+        """Hand out what the mail room releases; each waits to be consumed."""
+        actions: list[Action] = []
+        while (q := self._buffer.pop_ready()) is not None:
+            self._delivered[q.sender] += 1
+            message = self._message(q)
+            self._unconsumed.append((message.id, q.tag))
+            actions.append(Deliver(message))
+            self._buffer.delivered_one(q.sender)
         return actions
 
     # -- stability --------------------------------------------------------------------------
@@ -350,87 +373,41 @@ class TaggedCausalBroadcast(EndpointBase):
         return [Stable(tuple(stable))] if stable else []
 
     # -- introspection -------------------------------------------------------------------
-    def buffered(self) -> int:
-        return len(self._buffer)
-
     def retained(self) -> int:
         """Per-message entries held: buffered, delivered but unconsumed, not yet stable."""
         return len(self._buffer) + len(self._unconsumed) + len(self._unstable)
 
-    def pending(self) -> list[Pending]:
-        return [
-            Pending(_message(p), self._buffer.waits(s, i, "seq"))
-            for s, i, p in self._buffer.items()
-        ]
+    def _message(self, p: TaggedPacket) -> TaggedMessage:
+        return TaggedMessage(
+            MessageId(p.sender, p.tag[p.sender]), p.sender, p.payload, VectorClock(p.tag)
+        )
 
-    def snapshot(self) -> Snapshot:
-        data = self._header()
-        data["ack_every"] = self.ack_every
-        data["consume"] = self.consume_mode
-        data["delivered"] = list(self._delivered)
-        data["clock"] = list(self._clock)
-        data["knows"] = [list(row) for row in self._knows]
-        data["acks"] = [list(row) for row in self._acks]
-        data["unannounced"] = self._unannounced
-        data["unconsumed"] = [[m.origin, m.seq, list(tag)] for m, tag in self._unconsumed]
-        data["fresh"] = self._fresh
-        data["unstable"] = [[m.origin, m.seq] for m in self._unstable]
-        data["buffer"] = [packet_to_data(p) for p in self._buffer.by_arrival()]
-        return data
+    # -- snapshot ------------------------------------------------------------------------
+    def _dump_unconsumed(self) -> list[list[Any]]:
+        return [[m.origin, m.seq, list(tag)] for m, tag in self._unconsumed]
 
-    def _load(self, data: Snapshot) -> None:
-        ack_every = data["ack_every"]
-        if ack_every is not None and (type(ack_every) is not int or not 1 <= ack_every <= 2**32):
-            raise LocalError(f"snapshot field ack_every is {ack_every!r}")
-        self.ack_every = ack_every
-        mode = data["consume"]
-        if mode not in CONSUME_MODES:
-            raise LocalError(f"snapshot field consume is {mode!r}")
-        self.consume_mode = mode
-        self._delivered[:] = load_counts(data["delivered"], self.n, "delivered")
-        self._clock[:] = load_counts(data["clock"], self.n, "clock")
-        for j, row in enumerate(_matrix(data["knows"], self.n, "knows")):
-            self._knows[j][:] = row
-        for j, row in enumerate(_matrix(data["acks"], self.n, "acks")):
-            self._acks[j][:] = row
-        if self._knows[self.pid] != self._clock:
-            raise LocalError("snapshot field knows must hold the clock in its own row")
-        self._unannounced = snap_counter(data["unannounced"], "unannounced")
-        unconsumed = snap_list(data["unconsumed"], "unconsumed")
+    def _load_unconsumed(self, data: object) -> None:
+        unconsumed = snap_list(data, "unconsumed")
         if unconsumed and not self.needs_consume:
             raise LocalError("snapshot holds unconsumed deliveries in consume='delivery' mode")
         for item in unconsumed:
             origin, seq, tag = snap_list(item, "unconsumed item", 3)
+            mid = MESSAGE_ID.load([origin, seq], self, "unconsumed")
             vec: Row = tuple(load_counts(tag, self.n, "unconsumed tag"))
-            mid = MessageId(
-                snap_pid(origin, self.n, "unconsumed"), snap_positive(seq, "unconsumed")
-            )
             if vec[mid.origin] != mid.seq or mid.seq > self._delivered[mid.origin]:
                 raise LocalError(f"snapshot holds an unconsumed {mid} never delivered")
             self._unconsumed.append((mid, vec))
-        self._fresh = snap_bool(data["fresh"], "fresh")
-        if self._fresh and not self._unconsumed:
-            raise LocalError("snapshot field fresh is true with nothing unconsumed")
-        for item in snap_list(data["unstable"], "unstable"):
-            origin, seq = snap_list(item, "unstable item", 2)
-            mid = MessageId(snap_pid(origin, self.n, "unstable"), snap_positive(seq, "unstable"))
-            if mid.seq > self._delivered[mid.origin]:
-                raise LocalError(f"snapshot holds {mid} as unstable but never delivered")
-            self._unstable.append(mid)
-        for item in snap_list(data["buffer"], "buffer"):
-            p = self._validate(packet_from_data(TaggedPacket, item))
-            index = p.tag[p.sender] - 1
-            if index < self._delivered[p.sender] or self._buffer.holds(p.sender, index):
-                raise LocalError("snapshot buffers a message delivered or held already")
-            self._buffer.add(p.sender, index, p.tag, p)
-        if len(self._buffer._ready):
-            raise LocalError("snapshot buffers a message that was deliverable")
 
-
-def _message(p: TaggedPacket) -> TaggedMessage:
-    return TaggedMessage(
-        MessageId(p.sender, p.tag[p.sender]), p.sender, p.payload, VectorClock(p.tag)
+    persistent = (
+        argument("ack_every"),
+        argument("consume", "consume_mode"),
+        counts("_delivered", "delivered"),
+        counts("_clock", "clock"),
+        matrix("_knows", "knows", check=_own_row),
+        matrix("_acks", "acks"),
+        counter("_unannounced"),
+        Field.custom("unconsumed", _dump_unconsumed, _load_unconsumed),
+        Field("fresh", "_fresh", FLAG, check=_fresh_needs_unconsumed),
+        Field("unstable", "_unstable", list_of(MESSAGE_ID), inplace=True, check=_undelivered),
+        mail_room(TaggedPacket),
     )
-
-
-__all__ = ["CONSUME_MODES", "StabilityAck", "TaggedCausalBroadcast", "TaggedPacket"]

@@ -16,6 +16,9 @@ message that never existed and the process deadlocks.
 
 SENT_m[j][i] is the number of earlier messages from j to i, so the deliverable
 condition for k = j is FIFO per channel; that number also identifies duplicates.
+
+Extension points (``mailroom.core.hooks``): ``attached`` (the metadata a message
+carries) and ``count_sent`` (step 2).
 """
 
 from __future__ import annotations
@@ -27,12 +30,14 @@ import attrs
 from mailroom.clocks import DelivVector, FrozenMatrix, SentMatrix
 from mailroom.core import validate
 from mailroom.core.actions import Action, Deliver, Transmit
-from mailroom.core.endpoint import EndpointBase, Snapshot, load_counts, snap_list
-from mailroom.core.errors import LocalError, RemoteError
+from mailroom.core.errors import RemoteError
+from mailroom.core.hooks import hook
 from mailroom.core.messages import Message, MessageId, Payload
-from mailroom.core.pending import Pending
-from mailroom.core.wire import as_matrix, packet, packet_from_data, packet_to_data
+from mailroom.core.persist import counts, matrix
+from mailroom.core.wire import as_matrix, packet
 from mailroom.protocols._buffer import DependencyBuffer
+from mailroom.protocols._buffered import BufferedEndpoint, mail_room
+from mailroom.protocols._packets import carries_seq
 
 
 @packet
@@ -46,15 +51,18 @@ class RSTPacket:
     sent: FrozenMatrix = attrs.field(converter=as_matrix)
     payload: Any
 
-    def carries(self) -> MessageId | None:
-        """The application message this packet carries."""
-        return MessageId(self.sender, self.seq)
+    carries = carries_seq
 
 
-class RST(EndpointBase):
+class RST(BufferedEndpoint):
     """Causal unicast with the SENT matrix and DELIV vector (Raynal, Schiper, Toueg 1991)."""
 
     protocol = "RST"
+    persistent = (
+        matrix("sent._rows", "sent"),
+        counts("deliv._counts", "deliv"),
+        mail_room(RSTPacket),
+    )
 
     def __init__(self, pid: int, n: int) -> None:
         super().__init__(pid, n)
@@ -69,7 +77,7 @@ class RST(EndpointBase):
         self._check_dest(to)
         self._check_payload(payload)
         mid = self._next_id()
-        packet = RSTPacket(self.pid, to, mid.seq, self._attach(to), payload)
+        packet = RSTPacket(self.pid, to, mid.seq, self.attached(to), payload)
         self.sent.increment(self.pid, to)
         return [Transmit(to, packet, mid)]
 
@@ -95,13 +103,15 @@ class RST(EndpointBase):
             )
         return packet
 
+    def _offer(self, p: RSTPacket) -> bool:
+        """Hold ``p``: the SENT_m[sender][i]-th from its sender, needing column i of SENT_m."""
+        i = self.pid
+        return self._buffer.offer(p.sender, p.sent[p.sender][i], [row[i] for row in p.sent], p)
+
     def receive(self, packet: object) -> list[Action]:
-        p = self._validate(packet)
-        index = p.sent[p.sender][self.pid]
-        if index < self.deliv[p.sender] or self._buffer.holds(p.sender, index):
+        if not self._offer(self._validate(packet)):
             self.duplicates += 1
             return []
-        self._buffer.add(p.sender, index, [row[self.pid] for row in p.sent], p)
         return self._drain()
 
     def _drain(self) -> list[Action]:
@@ -109,54 +119,24 @@ class RST(EndpointBase):
         while (p := self._buffer.pop_ready()) is not None:
             j = p.sender
             self.deliv.increment(j)  # step 1
-            self._count_sent(j)  # step 2
+            self.count_sent(j)  # step 2
             self.sent.merge(p.sent)  # step 3
-            actions.append(Deliver(_message(p)))
+            actions.append(Deliver(self._message(p)))
             self._buffer.delivered_one(j)
         return actions
 
-    def _count_sent(self, j: int) -> None:
-        """Step 2: SENT[j][i] += 1, except for self-sends, which the sender counted."""
+    @hook
+    def count_sent(self, j: int) -> None:
+        """Rule, step 2 after delivering a message from ``j``: SENT[j][i] += 1, except
+        for self-sends, which the sender counted."""
         if j != self.pid:
             self.sent.increment(j, self.pid)
 
-    def _attach(self, to: int) -> FrozenMatrix:
-        """The metadata attached to a message for ``to``: all of SENT."""
+    @hook
+    def attached(self, to: int) -> FrozenMatrix:
+        """Rule: the matrix attached to a message for ``to`` (before the send is
+        counted): all of SENT."""
         return self.sent.freeze()
 
-    # -- introspection -----------------------------------------------------------
-    def buffered(self) -> int:
-        return len(self._buffer)
-
-    def pending(self) -> list[Pending]:
-        unit = f"message to P{self.pid}"
-        return [
-            Pending(_message(p), self._buffer.waits(s, i, unit)) for s, i, p in self._buffer.items()
-        ]
-
-    def snapshot(self) -> Snapshot:
-        data = self._header()
-        data["sent"] = self.sent.tolist()
-        data["deliv"] = self.deliv.tolist()
-        data["buffer"] = [packet_to_data(p) for p in self._buffer.by_arrival()]
-        return data
-
-    def _load(self, data: Snapshot) -> None:
-        rows = data["sent"]
-        if not isinstance(rows, list) or len(rows) != self.n:
-            raise LocalError(f"snapshot field sent must be {self.n} x {self.n}")
-        for k, row in enumerate(rows):
-            self.sent._rows[k][:] = load_counts(row, self.n, f"sent[{k}]")
-        self.deliv._counts[:] = load_counts(data["deliv"], self.n, "deliv")
-        for item in snap_list(data["buffer"], "buffer"):
-            p = self._validate(packet_from_data(RSTPacket, item))
-            index = p.sent[p.sender][self.pid]
-            if index < self.deliv[p.sender] or self._buffer.holds(p.sender, index):
-                raise LocalError("snapshot buffers a packet delivered or held twice")
-            self._buffer.add(p.sender, index, [r[self.pid] for r in p.sent], p)
-        if self._buffer.pop_ready() is not None:
-            raise LocalError("snapshot buffers a packet that was deliverable")
-
-
-def _message(p: RSTPacket) -> Message:
-    return Message(MessageId(p.sender, p.seq), p.sender, p.payload)
+    def _message(self, p: RSTPacket) -> Message:
+        return Message(MessageId(p.sender, p.seq), p.sender, p.payload)

@@ -1,6 +1,7 @@
 """Group membership: views, flush and view-synchronous delivery around any ordering protocol."""
 
 from mailroom.protocols.membership.detector import Heartbeat, HeartbeatDetector
+from mailroom.protocols.membership.flush import Freeze, Round
 from mailroom.protocols.membership.group import Group
 from mailroom.protocols.membership.packets import (
     Accept,
@@ -17,13 +18,16 @@ from mailroom.protocols.membership.packets import (
     StateTransfer,
     Suspect,
 )
+from mailroom.protocols.membership.status import GroupStatus
 
 __all__ = [
     "Accept",
     "Accepted",
     "Commit",
+    "Freeze",
     "Group",
     "GroupData",
+    "GroupStatus",
     "Heartbeat",
     "HeartbeatDetector",
     "Join",
@@ -32,6 +36,7 @@ __all__ = [
     "Prepare",
     "Promise",
     "Query",
+    "Round",
     "Stability",
     "StateTransfer",
     "Suspect",

@@ -9,7 +9,8 @@ For hosts that have no failure detector of their own. Rules, in words:
   ``sender``, counts as hearing from that process; the detector reads no clock,
   so it is noted at the next ``tick(now)`` as heard at ``now``.
 - Suspecting: a member not heard from for ``timeout`` is passed to
-  ``group.suspect(pid)``, once per view; when the group installs a new view,
+  ``group.suspect(pid)``, once per view (again if the group withdrew the suspicion:
+  the member answered, and stays silent anew); when the group installs a new view,
   members that stay keep their last-heard time (a silent one is suspected again
   at once), newcomers start at the tick that sees the view.
 - Time: ``tick(now)`` with a clock behind the last one (a restore on another
@@ -29,24 +30,25 @@ import attrs
 
 from mailroom.core import validate
 from mailroom.core.actions import Action, Transmit, View
-from mailroom.core.endpoint import (
-    Endpoint,
-    EndpointBase,
-    Snapshot,
-    capabilities,
-    snap_counter,
+from mailroom.core.endpoint import Endpoint, EndpointBase, Snapshot, capabilities
+from mailroom.core.errors import LocalError, RemoteError
+from mailroom.core.messages import MessageId, Payload
+from mailroom.core.pending import Pending
+from mailroom.core.persist import (
+    COUNTER,
+    PIDS,
+    TIME,
+    Field,
+    arguments,
+    counter,
+    init_arguments,
     snap_list,
     snap_pid,
     snap_time,
 )
-from mailroom.core.errors import LocalError, RemoteError
-from mailroom.core.messages import MessageId, Payload
-from mailroom.core.pending import Pending
 from mailroom.core.registry import restore_endpoint
+from mailroom.core.timers import MAX_TIME, NOW, HostClock
 from mailroom.core.wire import packet
-
-#: Host times above this are refused (as Reliable's).
-MAX_TIME = 2.0**40
 
 
 @packet
@@ -72,6 +74,18 @@ class GroupLike(Endpoint, Protocol):
     def suspect(self, pid: int) -> list[Action]: ...
 
 
+def _of_group(name: str) -> Any:
+    """The wrapped group's attribute ``name``: read here, never set here."""
+
+    def read(self: HeartbeatDetector) -> Any:
+        return getattr(self.group, name)
+
+    def refuse(self: HeartbeatDetector, value: object) -> None:
+        raise LocalError(f"a HeartbeatDetector's {name} is its group's")
+
+    return property(read, refuse, doc=f"The group's ``{name}``.")
+
+
 def _check_time(value: object, what: str) -> float:
     if type(value) is int or type(value) is float:
         number = float(value)
@@ -80,7 +94,24 @@ def _check_time(value: object, what: str) -> float:
     raise LocalError(f"{what} must be a positive finite number, got {value!r}")
 
 
-class HeartbeatDetector(EndpointBase):
+def _beats_iff_watching(d: HeartbeatDetector, beat: float | None) -> str | None:
+    """``next_beat``: set exactly when a view is watched (loaded just above)."""
+    return None if (d.watching is None) == (beat is None) else "does not fit watching"
+
+
+def _suspects_watched(d: HeartbeatDetector, suspected: set[int]) -> str | None:
+    """``suspected``: only members it watches (``heard``, loaded above)."""
+    return None if suspected <= set(d.heard) else "holds a process it does not watch"
+
+
+def _group_argument(data: object) -> dict[str, Any]:
+    """``group``: the wrapped endpoint, restored from its own snapshot."""
+    if not isinstance(data, dict) or data.get("protocol") == HeartbeatDetector.protocol:
+        raise LocalError("snapshot field group must be another endpoint's snapshot")
+    return {"group": restore_endpoint(data)}
+
+
+class HeartbeatDetector(HostClock, EndpointBase):
     """Suspects a member of the group's view that stays silent for ``timeout``."""
 
     protocol = "HeartbeatDetector"
@@ -112,39 +143,13 @@ class HeartbeatDetector(EndpointBase):
     def __repr__(self) -> str:
         return f"HeartbeatDetector({self.group!r})"
 
-    # -- the group's counters are the endpoint's ------------------------------------------
-    @property
-    def sent_count(self) -> int:
-        return int(self.group.sent_count)
-
-    @sent_count.setter
-    def sent_count(self, value: int) -> None:
-        raise LocalError("a HeartbeatDetector's sent_count is its group's")
-
-    @property
-    def duplicates(self) -> int:
-        return int(self.group.duplicates)
-
-    @duplicates.setter
-    def duplicates(self, value: int) -> None:
-        raise LocalError("a HeartbeatDetector's duplicates are its group's")
-
-    # -- the group's surface, passed through ----------------------------------------------
-    @property
-    def view(self) -> View | None:
-        return self.group.view  # type: ignore[no-any-return]
-
-    @property
-    def flushing(self) -> bool:
-        return bool(self.group.flushing)
-
-    @property
-    def sending_view(self) -> int | None:
-        return self.group.sending_view  # type: ignore[no-any-return]
-
-    @property
-    def joined(self) -> bool:
-        return bool(self.group.joined)
+    # -- the group's counters and surface, passed through ----------------------------------
+    sent_count = _of_group("sent_count")
+    duplicates = _of_group("duplicates")
+    view = _of_group("view")
+    flushing = _of_group("flushing")
+    sending_view = _of_group("sending_view")
+    joined = _of_group("joined")
 
     @property
     def needs_consume(self) -> bool:
@@ -181,8 +186,14 @@ class HeartbeatDetector(EndpointBase):
     def leave(self) -> list[Action]:
         return list(self.group.leave())
 
-    def join(self) -> list[Action]:
-        return list(self.group.join())
+    def join(self, contacts: Collection[int] | None = None) -> list[Action]:
+        if contacts is None:
+            return list(self.group.join())
+        return list(self.group.join(contacts))
+
+    def status(self) -> Any:
+        """The group's ``status()`` (a ``GroupStatus``)."""
+        return self.group.status()
 
     def provide_state(self, view: int, state: Payload) -> list[Action]:
         return list(self.group.provide_state(view, state))
@@ -227,13 +238,7 @@ class HeartbeatDetector(EndpointBase):
 
     def tick(self, now: float) -> list[Action]:
         """The group's timers, then heartbeats due and suspicions of silent members."""
-        if type(now) not in (int, float) or not math.isfinite(now) or not 0 <= now <= MAX_TIME:
-            raise LocalError(f"now must be a finite time in 0..{MAX_TIME:g}, got {now!r}")
-        now = float(now)
-        if now < self.now:
-            self._shift(now - self.now)
-        self._rebase = False
-        self.now = now
+        now = self._advance(now)
         actions: list[Action] = list(self.group.tick(now))
         actions += self._watch()
         return actions
@@ -264,6 +269,8 @@ class HeartbeatDetector(EndpointBase):
                 actions.append(Transmit(q, Heartbeat(view.id, self.pid), None))
             self.heartbeats_sent += len(others)
             self.next_beat = now + self.interval
+        # a suspicion the group withdrew (the member answered) may be raised again
+        self.suspected &= set(getattr(self.group, "suspects", self.suspected))
         for q in others:
             # the same sum as the deadline, so a tick at that deadline always suspects
             if q not in self.suspected and now >= self.heard[q] + self.timeout:
@@ -284,64 +291,35 @@ class HeartbeatDetector(EndpointBase):
     def pending(self) -> list[Pending]:
         return list(self.group.pending())
 
-    def snapshot(self) -> Snapshot:
-        data = self._header()
-        data["params"] = {"interval": self.interval, "timeout": self.timeout}
-        data["now"] = self.now
-        data["watching"] = self.watching
-        data["next_beat"] = self.next_beat
-        data["heard"] = [[q, t] for q, t in sorted(self.heard.items())]
-        data["fresh"] = sorted(self.fresh)
-        data["suspected"] = sorted(self.suspected)
-        data["heartbeats_sent"] = self.heartbeats_sent
-        data["group"] = self.group.snapshot()
-        return data
-
+    # -- snapshot ----------------------------------------------------------------------------
     @classmethod
-    def restore(cls, data: Snapshot) -> Self:
-        """Rebuild the detector and its group from ``snapshot()`` data (LocalError if
-        it does not fit)."""
+    def _from_header(cls, data: Snapshot) -> Self:
+        """The detector around its restored group, with its parameters; the header's
+        counters are the group's."""
+        cls._check_header(data)
+        return cls(**init_arguments(cls.persistent, data))
 
-        def build() -> HeartbeatDetector:
-            if not isinstance(data, dict):
-                raise LocalError(f"a snapshot is a dict, got {type(data).__name__}")
-            if data.get("protocol") != cls.protocol:
-                raise LocalError(f"snapshot is of {data.get('protocol')!r}, not {cls.protocol!r}")
-            if data.get("version") != cls.snapshot_version:
-                raise LocalError(f"snapshot version {data.get('version')!r} is not supported")
-            inner = data["group"]
-            if not isinstance(inner, dict) or inner.get("protocol") == cls.protocol:
-                raise LocalError("snapshot field group must be another endpoint's snapshot")
-            params = data["params"]
-            if type(params) is not dict:
-                raise LocalError("snapshot field params must be a dict")
-            return cls(restore_endpoint(inner), **params)
+    def _dump_heard(self) -> list[list[Any]]:
+        return [[q, t] for q, t in sorted(self.heard.items())]
 
-        return cls._checked(data, build)
-
-    def _load(self, data: Snapshot) -> None:
-        self.now = snap_time(data["now"], "now")
-        watching = data["watching"]
-        if watching is not None and (type(watching) is not int or watching < 0):
-            raise LocalError(f"snapshot field watching holds {watching!r}, not a view id")
-        self.watching = watching
-        beat = data["next_beat"]
-        self.next_beat = None if beat is None else snap_time(beat, "next_beat")
-        for row in snap_list(data["heard"], "heard"):
+    def _load_heard(self, data: object) -> None:
+        for row in snap_list(data, "heard"):
             q, t = snap_list(row, "heard row", 2)
             self.heard[snap_pid(q, self.n, "heard")] = snap_time(t, "heard")
-        self.fresh = {snap_pid(q, self.n, "fresh") for q in snap_list(data["fresh"], "fresh")}
-        self.suspected = {
-            snap_pid(q, self.n, "suspected") for q in snap_list(data["suspected"], "suspected")
-        }
-        if not self.suspected <= set(self.heard) or self.pid in self.heard:
-            raise LocalError("snapshot suspects a process it does not watch")
-        if (self.watching is None) != (self.next_beat is None) or (
-            self.watching is None and (self.heard or self.suspected)
-        ):
-            raise LocalError("snapshot keeps heartbeat times without a watched view")
-        self.heartbeats_sent = snap_counter(data["heartbeats_sent"], "heartbeats_sent")
-        self._rebase = True
+        if self.pid in self.heard or (self.heard and self.watching is None):
+            raise LocalError("snapshot field heard holds a process it does not watch")
+
+    persistent = (
+        arguments("params", ("interval", "timeout")),
+        NOW,
+        Field("watching", kind=COUNTER.optional()),
+        Field("next_beat", kind=TIME.optional(), check=_beats_iff_watching),
+        Field.custom("heard", _dump_heard, _load_heard),
+        Field("fresh", kind=PIDS),
+        Field("suspected", kind=PIDS, check=_suspects_watched),
+        counter("heartbeats_sent"),
+        Field("group", dumper=lambda d: d.group.snapshot(), init=_group_argument),
+    )
 
 
 __all__ = ["GroupLike", "Heartbeat", "HeartbeatDetector"]

@@ -73,21 +73,28 @@ class Suspect:
     suspect: int
 
 
-@packet
 @attrs.frozen
-class Prepare:
-    """Ballot (attempt, coord) opens a flush of view ``view`` proposing ``members``."""
+class BallotPacket:
+    """The fields every packet of a flush ballot starts with: the view it flushes, its
+    ``sender``, and the ballot (``attempt``, ``coord``), compared as a pair."""
 
     view: int
     sender: int
     attempt: int
     coord: int
+
+
+@packet
+@attrs.frozen
+class Prepare(BallotPacket):
+    """Ballot (attempt, coord) opens a flush of view ``view`` proposing ``members``."""
+
     members: tuple[int, ...] = attrs.field(converter=as_row)
 
 
 @packet
 @attrs.frozen
-class Promise:
+class Promise(BallotPacket):
     """``sender`` froze view ``view`` for ballot (attempt, coord).
 
     ``sent``: messages it sent before the next view; ``has_state``: it holds the
@@ -97,10 +104,6 @@ class Promise:
     [attempt, coord, members, bases, incarnations, needs, log], or None.
     """
 
-    view: int
-    sender: int
-    attempt: int
-    coord: int
     sent: int
     has_state: bool
     log: list[Entry]
@@ -110,14 +113,10 @@ class Promise:
 
 @packet
 @attrs.frozen
-class Accept:
+class Accept(BallotPacket):
     """Ballot (attempt, coord) asks to accept the next view of ``view``: its members,
     their message bases and incarnations, who needs the state, and the flush log."""
 
-    view: int
-    sender: int
-    attempt: int
-    coord: int
     members: tuple[int, ...] = attrs.field(converter=as_row)
     bases: tuple[int, ...] = attrs.field(converter=as_row)
     incarnations: tuple[int, ...] = attrs.field(converter=as_row)
@@ -127,40 +126,16 @@ class Accept:
 
 @packet
 @attrs.frozen
-class Accepted:
+class Accepted(BallotPacket):
     """``sender`` accepted ballot (attempt, coord)'s value for the next view of ``view``."""
 
-    view: int
-    sender: int
-    attempt: int
-    coord: int
-
 
 @packet
 @attrs.frozen
-class Commit:
-    """The next view after ``view`` is decided: install it (fields as in Accept)."""
-
-    view: int
-    sender: int
-    members: tuple[int, ...] = attrs.field(converter=as_row)
-    bases: tuple[int, ...] = attrs.field(converter=as_row)
-    incarnations: tuple[int, ...] = attrs.field(converter=as_row)
-    needs: tuple[int, ...] = attrs.field(converter=as_row)
-    log: list[Entry]
-
-
-@packet
-@attrs.frozen
-class Nack:
+class Nack(BallotPacket):
     """``sender`` has promised ballot (attempt, coord) of view ``view``, higher than the
     ballot it was asked for: that coordinator must outbid it (if it takes the other
     coordinator for dead) or wait for it."""
-
-    view: int
-    sender: int
-    attempt: int
-    coord: int
 
 
 @packet
@@ -190,6 +165,20 @@ class Stability:
     view: int
     sender: int
     low: tuple[int, ...] = attrs.field(converter=as_row)
+
+
+@packet
+@attrs.frozen
+class Commit:
+    """The next view after ``view`` is decided: install it (fields as in Accept)."""
+
+    view: int
+    sender: int
+    members: tuple[int, ...] = attrs.field(converter=as_row)
+    bases: tuple[int, ...] = attrs.field(converter=as_row)
+    incarnations: tuple[int, ...] = attrs.field(converter=as_row)
+    needs: tuple[int, ...] = attrs.field(converter=as_row)
+    log: list[Entry]
 
 
 #: Every packet of group membership, by which snapshots name held packets.

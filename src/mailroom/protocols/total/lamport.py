@@ -40,12 +40,14 @@ import attrs
 
 from mailroom.core import validate
 from mailroom.core.actions import Action, Deliver, Transmit
-from mailroom.core.endpoint import EndpointBase, Snapshot, load_counts, snap_counter, snap_list
+from mailroom.core.endpoint import EndpointBase
 from mailroom.core.errors import LocalError, RemoteError
 from mailroom.core.messages import Message, MessageId, Payload
 from mailroom.core.pending import Pending, Wait
+from mailroom.core.persist import counter, counts, packets
 from mailroom.core.stack import Stack
-from mailroom.core.wire import packet, packet_from_data, packet_to_data
+from mailroom.core.wire import packet
+from mailroom.protocols._packets import carries_none, carries_seq
 from mailroom.protocols.fifo import Fifo
 
 
@@ -59,9 +61,7 @@ class LamportMessage:
     ts: int
     payload: Any
 
-    def carries(self) -> MessageId | None:
-        """The application message this packet carries."""
-        return MessageId(self.sender, self.seq)
+    carries = carries_seq
 
 
 @packet
@@ -74,9 +74,7 @@ class LamportAck:
     origin: int
     seq: int
 
-    def carries(self) -> MessageId | None:
-        """The application message this packet carries: none, it is a control packet."""
-        return None
+    carries = carries_none
 
 
 class LamportTotalOrder(EndpointBase):
@@ -117,13 +115,12 @@ class LamportTotalOrder(EndpointBase):
 
     # -- the network's side ----------------------------------------------------------
     def receive(self, packet: object) -> list[Action]:
-        kind = type(packet)
-        if kind is LamportMessage:
-            return self._on_message(packet)  # type: ignore[arg-type]
-        if kind is LamportAck:
-            return self._on_ack(packet)  # type: ignore[arg-type]
+        if type(packet) is LamportMessage:
+            return self._on_message(packet)
+        if type(packet) is LamportAck:
+            return self._on_ack(packet)
         raise RemoteError(
-            f"LamportTotalOrder expected a message or acknowledgement, got {kind.__name__}"
+            f"LamportTotalOrder expected a message or acknowledgement, got {type(packet).__name__}"
         )
 
     def _on_message(self, m: LamportMessage) -> list[Action]:
@@ -179,46 +176,41 @@ class LamportTotalOrder(EndpointBase):
     def buffered(self) -> int:
         return len(self._queue)
 
+    def _queued_in_order(self) -> list[LamportMessage]:
+        """The queued messages in delivery order (by timestamp, then origin)."""
+        return [self._messages[MessageId(o, s)] for _, o, s in sorted(self._queue)]
+
     def pending(self) -> list[Pending]:
         out = []
         ahead: list[str] = []
-        for ts, origin, seq in sorted(self._queue):
-            m = self._messages[MessageId(origin, seq)]
-            missing = self._missing(ts)
-            waits = tuple(Wait(k, self.latest[k], ts + 1, "timestamp") for k in missing)
+        for m in self._queued_in_order():
+            missing = self._missing(m.ts)
+            waits = tuple(Wait(k, self.latest[k], m.ts + 1, "timestamp") for k in missing)
             parts = []
             if missing:
                 who = ", ".join(f"P{k}" for k in missing)
-                parts.append(f"a message or acknowledgement stamped above {ts} from {who}")
+                parts.append(f"a message or acknowledgement stamped above {m.ts} from {who}")
             if ahead:
                 parts.append("the delivery of " + ", ".join(ahead))
             out.append(Pending(_message(m), waits, " and ".join(parts)))
-            ahead.append(str(MessageId(origin, seq)))
+            ahead.append(str(MessageId(m.sender, m.seq)))
         return out
 
-    def snapshot(self) -> Snapshot:
-        data = self._header()
-        data["clock"] = self._clock
-        data["latest"] = list(self.latest)
-        data["delivered"] = list(self.delivered)
-        data["queue"] = [
-            packet_to_data(self._messages[MessageId(o, s)]) for _, o, s in sorted(self._queue)
-        ]
-        return data
+    def _queue_restored(self, m: LamportMessage) -> None:
+        sender = validate.pid(m.sender, self.n)
+        seq = validate.positive(m.seq, "seq")
+        validate.positive(m.ts, "timestamp")
+        mid = MessageId(sender, seq)
+        if seq <= self.delivered[sender] or mid in self._messages:
+            raise LocalError(f"snapshot queues {mid}, delivered or queued twice")
+        self._enqueue(m)
 
-    def _load(self, data: Snapshot) -> None:
-        self._clock = snap_counter(data["clock"], "clock")
-        self.latest[:] = load_counts(data["latest"], self.n, "latest")
-        self.delivered[:] = load_counts(data["delivered"], self.n, "delivered")
-        for item in snap_list(data["queue"], "queue"):
-            m = packet_from_data(LamportMessage, item)
-            sender = validate.pid(m.sender, self.n)
-            seq = validate.positive(m.seq, "seq")
-            validate.positive(m.ts, "timestamp")
-            mid = MessageId(sender, seq)
-            if seq <= self.delivered[sender] or mid in self._messages:
-                raise LocalError(f"snapshot queues {mid}, delivered or queued twice")
-            self._enqueue(m)
+    persistent = (
+        counter("_clock", "clock"),
+        counts("latest"),
+        counts("delivered"),
+        packets("queue", LamportMessage, _queued_in_order, _queue_restored),
+    )
 
 
 def _message(m: LamportMessage) -> Message:

@@ -29,22 +29,28 @@ sequencer, so over a network that reorders packets it is not FIFO (a sender's
 second request may overtake its first) and hence not causal. Over FIFO
 channels (``Stack(Fifo(...), Sequencer(...))``) it is FIFO and causal: a
 message sent after delivering m is requested after m was numbered.
+
+Extension points (``mailroom.core.hooks``): ``deliver_order`` and ``deliver_batch``,
+the receivers' delivery rule for single orders and for batches.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, ClassVar
 
 import attrs
 
 from mailroom.core import validate
 from mailroom.core.actions import Action, Deliver, Transmit
-from mailroom.core.endpoint import EndpointBase, Snapshot, snap_list
+from mailroom.core.endpoint import EndpointBase
 from mailroom.core.errors import LocalError, RemoteError
+from mailroom.core.hooks import hook
 from mailroom.core.messages import Message, MessageId, Payload
 from mailroom.core.pending import Pending, Wait
-from mailroom.core.wire import as_row, packet, packet_from_data, packet_to_data
+from mailroom.core.persist import Field, argument, counter, packets, window
+from mailroom.core.wire import as_row, packet
+from mailroom.protocols._packets import carries_message, carries_range, carries_seq
 
 #: The most messages one batch packet carries (a longer batch travels as several).
 BATCH_LIMIT = validate.BATCH_LIMIT
@@ -59,9 +65,7 @@ class SequencerRequest:
     seq: int
     payload: Any
 
-    def carries(self) -> MessageId | None:
-        """The application message this packet carries."""
-        return MessageId(self.sender, self.seq)
+    carries = carries_seq
 
 
 @packet
@@ -74,9 +78,7 @@ class SequencerOrder:
     seq: int
     payload: Any
 
-    def carries(self) -> MessageId | None:
-        """The application message this packet carries."""
-        return MessageId(self.origin, self.seq)
+    carries = carries_message("origin", "seq")
 
 
 @packet
@@ -88,13 +90,8 @@ class SequencerRequestBatch:
     first_seq: int
     payloads: tuple[Any, ...] = attrs.field(converter=as_row)
 
-    def carries(self) -> MessageId | None:
-        """The first application message this packet carries (the frame header's id)."""
-        return MessageId(self.sender, self.first_seq)
-
-    def carries_all(self) -> tuple[MessageId, ...]:
-        """Every application message this packet carries, in order."""
-        return _ids(self.sender, self.first_seq, self.payloads)
+    carries = carries_message("sender", "first_seq")
+    carries_all = carries_range("sender", "first_seq")
 
 
 @packet
@@ -107,22 +104,8 @@ class SequencerOrderBatch:
     first_seq: int
     payloads: tuple[Any, ...] = attrs.field(converter=as_row)
 
-    def carries(self) -> MessageId | None:
-        """The first application message this packet carries (the frame header's id)."""
-        return MessageId(self.origin, self.first_seq)
-
-    def carries_all(self) -> tuple[MessageId, ...]:
-        """Every application message this packet carries, in order."""
-        return _ids(self.origin, self.first_seq, self.payloads)
-
-
-def _ids(origin: int, first_seq: int, payloads: object) -> tuple[MessageId, ...]:
-    """The ids of a batch's messages: bounded by the packet's own length."""
-    if not isinstance(payloads, tuple | list):
-        raise TypeError(f"payloads is a {type(payloads).__name__}, not a sequence")
-    if type(first_seq) is not int:
-        raise TypeError(f"first_seq is a {type(first_seq).__name__}, not an int")
-    return tuple(MessageId(origin, first_seq + i) for i in range(len(payloads)))
+    carries = carries_message("origin", "first_seq")
+    carries_all = carries_range("origin", "first_seq")
 
 
 class Sequencer(EndpointBase):
@@ -271,7 +254,13 @@ class Sequencer(EndpointBase):
         if number <= self.delivered or held is not None:
             self.duplicates += 1
             return []
-        self._held[number] = p
+        return self.deliver_order(p)
+
+    @hook
+    def deliver_order(self, order: SequencerOrder) -> list[Action]:
+        """Rule, at a receiver: a new order (checked, not a duplicate) is held until its
+        number is the next to deliver; deliver every held order whose number is next."""
+        self._held[order.number] = order
         actions: list[Action] = []
         while (nxt := self._held.pop(self.delivered + 1, None)) is not None:
             self.delivered += 1
@@ -311,12 +300,15 @@ class Sequencer(EndpointBase):
                     first + i, origin, first_seq + i, payloads[i]
                 )
             return []
-        return self._deliver_run(origin, first, first_seq, payloads, start)
+        return self.deliver_batch(p, start)
 
-    def _deliver_run(
-        self, origin: int, first: int, first_seq: int, payloads: tuple[Any, ...], start: int
-    ) -> list[Action]:
-        """Deliver a batch from index ``start`` (number ``delivered + 1``), then what it frees."""
+    @hook
+    def deliver_batch(self, batch: SequencerOrderBatch, start: int) -> list[Action]:
+        """Rule, at a receiver: a batch of orders (checked) whose index ``start`` has the
+        next number to deliver: deliver it from there in number order, then every held
+        order that is next."""
+        origin, first, first_seq = batch.origin, batch.first_number, batch.first_seq
+        payloads = batch.payloads
         actions: list[Action] = []
         for i in range(start, len(payloads)):
             self._held.pop(first + i, None)
@@ -332,10 +324,14 @@ class Sequencer(EndpointBase):
     def buffered(self) -> int:
         return len(self._held)
 
+    def _held_in_order(self) -> list[SequencerOrder]:
+        """The held orders by number."""
+        return [self._held[k] for k in sorted(self._held)]
+
     def pending(self) -> list[Pending]:
         out = []
-        for number in sorted(self._held):
-            p = self._held[number]
+        for p in self._held_in_order():
+            number = p.number
             wait = Wait(self.sequencer, self.delivered, number - 1, "sequence number")
             first, last = self.delivered + 1, number - 1
             span = f"number {first}" if first == last else f"numbers {first}..{last}"
@@ -344,44 +340,21 @@ class Sequencer(EndpointBase):
             )
         return out
 
-    def snapshot(self) -> Snapshot:
-        data = self._header()
-        data["sequencer"] = self.sequencer
-        data["numbered"] = self.numbered
-        data["delivered"] = self.delivered
-        data["requests"] = [
-            [low, sorted(high)] for low, high in zip(self._low, self._high, strict=True)
-        ]
-        data["held"] = [packet_to_data(self._held[k]) for k in sorted(self._held)]
-        return data
+    def _hold_restored(self, p: SequencerOrder) -> None:
+        number = validate.positive(p.number, "sequence number")
+        validate.pid(p.origin, self.n, "origin")
+        validate.positive(p.seq, "seq")
+        if self.is_sequencer or number <= self.delivered + 1 or number in self._held:
+            raise LocalError(f"snapshot holds number {number}, deliverable or held twice")
+        self._held[number] = p
 
-    def _load(self, data: Snapshot) -> None:
-        seqr = data["sequencer"]
-        if type(seqr) is not int or not 0 <= seqr < self.n:
-            raise LocalError(f"snapshot field sequencer {seqr!r} is not a process")
-        self.sequencer = seqr
-        self.numbered = _count(data["numbered"], "numbered")
-        self.delivered = _count(data["delivered"], "delivered")
-        requests = data["requests"]
-        if not isinstance(requests, list) or len(requests) != self.n:
-            raise LocalError(f"snapshot field requests must list {self.n} entries")
-        for o, (low, high) in enumerate(requests):
-            self._low[o] = _count(low, "requests")
-            self._high[o] = {_count(s, "requests") for s in high}
-        for item in snap_list(data["held"], "held"):
-            p = packet_from_data(SequencerOrder, item)
-            number = validate.positive(p.number, "sequence number")
-            validate.pid(p.origin, self.n, "origin")
-            validate.positive(p.seq, "seq")
-            if self.is_sequencer or number <= self.delivered + 1 or number in self._held:
-                raise LocalError(f"snapshot holds number {number}, deliverable or held twice")
-            self._held[number] = p
-
-
-def _count(value: object, what: str) -> int:
-    if type(value) is not int or not 0 <= value <= validate.MAX_COUNTER:
-        raise LocalError(f"snapshot field {what} holds {value!r}, not a counter")
-    return value
+    persistent: ClassVar[tuple[Field, ...]] = (
+        argument("sequencer"),
+        counter("numbered"),
+        counter("delivered"),
+        window("requests", "_low", "_high"),
+        packets("held", SequencerOrder, _held_in_order, _hold_restored),
+    )
 
 
 def _message(p: SequencerOrder) -> Message:

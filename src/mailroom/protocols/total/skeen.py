@@ -30,6 +30,10 @@ final within one round trip of its sender. (The textbook rule, deliver
 only when every held message is final, starves under steady traffic, where
 some message is always in flight: it lives on as ``mailroom.lab.SkeenAllFinal``.)
 
+Extension points (``mailroom.core.hooks``): ``learn_final`` (what learning a final
+number does to the clock) and ``next_delivery`` (the delivery rule), with
+``lowest_final`` and ``lowest_open`` to read the mail room from an override.
+
 Any two messages are delivered in the same order wherever both are delivered:
 if B is delivered at q before A reaches q, q's clock is at least B's number when
 it proposes for A, so A's number is larger. ``broadcast`` is the multicast to
@@ -59,21 +63,25 @@ import attrs
 
 from mailroom.core import validate
 from mailroom.core.actions import Action, Deliver, Transmit
-from mailroom.core.endpoint import (
-    EndpointBase,
-    Snapshot,
-    load_counts,
+from mailroom.core.endpoint import EndpointBase
+from mailroom.core.errors import LocalError, RemoteError
+from mailroom.core.hooks import hook
+from mailroom.core.messages import Message, MessageId, Payload
+from mailroom.core.pending import Pending, Wait
+from mailroom.core.persist import (
+    COUNTER,
+    Field,
+    argument,
+    counter,
+    counts,
     snap_bool,
-    snap_counter,
     snap_list,
     snap_pid,
     snap_positive,
-    snap_seen,
+    window,
 )
-from mailroom.core.errors import LocalError, RemoteError
-from mailroom.core.messages import Message, MessageId, Payload
-from mailroom.core.pending import Pending, Wait
 from mailroom.core.wire import as_row, packet, packet_from_data, packet_to_data
+from mailroom.protocols._packets import carries_none, carries_seq
 
 Key = tuple[int, int, int]
 
@@ -91,9 +99,7 @@ class SkeenMessage:
     payload: Any
     index: int
 
-    def carries(self) -> MessageId | None:
-        """The application message this packet carries."""
-        return MessageId(self.sender, self.seq)
+    carries = carries_seq
 
 
 @packet
@@ -106,9 +112,7 @@ class SkeenProposal:
     seq: int
     number: int
 
-    def carries(self) -> MessageId | None:
-        """The application message this packet carries: none, it is a control packet."""
-        return None
+    carries = carries_none
 
 
 @packet
@@ -122,9 +126,7 @@ class SkeenFinal:
     number: int
     index: int
 
-    def carries(self) -> MessageId | None:
-        """The application message this packet carries: none, it is a control packet."""
-        return None
+    carries = carries_none
 
 
 @attrs.define
@@ -147,6 +149,63 @@ class _Collecting:
     proposals: dict[int, int]
 
 
+# -- the snapshot of what Skeen collects and the finals it keeps (its persistent table) ----
+def _dump_collecting(s: Skeen) -> list[dict[str, Any]]:
+    return [
+        {
+            "seq": seq,
+            "ts": c.ts,
+            "dest": list(c.dest),
+            "indexes": list(c.indexes),
+            "proposals": [[q, v] for q, v in sorted(c.proposals.items())],
+        }
+        for seq, c in sorted(s._collecting.items())
+    ]
+
+
+def _load_collecting(s: Skeen, data: object) -> None:
+    for item in snap_list(data, "collecting"):
+        seq = snap_positive(item["seq"], "collecting.seq")
+        if seq > s.sent_count or seq in s._collecting:
+            raise LocalError(f"snapshot collects for message {seq} twice or never sent")
+        dest = tuple(
+            snap_pid(q, s.n, "collecting.dest") for q in snap_list(item["dest"], "collecting.dest")
+        )
+        if not dest or list(dest) != sorted(set(dest)):
+            raise LocalError("snapshot field collecting.dest is not a sorted set of pids")
+        indexes = tuple(
+            snap_positive(k, "collecting.indexes")
+            for k in snap_list(item["indexes"], "collecting.indexes")
+        )
+        if len(indexes) != len(dest):
+            raise LocalError("snapshot field collecting.indexes does not match dest")
+        proposals: dict[int, int] = {}
+        for q, v in snap_list(item["proposals"], "collecting.proposals"):
+            if snap_pid(q, s.n, "proposal") not in dest or q in proposals:
+                raise LocalError("snapshot holds a proposal from outside the destinations")
+            proposals[q] = snap_positive(v, "proposal")
+        if len(proposals) >= len(dest):
+            raise LocalError("snapshot collects proposals for a message already final")
+        s._collecting[seq] = _Collecting(
+            snap_positive(item["ts"], "collecting.ts"), dest, indexes, proposals
+        )
+
+
+def _dump_finals(s: Skeen) -> list[list[int]]:
+    return [[m.origin, m.seq, v] for m, v in s.finals.items()]
+
+
+def _load_finals(s: Skeen, data: object) -> None:
+    for item in snap_list(data, "finals"):
+        origin, seq, number = item
+        mid = MessageId(snap_pid(origin, s.n, "finals"), snap_positive(seq, "finals"))
+        if mid in s.finals:
+            raise LocalError(f"snapshot lists {mid} twice in finals")
+        s.finals[mid] = snap_positive(number, "finals")
+    if len(s.finals) > s.keep_finals:
+        raise LocalError("snapshot keeps more finals than keep_finals")
+
+
 class Skeen(EndpointBase):
     """Total order multicast to any set of processes, without a coordinator."""
 
@@ -165,8 +224,6 @@ class Skeen(EndpointBase):
         self._open: list[Key] = []
         #: keys of the held messages that are final, lowest first
         self._ready: list[Key] = []
-        #: how many held messages are not final yet
-        self._unfinal = 0
         self._collecting: dict[int, _Collecting] = {}
         #: per destination: how many of this process's multicasts went there
         self._sent_to = [0] * n
@@ -270,7 +327,6 @@ class Skeen(EndpointBase):
     def _hold(self, mid: MessageId, m: SkeenMessage, proposal: int) -> None:
         held = _Held(m, proposal, final=False)
         self._held[mid] = held
-        self._unfinal += 1
         heapq.heappush(self._open, held.key)
 
     def _on_proposal(self, p: SkeenProposal) -> list[Action]:
@@ -315,7 +371,7 @@ class Skeen(EndpointBase):
             return []
         del self._collecting[seq]
         final = max(collecting.proposals.values())
-        self._learn(final)
+        self.learn_final(final)
         actions: list[Action] = [
             Transmit(q, SkeenFinal(self.pid, seq, final, k), None)
             for q, k in zip(collecting.dest, collecting.indexes, strict=True)
@@ -369,7 +425,7 @@ class Skeen(EndpointBase):
             raise RemoteError(
                 f"final number {number} for {mid} is lower than the proposal {held.number} sent"
             )
-        self._learn(number)
+        self.learn_final(number)
         return self._finalize(held, number)
 
     def _finalize(self, held: _Held, number: int) -> list[Action]:
@@ -378,15 +434,32 @@ class Skeen(EndpointBase):
 
     def _mark_final(self, held: _Held, number: int) -> None:
         held.number, held.final = number, True
-        self._unfinal -= 1
         heapq.heappush(self._ready, held.key)
 
-    def _learn(self, final: int) -> None:
-        """Raise the clock to a final number, so later proposals here exceed it."""
-        self._clock = max(self._clock, final)
+    # -- the rules a variant may change (mailroom.core.hooks) ------------------------------
+    @hook
+    def learn_final(self, number: int) -> None:
+        """Rule: a final number learned here (announced or received) raises the clock to
+        it, so later proposals here exceed it."""
+        self._clock = max(self._clock, number)
 
-    def _lowest_open(self) -> Key | None:
-        """The lowest key of a held message that is not final yet."""
+    @hook
+    def next_delivery(self) -> Key | None:
+        """Rule: whether the held message with the lowest final key (``lowest_final()``)
+        is delivered now: its key (number, origin, seq) if so, else None. Here: if that
+        key is below every key still open."""
+        if not self._ready:
+            return None
+        low = self.lowest_open()
+        return self._ready[0] if low is None or self._ready[0] < low else None
+
+    def lowest_final(self) -> Key | None:
+        """The lowest key of a held message whose number is final (None if there is none)."""
+        return self._ready[0] if self._ready else None
+
+    def lowest_open(self) -> Key | None:
+        """The lowest key of a held message that is not final yet (None if every held
+        message is final)."""
         heap, held = self._open, self._held
         while heap:
             h = held.get(MessageId(heap[0][1], heap[0][2]))
@@ -396,16 +469,12 @@ class Skeen(EndpointBase):
         return None
 
     def _next_ready(self) -> Key | None:
-        """The key of the message to deliver next: the lowest final one, if it is
-        below every proposal still open here."""
-        if not self._ready:
-            return None
-        low = self._lowest_open()
-        return self._ready[0] if low is None or self._ready[0] < low else None
+        """``next_delivery()`` (the name restoring a snapshot checks it by)."""
+        return self.next_delivery()
 
     def _drain(self) -> list[Action]:
         actions: list[Action] = []
-        while self._next_ready() is not None:
+        while self.next_delivery() is not None:
             actions.append(self._deliver(heapq.heappop(self._ready)))
         return actions
 
@@ -455,39 +524,15 @@ class Skeen(EndpointBase):
             out.append(Pending(_message(h.message), (wait,), why))
         return out
 
-    def snapshot(self) -> Snapshot:
-        data = self._header()
-        data["keep_finals"] = self.keep_finals
-        data["clock"] = self._clock
-        data["held"] = [
+    # -- snapshot ------------------------------------------------------------------------
+    def _dump_held(self) -> list[dict[str, Any]]:
+        return [
             {"message": packet_to_data(h.message), "number": h.number, "final": h.final}
             for _, h in sorted(self._held.items())
         ]
-        data["collecting"] = [
-            {
-                "seq": seq,
-                "ts": c.ts,
-                "dest": list(c.dest),
-                "indexes": list(c.indexes),
-                "proposals": [[q, v] for q, v in sorted(c.proposals.items())],
-            }
-            for seq, c in sorted(self._collecting.items())
-        ]
-        data["sent_to"] = list(self._sent_to)
-        data["seen"] = [
-            [low, sorted(high)] for low, high in zip(self._low, self._high, strict=True)
-        ]
-        data["finals"] = [[m.origin, m.seq, v] for m, v in self.finals.items()]
-        return data
 
-    def _load(self, data: Snapshot) -> None:
-        keep = snap_counter(data["keep_finals"], "keep_finals")
-        self.keep_finals = keep
-        self._clock = snap_counter(data["clock"], "clock")
-        self._sent_to[:] = load_counts(data["sent_to"], self.n, "sent_to")
-        for p, (low, high) in enumerate(snap_seen(data["seen"], self.n, "seen")):
-            self._low[p], self._high[p] = low, high
-        for item in snap_list(data["held"], "held"):
+    def _load_held(self, data: object) -> None:
+        for item in snap_list(data, "held"):
             m = packet_from_data(SkeenMessage, item["message"])
             mid = self._check_message(m)
             if mid in self._held:
@@ -500,40 +545,16 @@ class Skeen(EndpointBase):
                 self._mark_final(self._held[mid], number)
         if self._next_ready() is not None:
             raise LocalError("snapshot holds a message that was deliverable")
-        for item in snap_list(data["collecting"], "collecting"):
-            seq = snap_positive(item["seq"], "collecting.seq")
-            if seq > self.sent_count or seq in self._collecting:
-                raise LocalError(f"snapshot collects for message {seq} twice or never sent")
-            dest = tuple(
-                snap_pid(q, self.n, "collecting.dest")
-                for q in snap_list(item["dest"], "collecting.dest")
-            )
-            if not dest or list(dest) != sorted(set(dest)):
-                raise LocalError("snapshot field collecting.dest is not a sorted set of pids")
-            indexes = tuple(
-                snap_positive(k, "collecting.indexes")
-                for k in snap_list(item["indexes"], "collecting.indexes")
-            )
-            if len(indexes) != len(dest):
-                raise LocalError("snapshot field collecting.indexes does not match dest")
-            proposals: dict[int, int] = {}
-            for q, v in snap_list(item["proposals"], "collecting.proposals"):
-                if snap_pid(q, self.n, "proposal") not in dest or q in proposals:
-                    raise LocalError("snapshot holds a proposal from outside the destinations")
-                proposals[q] = snap_positive(v, "proposal")
-            if len(proposals) >= len(dest):
-                raise LocalError("snapshot collects proposals for a message already final")
-            self._collecting[seq] = _Collecting(
-                snap_positive(item["ts"], "collecting.ts"), dest, indexes, proposals
-            )
-        for item in snap_list(data["finals"], "finals"):
-            origin, seq, number = item
-            mid = MessageId(snap_pid(origin, self.n, "finals"), snap_positive(seq, "finals"))
-            if mid in self.finals:
-                raise LocalError(f"snapshot lists {mid} twice in finals")
-            self.finals[mid] = snap_positive(number, "finals")
-        if len(self.finals) > self.keep_finals:
-            raise LocalError("snapshot keeps more finals than keep_finals")
+
+    persistent = (
+        argument("keep_finals", kind=COUNTER),
+        counter("_clock", "clock"),
+        Field.custom("held", _dump_held, _load_held),
+        Field.custom("collecting", _dump_collecting, _load_collecting),
+        counts("_sent_to", "sent_to"),
+        window("seen", "_low", "_high"),
+        Field.custom("finals", _dump_finals, _load_finals),
+    )
 
 
 def _message(m: SkeenMessage) -> Message:

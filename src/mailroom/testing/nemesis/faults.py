@@ -3,7 +3,7 @@
 A schedule is a list of faults applied one after another; each is applied, held
 for ``hold`` seconds, healed, and then the harness waits for the group to deliver
 again before the next. Every fault has one line of text, which is also the
-scripted form, so a drawn schedule can be printed, edited and replayed:
+scripted form, so a drawn schedule can be printed, edited and replayed::
 
     isolate 2 for 3               every link to and from P2 cut, both ways
     partition 0,1 | 2,3,4 for 4   two sides that cannot reach each other

@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any, SupportsIndex, TextIO
 
 
-class Journal:
+class ApplyLog:
     """The replica's log file: one JSON line per record, written and flushed under a lock."""
 
     def __init__(self, path: Path) -> None:
@@ -67,7 +67,7 @@ def make_log_class() -> Any:
     from pysyncobj import SyncObj, replicated
 
     class AppliedLog(SyncObj):  # type: ignore[misc]
-        def __init__(self, me: str, partners: list[str], conf: Any, journal: Journal) -> None:
+        def __init__(self, me: str, partners: list[str], conf: Any, journal: ApplyLog) -> None:
             self.journal = journal  # set before SyncObj: not part of the replicated state
             super().__init__(me, partners, conf)
             self.applied = 0
@@ -97,7 +97,7 @@ def run(args: argparse.Namespace) -> int:
 
     folder = Path(args.dir)
     folder.mkdir(parents=True, exist_ok=True)
-    journal = Journal(Path(args.log))
+    journal = ApplyLog(Path(args.log))
     start = last_called(Path(args.log)) + 1
     journal.write(kind="start")
     conf = SyncObjConf(
@@ -152,4 +152,4 @@ def main(argv: Sequence[str] | None = None) -> int:
     return run(args)
 
 
-__all__ = ["Journal", "last_called", "main", "make_log_class", "pause"]
+__all__ = ["ApplyLog", "last_called", "main", "make_log_class", "pause"]

@@ -1,0 +1,323 @@
+"""Discovery: how the members of a growable group find each other from seed addresses.
+
+A peer table lists every member's address in advance; a growable group's table
+(``size = N`` in ``peers.toml``) lists only what is known, maybe nothing, and
+``seeds``: addresses where members may be found (JGroups' TCPPING, Akka's seed
+nodes). Rules, in words:
+
+- Identity and authentication are unchanged: a member is a pid below the group's
+  size and proves the group key in the handshake. A growable group's INTRO carries
+  the digest of its size instead of its table's, accepts any pid below the size, and
+  does not pin a pid to a host (a member may restart elsewhere). A connection to a
+  seed names no pid (``ANY``): the connector does not know who listens there.
+- ``Probe(sender, address)``: "process ``sender`` listens at ``address``; who are you?".
+  The answer is a ``Roster``: the answerer's pid, its view (id and members; 0 and
+  none while it joins) and the addresses it knows of them and of itself. So views
+  carry their members' addresses: whoever asks a member learns its whole view.
+- What a node learns: a Probe's address is its sender's own (it replaces what was
+  known: a member restarted elsewhere); a Roster's rows fill addresses not known yet,
+  except the answerer's own row, which is first-hand.
+- A node probes while it lacks something: every ``interval`` (growing to ``4 *
+  interval`` while nothing changes), while it has no view or some member of its
+  view has no known address, it probes the seed addresses and every member it knows of (of
+  its view or, joining, of the last view a Roster named). A joiner that probes
+  the members makes its own address known to all of them, the coordinator
+  included, before its Join reaches them. A node with all it needs sends nothing.
+- A joiner without contacts joins through the members of the first view a Roster
+  names (``Node.join_through``); a joiner restarted from its checkpoint finds the
+  group the same way.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import logging
+import socket
+from collections.abc import Callable
+from typing import Any
+
+import attrs
+
+from mailroom.core.codec import encode
+from mailroom.core.errors import LocalError
+from mailroom.core.wire import as_row, packet
+from mailroom.net import frames as fr
+from mailroom.net.config import PeerTable, parse_address
+
+log = logging.getLogger("mailroom.net")
+
+#: An INTRO's destination that means "whoever listens at this address" (a seed).
+ANY = 0xFFFF
+#: Longest address a Probe or a Roster may carry.
+MAX_ADDRESS = 300
+
+Address = tuple[str, int]
+
+
+@packet
+@attrs.frozen
+class Probe:
+    """process ``sender`` listens at ``address`` and asks who is there (answered by a Roster)."""
+
+    sender: int
+    address: str
+
+
+@packet
+@attrs.frozen
+class Roster:
+    """process ``sender``'s view ``view`` (0 while it has none) with its ``members``, and the
+    addresses it knows: ``known[k]`` listens at ``addresses[k]`` (itself included)."""
+
+    sender: int
+    view: int
+    members: tuple[int, ...] = attrs.field(converter=as_row)
+    known: tuple[int, ...] = attrs.field(converter=as_row)
+    addresses: tuple[str, ...] = attrs.field(converter=as_row)
+
+
+DISCOVERY = (Probe, Roster)
+
+
+def growable_digest(size: int) -> bytes:
+    """What a growable group's INTRO carries instead of a peer table's digest."""
+    return hashlib.sha256(f"mailroom growable group of {size}".encode()).digest()
+
+
+def format_address(address: Address) -> str:
+    host, port = address
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+
+
+def read_address(text: object) -> Address | None:
+    """``text`` as (host, port), or None if it is not one (a peer's bad row is skipped)."""
+    if not isinstance(text, str) or len(text) > MAX_ADDRESS:
+        return None
+    try:
+        return parse_address(text)
+    except LocalError:
+        return None
+
+
+class Directory:
+    """Where each member listens: a peer table's addresses and, in a growable group,
+    those learned since. Read by the transport as it reads a peer table."""
+
+    def __init__(self, table: PeerTable, pid: int, own: Address | None = None) -> None:
+        self.table = table
+        self.n = table.n
+        self.growable = table.growable
+        self.names = table.names
+        self.seeds = table.seeds
+        self.addresses: dict[int, Address] = dict(table.addresses)
+        if own is not None:
+            self.addresses[pid] = own
+        if pid not in self.addresses:
+            raise LocalError(f"P{pid} has no address: list it in the peer table, or pass one")
+        if self.growable:
+            self.digest = growable_digest(self.n)
+            self._identities: set[int] = set(range(self.n))
+        else:
+            self.digest = fr.table_digest(table.entries())
+            self._identities = set(self.addresses)
+        self._changed = asyncio.Event() if self.growable else None
+
+    def name(self, pid: int) -> str:
+        return self.names.get(pid, f"P{pid}")
+
+    def entries(self) -> dict[int, str]:
+        return {pid: format_address(a) for pid, a in sorted(self.addresses.items())}
+
+    def identities(self) -> set[int]:
+        """The pids that may connect: a table's, or every pid below a growable size."""
+        return self._identities
+
+    def host_of(self, pid: int) -> str | None:
+        """The host ``pid`` must connect from (a table's entry), or None (any host)."""
+        return None if self.growable else self.addresses[pid][0]
+
+    def learn(self, pid: int, address: Address, first_hand: bool) -> bool:
+        """Note that ``pid`` listens at ``address``: first-hand (its own word) replaces
+        what was known, second-hand fills a gap. True if something changed."""
+        if not self.growable or not 0 <= pid < self.n or self.addresses.get(pid) == address:
+            return False
+        if pid in self.addresses and not first_hand:
+            return False
+        for other, at in list(self.addresses.items()):
+            if at == address and other != pid:  # it moved, or another took its place
+                del self.addresses[other]
+        self.addresses[pid] = address
+        if self._changed is not None:
+            self._changed.set()
+            self._changed = asyncio.Event()
+        return True
+
+    async def wait(self, pid: int) -> Address:
+        """``pid``'s address, once known."""
+        while (address := self.addresses.get(pid)) is None:
+            assert self._changed is not None  # a table knows every pid
+            await self._changed.wait()
+        return address
+
+
+def directory_of(
+    table: PeerTable, pid: int, address: str | None, listen: socket.socket | None
+) -> Directory:
+    """A node's directory: ``table``'s addresses and, in a growable group, its own
+    ``address`` (default: its table entry, else its listening socket's name)."""
+    own = parse_address(address) if address is not None else None
+    if own is None and table.growable and pid not in table.addresses and listen is not None:
+        host, port = listen.getsockname()[:2]
+        own = (str(host), int(port))
+    if own is not None and not table.growable and table.addresses.get(pid) != own:
+        raise LocalError(f"P{pid}'s address is its peer-table entry (the table is not growable)")
+    return Directory(table, pid, own)
+
+
+#: What discovery asks of its node: (view id, members) or None while joining.
+ViewOf = Callable[[], tuple[int, tuple[int, ...]] | None]
+
+
+@attrs.define(eq=False)
+class Discovery:
+    """The probes of a node of a growable group, and the answers to others' probes.
+
+    ``send(pid, bytes)`` sends a packet to a member, ``probe_seed(address, bytes)``
+    to whoever listens at a seed; ``view_of()`` is the node's view; ``join_through``
+    is called with the members of the first view a Roster names while the node
+    joins without contacts.
+    """
+
+    directory: Directory
+    pid: int
+    send: Callable[[int, bytes], None]
+    probe_seed: Callable[[Address, bytes], None]
+    view_of: ViewOf
+    join_through: Callable[[list[int]], None]
+    interval: float = 0.5
+    #: the members of the last view a Roster named (what a joiner knows)
+    heard: tuple[int, ...] = ()
+    probes_sent: int = 0
+    rosters_sent: int = 0
+    #: the members it last joined through
+    _asked: tuple[int, ...] = ()
+    _task: asyncio.Task[None] | None = None
+    _wake: asyncio.Event = attrs.Factory(asyncio.Event)
+
+    # -- packets ------------------------------------------------------------------------
+    def take(self, peer: int, batch: list[tuple[object, Any]]) -> list[tuple[object, Any]]:
+        """Handle the discovery packets of ``batch`` (from ``peer``); the rest, in order."""
+        if not any(type(p) in DISCOVERY for p, _ in batch):
+            return batch
+        rest = []
+        for item in batch:
+            p = item[0]
+            if type(p) is Probe:
+                self._on_probe(peer, p)
+            elif type(p) is Roster:
+                self._on_roster(peer, p)
+            else:
+                rest.append(item)
+        return rest
+
+    def _on_probe(self, peer: int, p: Probe) -> None:
+        address = read_address(p.address)
+        if p.sender != peer or address is None:
+            log.warning("P%d: ignored a probe from P%d (%r)", self.pid, peer, p.address)
+            return
+        if self.directory.learn(peer, address, first_hand=True):
+            self._wake.set()
+        self.send(peer, encode(self.roster()))
+        self.rosters_sent += 1
+
+    def _on_roster(self, peer: int, r: Roster) -> None:
+        if r.sender != peer or len(r.known) != len(r.addresses):
+            log.warning("P%d: ignored a malformed roster from P%d", self.pid, peer)
+            return
+        changed = False
+        for pid, text in zip(r.known, r.addresses, strict=True):
+            address = read_address(text)
+            if type(pid) is int and address is not None:
+                changed |= self.directory.learn(pid, address, first_hand=pid == peer)
+        members = tuple(m for m in r.members if type(m) is int and 0 <= m < self.directory.n)
+        if r.view and members:
+            self.heard = members
+            if self.view_of() is None and members != self._asked:
+                self._asked = members
+                try:
+                    self.join_through([m for m in members if m != self.pid])
+                except LocalError as exc:  # closed, or its files cannot be written now
+                    log.warning("P%d: cannot ask to join now: %s", self.pid, exc)
+                    self._asked = ()
+        if changed:
+            self._wake.set()
+
+    def roster(self) -> Roster:
+        """This node's view and the addresses it knows of its members and itself."""
+        found = self.view_of()
+        view, members = found if found is not None else (0, ())
+        known = sorted({*members, self.pid} & set(self.directory.addresses))
+        addresses = self.directory.addresses
+        return Roster(self.pid, view, members, tuple(known),
+                      tuple(format_address(addresses[p]) for p in known))  # fmt: skip
+
+    # -- probing ------------------------------------------------------------------------
+    def wanting(self) -> bool:
+        """This node has no view, or lacks the address of a member of its view."""
+        found = self.view_of()
+        if found is None:
+            return True
+        return any(m not in self.directory.addresses for m in found[1])
+
+    def probe(self) -> None:
+        """Probe the seed addresses and every member this node knows of."""
+        own = format_address(self.directory.addresses[self.pid])
+        data = encode(Probe(self.pid, own))
+        for seed in self.directory.seeds:
+            if seed != self.directory.addresses[self.pid]:
+                self.probe_seed(seed, data)
+                self.probes_sent += 1
+        found = self.view_of()
+        members = found[1] if found is not None else self.heard
+        for m in members:
+            if m != self.pid and m in self.directory.addresses:
+                self.send(m, data)
+                self.probes_sent += 1
+
+    async def run(self) -> None:
+        """Probe while something is wanting, every interval (longer while nothing changes)."""
+        pause = self.interval
+        while True:
+            if self.wanting():
+                self.probe()
+            self._wake.clear()
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(self._wake.wait(), pause)
+                pause = self.interval  # something was learned: look again soon
+                continue
+            pause = min(pause * 2, 4 * self.interval)
+
+    def start(self) -> None:
+        self._task = asyncio.create_task(self.run())
+
+    async def close(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+
+
+__all__ = [
+    "ANY",
+    "DISCOVERY",
+    "Directory",
+    "Discovery",
+    "Probe",
+    "Roster",
+    "directory_of",
+    "format_address",
+    "growable_digest",
+    "read_address",
+]

@@ -1,0 +1,202 @@
+"""What a running node says about itself: ``node_status(node)`` as JSON data, the text
+``mailroom status`` prints, and the status endpoint that serves it.
+
+The status holds the node's group view (members and their incarnations, the
+coordinator, where the flush stands, suspicions, whether it waits for a majority),
+its links (address, connected, frames waiting), the messages its endpoint holds,
+the reliable layer's retransmissions and unacknowledged packets, the size of its
+checkpoint files, its delivery lag (``Service.lag``) and its counters. It holds no
+payload and nothing of the key.
+
+The status endpoint is HTTP (``GET /status``, JSON) on a loopback address only
+(docs/security.md, "Threat model"): it refuses to listen anywhere else and closes
+connections that do not come from a loopback address.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ipaddress
+import json
+import socket
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from mailroom.core.errors import LocalError
+from mailroom.core.stack import Stack
+from mailroom.net.config import parse_address
+from mailroom.net.discovery import ANY
+from mailroom.net.membership import group_of
+from mailroom.net.stats import REJECTED
+from mailroom.net.store import log_of
+
+if TYPE_CHECKING:
+    from mailroom.net.node import Node
+
+#: The longest request head the endpoints read; slower or longer requests are closed.
+MAX_REQUEST = 8192
+REQUEST_TIMEOUT = 5.0
+#: Requests served at once; more are closed at once.
+MAX_CLIENTS = 16
+
+
+def _layers(endpoint: Any) -> list[Any]:
+    """The layers of the endpoint's ordering protocol (of its current view, for a group)."""
+    group = group_of(endpoint)
+    inner = endpoint if group is None else group.inner
+    if inner is None:
+        return []
+    return list(inner.layers) if isinstance(inner, Stack) else [inner]
+
+
+def _file_size(path: Any) -> int:
+    try:
+        return int(path.stat().st_size)
+    except OSError:
+        return 0
+
+
+def node_status(node: Node) -> dict[str, Any]:
+    """The node's status as JSON data (what ``GET /status`` returns)."""
+    now = node.now()
+    ep = node.endpoint
+    layers = _layers(ep)
+    group = node.service.group_status()
+    entries = node.directory.entries()
+    links = []
+    for peer, link in sorted(node.transport.links().items()):
+        conn = link.conn
+        up = conn is not None and conn.sealer is not None
+        links.append({"peer": peer, "address": entries.get(peer), "connected": up,
+                      "queued": len(link.outbox)})  # fmt: skip
+    path = node.checkpoint_path
+    size = 0 if path is None else _file_size(path) + _file_size(log_of(path))
+    discovery = node.service.discovery
+    return {
+        "pid": node.pid,
+        "group": None if group is None else group.data(),
+        "summary": None if group is None else group.summary(),
+        "growable": node.directory.growable,
+        "size": node.directory.n,
+        "addresses": {str(p): a for p, a in entries.items()},
+        "links": links,
+        "held": int(ep.buffered()),
+        "retransmissions": sum(int(getattr(x, "retransmissions", 0)) for x in layers),
+        "unacknowledged": sum(int(x.retained()) for x in layers if hasattr(x, "retained")),
+        "checkpoint_bytes": size,
+        "delivery_lag": round(node.service.lag(now), 3),
+        "quorum_lines": node.service.quorum_lines,
+        "probes_sent": 0 if discovery is None else discovery.probes_sent,
+        "stats": node.stats.to_dict(),
+    }
+
+
+def render(data: dict[str, Any]) -> str:
+    """The status as ``mailroom status`` prints it."""
+    lines = [f"P{data['pid']}: {data['summary'] or 'not a group member'}"]
+    group = data["group"]
+    if group is not None and group["view"] is not None:
+        pairs = zip(group["view"]["members"], group["incarnations"], strict=False)
+        incs = ", ".join(f"P{m}#{i}" for m, i in pairs)
+        lines.append(f"members and incarnations: {incs}")
+    if group is not None and group["waiting_for_majority"]:
+        lines.append("quorum: LOST (no view can be installed without a majority)")
+    stats = data["stats"]
+    lines.append(
+        f"messages: sent {stats['sent']}, delivered {stats['delivered']}, held {data['held']}, "
+        f"delivery lag {data['delivery_lag']:g} s"
+    )
+    lines.append(
+        f"reliable layer: {data['retransmissions']} retransmissions in this view, "
+        f"{data['unacknowledged']} packets unacknowledged"
+    )
+    lines.append(f"checkpoint: {data['checkpoint_bytes']} bytes")
+    kind = f"growable to {data['size']}" if data["growable"] else "peer table"
+    lines.append(f"links ({kind}):")
+    for link in data["links"]:
+        peer = "seed" if link["peer"] == ANY else f"P{link['peer']}"
+        state = "connected" if link["connected"] else "not connected"
+        lines.append(f"  {peer} {link['address'] or '(address unknown)'}: {state}, "
+                     f"{link['queued']} frames waiting")  # fmt: skip
+    rejected = sum(stats[k] for k in REJECTED)
+    lines.append(
+        f"frames: {stats['frames_in']} in, {stats['frames_out']} out, {rejected} "
+        f"rejected; packets refused by the endpoint: {stats['remote_errors']}"
+    )
+    return "\n".join(lines)
+
+
+# -- the endpoints ----------------------------------------------------------------------------
+Route = Callable[[], tuple[bytes, str]]
+
+
+def is_loopback(host: str) -> bool:
+    """``host`` names only loopback addresses."""
+    try:
+        infos = socket.getaddrinfo(host, None)
+    except OSError:
+        return False
+    return bool(infos) and all(ipaddress.ip_address(i[4][0]).is_loopback for i in infos)
+
+
+async def serve(address: str, routes: dict[str, Route], *, loopback: bool) -> asyncio.Server:
+    """Serve ``routes`` (path -> (body, content type)) over HTTP/1.0 GET at ``address``;
+    ``loopback``: listen and answer on loopback addresses only (LocalError otherwise)."""
+    host, port = _listen_address(address)
+    if loopback and not is_loopback(host):
+        raise LocalError(f"the status endpoint listens on a loopback address only, not {host}")
+    busy = asyncio.Semaphore(MAX_CLIENTS)
+
+    async def answer(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        peer = writer.get_extra_info("peername")
+        if busy.locked() or (loopback and not (peer and is_loopback(str(peer[0])))):
+            writer.close()
+            return
+        async with busy:
+            try:
+                head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), REQUEST_TIMEOUT)
+                writer.write(_response(head, routes))
+                await asyncio.wait_for(writer.drain(), REQUEST_TIMEOUT)
+            except (TimeoutError, ConnectionError, asyncio.IncompleteReadError,
+                    asyncio.LimitOverrunError):  # fmt: skip
+                pass
+            finally:
+                writer.close()
+
+    try:
+        return await asyncio.start_server(answer, host, port, limit=MAX_REQUEST)
+    except OSError as exc:
+        raise LocalError(f"cannot listen at {address}: {exc.strerror or exc}") from None
+
+
+def _listen_address(text: str) -> tuple[str, int]:
+    """``host:port`` to listen at (port 0: any free port); LocalError if it is not one."""
+    if text.endswith(":0"):
+        return parse_address(text[:-2] + ":1")[0], 0
+    return parse_address(text)
+
+
+def _response(head: bytes, routes: dict[str, Route]) -> bytes:
+    parts = head.split(b"\r\n", 1)[0].split()
+    if len(parts) != 3 or parts[0] != b"GET":
+        return _reply(405, b"only GET\n", "text/plain")
+    route = routes.get(parts[1].decode("latin-1").split("?", 1)[0])
+    if route is None:
+        return _reply(404, b"not found\n", "text/plain")
+    body, kind = route()
+    return _reply(200, body, kind)
+
+
+def _reply(code: int, body: bytes, kind: str) -> bytes:
+    reason = {200: "OK", 404: "Not Found", 405: "Method Not Allowed"}[code]
+    head = (f"HTTP/1.0 {code} {reason}\r\nContent-Type: {kind}\r\n"
+            f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n")  # fmt: skip
+    return head.encode() + body
+
+
+def status_routes(node: Node) -> dict[str, Route]:
+    """``/status``: ``node_status`` as JSON."""
+    return {"/status": lambda: (json.dumps(node_status(node)).encode(), "application/json")}
+
+
+__all__ = ["is_loopback", "node_status", "render", "serve", "status_routes"]

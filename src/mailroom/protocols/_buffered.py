@@ -1,0 +1,88 @@
+"""Endpoints whose mail room is a ``DependencyBuffer``: FIFO, RST, CBCAST, tagged broadcast.
+
+Each holds a received packet as the ``index``-th of its sender's stream with a
+vector of needs (``_offer``), and delivers what the buffer releases. What they share
+is said once here: counting deliveries, ``buffered``, ``pending``, and the mail room
+as a persistent field (``mail_room``), kept in arrival order so that a restored
+endpoint releases cascades in the same order, and read back by offering each packet
+again as if it arrived.
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+from mailroom.core.actions import Action, Deliver
+from mailroom.core.endpoint import EndpointBase
+from mailroom.core.errors import LocalError
+from mailroom.core.messages import Message
+from mailroom.core.pending import Pending
+from mailroom.core.persist import Field, snap_list
+from mailroom.core.wire import packet_from_data, packet_to_data
+from mailroom.protocols._buffer import DependencyBuffer
+
+
+class BufferedEndpoint(EndpointBase):
+    """An endpoint with a ``DependencyBuffer`` mail room over its delivered counts.
+
+    A subclass sets ``_buffer`` and defines ``_validate`` (a packet from the network,
+    or RemoteError), ``_offer`` (hold a valid packet: False if it was delivered or is
+    held already) and ``_message`` (the message a packet delivers).
+    """
+
+    #: what ``pending`` says a held message waits for (``{pid}``: this process): on a
+    #: channel to this process, messages; a broadcast waits for its sender's seqs
+    waits_for: ClassVar[str] = "message to P{pid}"
+    _buffer: DependencyBuffer[Any]
+
+    def _validate(self, packet: object) -> Any:
+        raise NotImplementedError
+
+    def _offer(self, packet: Any) -> bool:
+        raise NotImplementedError
+
+    def _message(self, packet: Any) -> Message:
+        raise NotImplementedError
+
+    def _drain(self) -> list[Action]:
+        """Deliver what the mail room releases, oldest arrival first, counting each."""
+        actions: list[Action] = []
+        buffer = self._buffer
+        counts = buffer.delivered
+        while (p := buffer.pop_ready()) is not None:
+            counts[p.sender] += 1
+            actions.append(Deliver(self._message(p)))
+            buffer.delivered_one(p.sender)
+        return actions
+
+    def buffered(self) -> int:
+        return len(self._buffer)
+
+    def pending(self) -> list[Pending]:
+        unit = self.waits_for.format(pid=self.pid)
+        return [
+            Pending(self._message(p), self._buffer.waits(s, i, unit))
+            for s, i, p in self._buffer.items()
+        ]
+
+
+def mail_room(cls: type, key: str = "buffer") -> Field:
+    """The persistent field of a ``BufferedEndpoint``'s mail room: its packets (of
+    ``cls``) in arrival order. Read back, each is validated and offered again; one
+    the protocol refuses, one delivered or held twice, or one that was deliverable
+    makes the snapshot a LocalError."""
+
+    def dump(ep: BufferedEndpoint) -> list[dict[str, Any]]:
+        return [packet_to_data(p) for p in ep._buffer.by_arrival()]
+
+    def load(ep: BufferedEndpoint, data: object) -> None:
+        for item in snap_list(data, key):
+            if not ep._offer(ep._validate(packet_from_data(cls, item))):
+                raise LocalError(f"snapshot field {key} holds a packet delivered or held twice")
+        if ep._buffer.has_ready():
+            raise LocalError(f"snapshot field {key} holds a packet that was deliverable")
+
+    return Field.custom(key, dump, load)
+
+
+__all__ = ["BufferedEndpoint", "mail_room"]

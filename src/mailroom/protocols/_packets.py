@@ -1,0 +1,88 @@
+"""What the protocols' packet classes share: which application messages a packet carries.
+
+``carried_message_id`` (mailroom.core.wire) asks a packet's ``carries()``, and
+``carried_message_ids`` a batch's ``carries_all()``. A packet class says which fields
+name its message with one line: ``carries = carries_message("origin", "seq")``,
+``carries = carries_seq`` (the common (``sender``, ``seq``)), ``carries =
+carries_stamped("vc")`` (a broadcast whose seq is its stamp's entry for the sender) or
+``carries = carries_none`` (a control packet); a batch adds ``carries_all =
+carries_range(...)``. These are methods, not a base class: a packet class with one more
+base costs every packet a little more to create and free, on the per-packet path.
+"""
+
+from __future__ import annotations
+
+import operator
+from collections.abc import Callable
+from typing import Any
+
+from mailroom.core.messages import MessageId
+
+#: A packet class's ``carries`` method.
+Carries = Callable[[Any], MessageId | None]
+
+
+def carries_message(origin: str, seq: str) -> Carries:
+    """``carries()`` of a packet whose fields ``origin`` and ``seq`` name its message."""
+    fields = operator.attrgetter(origin, seq)
+
+    def carries(packet: Any) -> MessageId | None:
+        return MessageId(*fields(packet))
+
+    carries.__doc__ = f"The application message this packet carries: ({origin}, {seq})."
+    return carries
+
+
+def carries_stamped(stamp: str) -> Carries:
+    """``carries()`` of a broadcast whose message's seq is its vector ``stamp``'s entry
+    for its ``sender`` (a batch: its first message's)."""
+    vector = operator.attrgetter(stamp)
+
+    def carries(packet: Any) -> MessageId | None:
+        return MessageId(packet.sender, vector(packet)[packet.sender])
+
+    carries.__doc__ = f"The application message this packet carries: (sender, {stamp}[sender])."
+    return carries
+
+
+#: ``carries()`` of a packet that carries message (``sender``, ``seq``).
+carries_seq = carries_message("sender", "seq")
+
+
+def carries_none(packet: Any) -> MessageId | None:
+    """The application message this packet carries: none, it is a control packet."""
+    return None
+
+
+def batch_ids(origin: int, first_seq: object, payloads: object) -> tuple[MessageId, ...]:
+    """The ids of a batch's messages, (origin, first_seq), (origin, first_seq + 1)...,
+    one per payload: bounded by the packet's own length (TypeError if malformed)."""
+    if not isinstance(payloads, tuple | list):
+        raise TypeError(f"payloads is a {type(payloads).__name__}, not a sequence")
+    if type(first_seq) is not int:
+        raise TypeError(f"first_seq is a {type(first_seq).__name__}, not an int")
+    return tuple(MessageId(origin, first_seq + i) for i in range(len(payloads)))
+
+
+def carries_range(origin: str, first_seq: str) -> Callable[[Any], tuple[MessageId, ...]]:
+    """``carries_all()`` of a batch whose fields ``origin`` and ``first_seq`` name its
+    first message, one message per payload (its ``carries()`` is ``carries_message``
+    of the same fields)."""
+    fields = operator.attrgetter(origin, first_seq, "payloads")
+
+    def carries_all(packet: Any) -> tuple[MessageId, ...]:
+        return batch_ids(*fields(packet))
+
+    carries_all.__doc__ = "Every application message this packet carries, in order."
+    return carries_all
+
+
+__all__ = [
+    "Carries",
+    "batch_ids",
+    "carries_message",
+    "carries_none",
+    "carries_range",
+    "carries_seq",
+    "carries_stamped",
+]

@@ -1,0 +1,99 @@
+"""The view changes a process knows are wanted: suspected members, leaving members, joiners.
+
+Members learn them from their host (``suspect``, ``leave``) and from each other
+(Suspect, Leave and Join packets, forwarded to the coordinator). They decide the next
+view's members: the current members less the suspected, the leaving and the old
+incarnations of rejoining processes, plus the joiners. Primary partition: the next
+view needs a majority of the current view among those that stay, so a minority never
+installs a view. What is wanted of members that the next view settles is forgotten
+when it is installed; everything is forgotten when this process is excluded.
+"""
+
+from __future__ import annotations
+
+import attrs
+
+from mailroom.core.actions import View
+from mailroom.core.persist import Field, snap_counter, snap_list, snap_pid
+from mailroom.protocols.membership.packets import Join, Leave, Suspect
+from mailroom.protocols.membership.values import MEMBER_SET
+
+
+@attrs.define
+class Changes:
+    """Wanted view changes at a process of a group of ``n``."""
+
+    n: int
+    suspects: set[int] = attrs.Factory(set)
+    leaving: set[int] = attrs.Factory(set)
+    #: pid -> (incarnation, messages it sent before asking): processes asking to join
+    joiners: dict[int, tuple[int, int]] = attrs.Factory(dict)
+
+    @property
+    def wanted(self) -> bool:
+        """Some change is wanted (this process waits for a flush to make it)."""
+        return bool(self.suspects or self.leaving or self.joiners)
+
+    def next_members(self, view: View) -> tuple[list[int], tuple[int, ...]] | None:
+        """The members of ``view`` that stay and the next view's members, or None if
+        no change of ``view`` is wanted. A member whose later incarnation asks to join
+        (it restarted) leaves in one view and comes back in the next, so its departure
+        is a view change that applications and trace checkers see."""
+        joiners = set(self.joiners) - self.leaving
+        rejoining = joiners & set(view.members)
+        gone = (self.suspects | self.leaving | rejoining) & set(view.members)
+        if not gone and not joiners:
+            return None
+        survivors = [m for m in view.members if m not in gone]
+        return survivors, tuple(sorted(set(survivors) | (joiners - rejoining)))
+
+    def lacks_majority(self, view: View) -> bool:
+        """A change of ``view`` is wanted, but those that would stay are no majority of it."""
+        if not self.wanted:
+            return False  # (the common case, at every tick)
+        found = self.next_members(view)
+        return found is not None and not has_majority(found[0], view)
+
+    def within(self, view: View, incarnations: tuple[int, ...]) -> Changes:
+        """What is still wanted once ``view`` is installed: suspicions and leaves of its
+        members, joins of processes it does not include (or includes as an older
+        incarnation)."""
+        members = set(view.members)
+        joiners = {
+            p: v
+            for p, v in self.joiners.items()
+            if p not in members or v[0] > incarnations[view.rank(p)]
+        }
+        return Changes(self.n, self.suspects & members, self.leaving & members, joiners)
+
+    def forward(self, view: int, pid: int, coord: int) -> list[object]:
+        """The requests this member repeats to the coordinator ``coord``."""
+        out: list[object] = [Suspect(view, pid, p) for p in sorted(self.suspects)]
+        if pid in self.leaving:
+            out.append(Leave(view, pid))
+        out += [Join(p, i, s) for p, (i, s) in sorted(self.joiners.items())]
+        return out
+
+    # -- snapshots ---------------------------------------------------------------------------
+    def _load_joiners(self, data: object) -> None:
+        for row in snap_list(data, "joiners"):
+            p, inc, sent = snap_list(row, "joiners", 3)
+            self.joiners[snap_pid(p, self.n, "joiners")] = (
+                snap_counter(inc, "joiners"),
+                snap_counter(sent, "joiners"),
+            )
+
+    persistent = (
+        Field("suspects", kind=MEMBER_SET),
+        Field("leaving", kind=MEMBER_SET),
+        Field.custom(
+            "joiners",
+            lambda c: [[p, i, s] for p, (i, s) in sorted(c.joiners.items())],
+            _load_joiners,
+        ),
+    )
+
+
+def has_majority(survivors: list[int], view: View) -> bool:
+    """``survivors`` are more than half of ``view``'s members (primary partition)."""
+    return 2 * len(survivors) > len(view.members)

@@ -1,0 +1,286 @@
+"""The installed view: its members, the ordering protocol over their ranks, what was delivered.
+
+Inside a view the ordering protocol runs over ranks 0..size-1; applications and the
+wire name processes by identity. Member ``view.members[r]`` has rank r; its k-th
+message of the view (inner seq k) is MessageId(member, bases[r] + k), where
+``bases[r]`` is the number of messages it sent before the view. This module holds
+that translation and what the flush needs of the view: which inner seqs of each rank
+this process delivered, the log of deliveries (broadcast) it would report in a
+Promise, its own messages not delivered yet, and the stability reports that prune
+the log (what every member has delivered need not travel in a flush).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any, ClassVar
+
+from mailroom.core.actions import Action, Backpressure, Deliver, Stable, Transmit, View
+from mailroom.core.errors import LocalError, RemoteError
+from mailroom.core.messages import Message, MessageId, Payload, TaggedMessage
+from mailroom.core.persist import Field, counter, snap_counter, snap_list
+from mailroom.core.registry import restore_endpoint
+from mailroom.core.wire import carried_message_id
+from mailroom.protocols.membership.packets import Entry, GroupData, Stability
+from mailroom.protocols.membership.values import ENTRIES, snap_members
+
+
+class InstalledView:
+    """View ``view`` as installed at process ``pid`` (of ``n`` identities), running
+    ``inner`` (the ordering protocol's endpoint for this process's rank)."""
+
+    def __init__(
+        self,
+        view: View,
+        pid: int,
+        n: int,
+        bases: Iterable[int],
+        incarnations: Iterable[int],
+        inner: Any,
+    ) -> None:
+        size = len(view.members)
+        self.view = view
+        self.pid = pid
+        self.n = n
+        self.rank = view.rank(pid)
+        self.bases = tuple(bases)
+        self.incarnations = tuple(incarnations)
+        self.inner = inner
+        #: per rank: inner seqs delivered in this view (every one <= low, plus high)
+        self.low = [0] * size
+        self.high: list[set[int]] = [set() for _ in range(size)]
+        #: deliveries not known to be stable, as [origin, seq, payload] (broadcast only)
+        self.log: list[Entry] = []
+        #: this process's own messages of the view it has not delivered yet, by inner seq
+        self.own: dict[int, Entry] = {}
+        #: member -> the ``low`` it last reported (stability)
+        self.stable: dict[int, tuple[int, ...]] = {}
+        self.since_report = 0
+
+    # -- identities ------------------------------------------------------------------------
+    def outer(self, mid: MessageId) -> MessageId:
+        """An inner message id (rank, inner seq) as the application's (identity, seq)."""
+        return MessageId(self.view.members[mid.origin], self.bases[mid.origin] + mid.seq)
+
+    def inner_id(self, mid: MessageId) -> MessageId:
+        """An application message id as the inner protocol's; LocalError if not of this view."""
+        if mid.origin not in self.view.members:
+            raise LocalError(f"{mid} is not a message of the current view")
+        rank = self.view.rank(mid.origin)
+        return MessageId(rank, mid.seq - self.bases[rank])
+
+    def incarnation_of(self, pid: int) -> int:
+        return self.incarnations[self.view.rank(pid)]
+
+    # -- sending and receiving through the inner protocol ----------------------------------
+    def send(self, payload: Payload, to: int | None, seq: int, every: int) -> list[Action]:
+        """Send this process's message number ``seq`` (to every member, or to ``to``)."""
+        if to is None:
+            out = self.inner.broadcast(payload)
+            inner_seq = seq - self.bases[self.rank]
+            if not self.was_delivered(self.rank, inner_seq):
+                self.own[inner_seq] = [self.pid, seq, payload]
+            return self.translate(out, True, every)
+        return self.translate(self.inner.send(payload, to=self.view.rank(to)), False, every)
+
+    def check_data(self, p: GroupData) -> None:
+        """RemoteError unless ``p`` names its message as this view numbers it."""
+        inner = carried_message_id(p.payload)
+        if inner is None:
+            if p.origin != 0 or p.base != 0:
+                raise RemoteError("group data without a message names an origin")
+            return
+        members = self.view.members
+        if not 0 <= inner.origin < len(members):
+            raise RemoteError(f"group data names rank {inner.origin} of a {len(members)}-view")
+        if p.origin != members[inner.origin] or p.base != self.bases[inner.origin]:
+            raise RemoteError(
+                f"group data names message ({p.origin}, base {p.base}) but the view says "
+                f"({members[inner.origin]}, base {self.bases[inner.origin]})"
+            )
+
+    def translate(self, actions: Iterable[Action], logs: bool, every: int) -> list[Action]:
+        """The inner protocol's actions, by identity: packets wrapped in GroupData,
+        deliveries recorded for the flush (``logs``: in the log too) and stability
+        reported every ``every`` logged deliveries."""
+        out: list[Action] = []
+        members = self.view.members
+        for a in actions:
+            if isinstance(a, Transmit):
+                mid = a.message_id
+                outer = None if mid is None else self.outer(mid)
+                origin, base = (
+                    (0, 0) if mid is None or outer is None else (outer.origin, outer.seq - mid.seq)
+                )
+                data = GroupData(self.view.id, self.pid, origin, base, a.packet)
+                out.append(Transmit(members[a.to], data, outer))
+            elif isinstance(a, Deliver):
+                out += self._delivered(a.message, logs, every)
+            elif isinstance(a, Stable):
+                out.append(Stable(tuple(self.outer(m) for m in a.messages)))
+            elif isinstance(a, Backpressure):
+                out.append(Backpressure(members[a.to], a.waiting))
+            else:
+                out.append(a)
+        return out
+
+    def _delivered(self, m: Message, logs: bool, every: int) -> list[Action]:
+        """An inner delivery: record it for the flush and hand it over by identity."""
+        rank, seq = m.id.origin, m.id.seq
+        self.mark(rank, seq)
+        outer = self.outer(m.id)
+        if logs:
+            self.log.append([outer.origin, outer.seq, m.payload])
+            if rank == self.rank:
+                self.own.pop(seq, None)
+            self.since_report += 1
+        sender = outer.origin
+        if isinstance(m, TaggedMessage):
+            msg: Message = TaggedMessage(outer, sender, m.payload, m.tag)
+        else:
+            msg = Message(outer, sender, m.payload)
+        out: list[Action] = [Deliver(msg)]
+        if self.since_report >= every:
+            out += self.report()
+        return out
+
+    # -- what was delivered ------------------------------------------------------------------
+    def mark(self, rank: int, seq: int) -> None:
+        high = self.high[rank]
+        if seq > self.low[rank]:
+            high.add(seq)
+        while self.low[rank] + 1 in high:
+            self.low[rank] += 1
+            high.discard(self.low[rank])
+
+    def was_delivered(self, rank: int, seq: int) -> bool:
+        return seq <= self.low[rank] or seq in self.high[rank]
+
+    def recover(self, log: list[Entry]) -> list[Action]:
+        """Deliver what this process lacks of a flush log, in log order."""
+        actions: list[Action] = []
+        rank_of = {m: r for r, m in enumerate(self.view.members)}
+        for origin, seq, payload in log:
+            r = rank_of.get(origin)
+            if r is None:
+                raise RemoteError(f"flush log names P{origin}, not a member of view {self.view.id}")
+            inner_seq = seq - self.bases[r]
+            if inner_seq < 1:
+                raise RemoteError(f"flush log names message ({origin}, {seq}) of an earlier view")
+            if not self.was_delivered(r, inner_seq):
+                self.mark(r, inner_seq)
+                actions.append(Deliver(Message(MessageId(origin, seq), origin, payload)))
+        return actions
+
+    def own_ids(self) -> list[MessageId]:
+        """This process's messages of the view that it has not delivered (yet)."""
+        base = self.bases[self.rank]
+        return [MessageId(self.pid, base + k) for k in sorted(self.own)]
+
+    def own_entries(self) -> list[Entry]:
+        return [list(self.own[k]) for k in sorted(self.own)]
+
+    # -- stability: what every member has, so the flush log stays small ---------------------
+    def report(self) -> list[Action]:
+        """Tell the other members what this process delivered (and prune with it)."""
+        self.since_report = 0
+        low = tuple(self.low)
+        self.stable[self.pid] = low
+        self._prune()
+        packet = Stability(self.view.id, self.pid, low)
+        return [Transmit(m, packet, None) for m in self.view.members if m != self.pid]
+
+    def heard(self, p: Stability) -> None:
+        """Member ``p.sender`` reported what it delivered; RemoteError if malformed."""
+        low = tuple(p.low)
+        size = len(self.view.members)
+        if len(low) != size or any(type(v) is not int or v < 0 for v in low):
+            raise RemoteError(f"stability report has {len(low)} entries for {size}")
+        self.stable[p.sender] = low
+        self._prune()
+
+    def _prune(self) -> None:
+        if len(self.stable) < len(self.view.members):
+            return
+        floor = [min(lows[r] for lows in self.stable.values()) for r in range(len(self.low))]
+        rank_of = {m: r for r, m in enumerate(self.view.members)}
+        self.log = [e for e in self.log if e[1] - self.bases[rank_of[e[0]]] > floor[rank_of[e[0]]]]
+
+    # -- snapshots ---------------------------------------------------------------------------
+    @classmethod
+    def loading(cls, data: object, pid: int, n: int) -> InstalledView:
+        """The view of snapshot field ``view`` ([id, members]), to be filled by the other
+        fields; LocalError if this process is not a member."""
+        vid, members = snap_list(data, "view", 2)
+        view = View(snap_counter(vid, "view id"), snap_members(members, n, "view"))
+        if pid not in view.members:
+            raise LocalError(f"snapshot's view {view.id} does not include P{pid}")
+        size = len(view.members)
+        return cls(view, pid, n, (0,) * size, (0,) * size, None)
+
+    def _load_counters(self, data: object, what: str) -> tuple[int, ...]:
+        size = len(self.view.members)
+        return tuple(snap_counter(v, what) for v in snap_list(data, what, size))
+
+    def _load_bases(self, data: object) -> None:
+        self.bases = self._load_counters(data, "bases")
+
+    def _load_incarnations(self, data: object) -> None:
+        self.incarnations = self._load_counters(data, "incarnations")
+
+    def _load_inner(self, data: object) -> None:
+        self.inner = restore_endpoint(data)  # type: ignore[arg-type]
+        if self.inner.n != len(self.view.members) or self.inner.pid != self.rank:
+            raise LocalError("snapshot's inner protocol does not fit its view")
+
+    def _load_delivered(self, data: object) -> None:
+        rows = snap_list(data, "delivered", len(self.view.members))
+        self.low, self.high = [], []
+        for row in rows:
+            low, high = snap_list(row, "delivered", 2)
+            self.low.append(snap_counter(low, "delivered"))
+            self.high.append({snap_counter(v, "delivered") for v in snap_list(high, "delivered")})
+
+    def _load_own(self, data: object) -> None:
+        for k, e in snap_list(data, "own"):
+            self.own[snap_counter(k, "own")] = list(e)
+
+    def _load_stable(self, data: object) -> None:
+        for p, lows in snap_list(data, "stable"):
+            self.stable[snap_counter(p, "stable")] = tuple(
+                snap_counter(x, "stable") for x in snap_list(lows, "stable")
+            )
+
+    #: The view's fields after ``view`` itself, and what each holds when none is installed.
+    persistent = (
+        Field.custom("bases", lambda v: list(v.bases), _load_bases),
+        Field.custom("incarnations", lambda v: list(v.incarnations), _load_incarnations),
+        Field.custom("inner", lambda v: v.inner.snapshot(), _load_inner),
+        Field.custom(
+            "delivered",
+            lambda v: [[lo, sorted(h)] for lo, h in zip(v.low, v.high, strict=True)],
+            _load_delivered,
+        ),
+        Field("log", kind=ENTRIES),
+        Field.custom("own", lambda v: [[k, list(e)] for k, e in sorted(v.own.items())], _load_own),
+        Field.custom(
+            "stable", lambda v: [[p, list(s)] for p, s in sorted(v.stable.items())], _load_stable
+        ),
+        counter("since_report"),
+    )
+    #: What each of those fields holds when no view is installed.
+    EMPTY: ClassVar[dict[str, Any]] = {
+        "bases": [],
+        "incarnations": [],
+        "inner": None,
+        "delivered": [],
+        "log": [],
+        "own": [],
+        "stable": [],
+        "since_report": 0,
+    }
+
+
+def view_data(view: View) -> list[Any]:
+    """Snapshot field ``view``: [id, members]."""
+    return [view.id, list(view.members)]

@@ -1,0 +1,249 @@
+"""A replica over ``mailroom.net``: awaitable calls, a blocking form for threads, reads.
+
+``AsyncReplica(obj, endpoint, peers, key, **node_options)`` builds the ``Node`` that
+hosts ``endpoint`` (a ``Group`` over a total-order protocol, or a heartbeat detector
+around one: ``mailroom.net.membership.group_endpoint``) and wires its callbacks to a
+``Replica`` of ``obj``. Then, on the event loop::
+
+    await r.call.add(5)          # or await r.call("add", 5): applied here, its result
+    await r.ordered.get()        # an ordered (linearizable) read
+    r.local.get()                # a local read, at once
+
+and from any other thread ``r.sync.add(5)`` (blocks until applied; ``timeout``).
+``safe=True`` refuses a Group that does not deliver safely (uniformly). A
+call waits until the replica is a member and the node can send (``Busy``). With
+``checkpoint=`` the replica's base and log ride in the node's checkpoint
+(``app_state``), and a restart resumes from them; a process that rejoins gets the
+state by transfer instead. ``history=`` takes a ``History`` or ``HistoryFile``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+from collections.abc import Callable
+from typing import Any
+
+from mailroom.core.actions import Excluded, ViewChange
+from mailroom.core.errors import LocalError
+from mailroom.core.messages import Message, MessageId, Payload
+from mailroom.core.registry import entry
+from mailroom.net import Node, PeerTable
+from mailroom.net.membership import group_of
+from mailroom.net.node import Busy
+from mailroom.replicated.replica import Outcome, OutcomeUnknown, Replica, Row
+
+
+class _Calls:
+    """``proxy("method", *args)``, or ``proxy.method(*args)`` (``proxy.kv.set(...)`` for
+    ``"kv.set"``): one way of calling, ``run(method, *args, **kwargs)``."""
+
+    def __init__(self, run: Callable[..., Any], path: str = "") -> None:
+        self._run = run
+        self._path = path
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        if self._path:
+            return self._run(self._path, *args, **kwargs)
+        return self._run(*args, **kwargs)
+
+    def __getattr__(self, name: str) -> _Calls:
+        if name.startswith("_"):
+            raise AttributeError(name)
+        return _Calls(self._run, f"{self._path}.{name}" if self._path else name)
+
+
+class AsyncReplica:
+    """Replica ``endpoint.pid`` of ``obj``, hosted by a ``Node`` (``node``)."""
+
+    def __init__(
+        self,
+        obj: object,
+        endpoint: Any,
+        peers: PeerTable,
+        key: bytes,
+        *,
+        history: Callable[[Row], None] | None = None,
+        timeout: float | None = None,
+        safe: bool = False,
+        **node_options: Any,
+    ) -> None:
+        group = group_of(endpoint)
+        if group is None:
+            raise LocalError("a replica needs a Group endpoint (or a detector around one)")
+        if safe and getattr(group, "safe", False) is not True:
+            raise LocalError(
+                "safe=True needs a Group that delivers safely (Group(..., safe=True))",
+                hint="without it, only what a surviving replica acknowledged is sure to survive",
+            )
+        if "total" not in entry(group.inner_protocol).promises:
+            raise LocalError(
+                f"{group.inner_protocol} does not deliver in total order: replicas would diverge",
+                hint="use sequencer, skeen or lamport",
+            )
+        for name in ("on_deliver", "on_view", "get_state", "on_excluded", "app_state"):
+            if name in node_options:
+                raise LocalError(f"{name} is the replica's own: do not pass it")
+        self.timeout = timeout
+        self._obj = obj
+        self._history = history
+        self._futures: dict[MessageId, asyncio.Future[Any]] = {}
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._joined: asyncio.Event | None = None
+        self.replica = Replica(
+            obj,
+            group.pid,
+            view=group.view if group.joined else None,
+            incarnation=group.incarnation,
+            history=history,
+        )
+        keep = node_options.get("checkpoint") is not None
+        hooks: dict[str, Any] = {
+            "on_deliver": self._on_deliver,
+            "on_view": self._on_view,
+            "get_state": self._get_state,
+            "on_excluded": self._on_excluded,
+            "app_state": (lambda: self.replica.checkpoint()) if keep else None,
+        }
+        self.node = Node(endpoint, peers, key, **hooks, **node_options)
+        if self.node.resumed_state is not None:
+            self._resume(self.node.resumed_state)
+        self.call = _Calls(self._call)
+        self.ordered = _Calls(self._ordered)
+        self.local = _Calls(self.replica_read)
+        self.sync = _Calls(self._blocking)
+
+    def _resume(self, data: Payload) -> None:
+        """Restarted from the node's checkpoint: the replica as it was, unless the node
+        rejoins (then it waits for the state by transfer)."""
+        group = group_of(self.node.endpoint)
+        assert group is not None
+        self.replica = Replica.restart(self._obj, group.pid, data, history=self._history)
+        if not group.joined:
+            self.replica.view = None
+        self.replica.incarnation = group.incarnation
+
+    # -- life cycle ----------------------------------------------------------------------
+    async def start(self) -> None:
+        self._loop = asyncio.get_running_loop()
+        self._joined = asyncio.Event()
+        if self.replica.view is not None:
+            self._joined.set()
+        await self.node.start()
+
+    async def close(self) -> None:
+        """Close the node; calls still pending get OutcomeUnknown."""
+        await self.node.close()
+        self._fail(OutcomeUnknown("the replica closed before the call was applied here"))
+
+    async def __aenter__(self) -> AsyncReplica:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    async def wait_joined(self) -> None:
+        """Return once the replica is a member holding the state."""
+        if self._joined is None:
+            raise LocalError("start() the replica first")
+        await self._joined.wait()
+
+    # -- calls ----------------------------------------------------------------------------
+    async def _call(self, method: str, *args: Any, **kwargs: Any) -> Any:
+        return await self._issue(lambda mid: self.replica.submit(mid, method, *args, **kwargs))
+
+    async def _ordered(self, method: str, *args: Any, **kwargs: Any) -> Any:
+        return await self._issue(lambda mid: self.replica.submit_read(mid, method, *args, **kwargs))
+
+    def replica_read(self, method: str, *args: Any, **kwargs: Any) -> Any:
+        """A local read (sequentially consistent: this replica, now)."""
+        return self.replica.read(method, *args, **kwargs)
+
+    async def _issue(self, submit: Callable[[MessageId], Payload]) -> Any:
+        await self.wait_joined()
+        while True:
+            await self.node.wait_can_send()
+            mid = MessageId(self.node.pid, self.node.endpoint.sent_count + 1)
+            payload = submit(mid)
+            future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+            self._futures[mid] = future
+            try:
+                self.node.broadcast(payload)
+            except Busy:
+                self.replica.withdraw(mid)
+                del self._futures[mid]
+                continue
+            except LocalError:
+                self.replica.withdraw(mid)
+                del self._futures[mid]
+                raise
+            return await future
+
+    def _blocking(self, method: str, *args: Any, **kwargs: Any) -> Any:
+        """``call`` from another thread: blocks until applied (or ``timeout``)."""
+        loop = self._loop
+        if loop is None or loop.is_closed():
+            raise LocalError("the replica is not running (start() it on its event loop)")
+        try:
+            if asyncio.get_running_loop() is loop:
+                raise LocalError("sync calls block: from the event loop, await call instead")
+        except RuntimeError:
+            pass  # no loop in this thread: the expected case
+        done = asyncio.run_coroutine_threadsafe(self._call(method, *args, **kwargs), loop)
+        try:
+            return done.result(self.timeout)
+        except concurrent.futures.TimeoutError:
+            done.cancel()
+            raise
+
+    # -- the node's callbacks -----------------------------------------------------------
+    def _on_deliver(self, message: Message) -> None:
+        if self.replica.view is not None:
+            self._resolve(self.replica.deliver(message))
+
+    def _on_view(self, change: ViewChange) -> None:
+        group = group_of(self.node.endpoint)
+        incarnation = group.incarnation if group is not None else None
+        self._resolve(self.replica.view_changed(change, incarnation=incarnation))
+        if self._joined is not None:
+            self._joined.set()
+        if self._loop is not None:
+            self._loop.call_soon(self._hello)
+
+    def _hello(self) -> None:
+        """A rejoined replica's hello, in a step of its own."""
+        mid = MessageId(self.node.pid, self.node.endpoint.sent_count + 1)
+        payload = self.replica.hello(mid)
+        if payload is not None:
+            try:
+                self.node.broadcast(payload)
+            except LocalError:  # closed or busy: its next call says the same
+                self.replica.withdraw(mid)
+
+    def _get_state(self, view: int) -> Payload:
+        return self.replica.state()
+
+    def _on_excluded(self, excluded: Excluded) -> None:
+        if self._joined is not None:
+            self._joined.clear()
+        self._resolve(self.replica.excluded())
+
+    def _resolve(self, outcomes: list[Outcome]) -> None:
+        for outcome in outcomes:
+            future = self._futures.pop(outcome.id, None)
+            if future is None or future.done():
+                continue
+            if outcome.error is not None:
+                future.set_exception(outcome.error)
+            else:
+                future.set_result(outcome.value)
+
+    def _fail(self, error: Exception) -> None:
+        futures, self._futures = self._futures, {}
+        for future in futures.values():
+            if not future.done():
+                future.set_exception(error)
+
+
+__all__ = ["AsyncReplica"]

@@ -1,0 +1,185 @@
+"""Which methods of an object are replicated, and how a call names and binds one.
+
+A method marked ``@replicated`` changes the object: a call becomes an operation that
+every replica applies in the same order. Every other public method (or attribute)
+is a read: local (this replica's state, at once) or ordered (evaluated at the
+caller's replica at its place in the operation order). Methods are named by their
+attribute path from the replica's object (``"add"``, or ``"counter.add"`` for an
+object held in an attribute of another, as ``Bundle`` does); names starting with an
+underscore are never reachable.
+
+Rules for a replicated method: deterministic (no clock, no randomness, no network,
+no iteration over a plain ``set`` of strings, whose order differs between
+processes: pass such values in as arguments), and it either returns or raises the
+same on every replica, given the same state and arguments.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable
+from typing import Any, TypeVar, overload
+
+import attrs
+
+from mailroom.core.errors import LocalError
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+#: The attribute ``@replicated`` sets on a function: its ``MethodSpec``.
+MARK = "__mailroom_replicated__"
+#: The keyword a ``caller=True`` method is given the calling member in.
+CALLER = "caller"
+
+
+@attrs.frozen
+class MethodSpec:
+    """How a replicated method is applied.
+
+    ``checks_first``: the method raises only before it changes anything, so a raise
+    needs no rollback (the batteries' methods all check their arguments first).
+    ``caller``: the method takes keyword ``caller``, the ``Caller`` whose operation it is.
+    """
+
+    checks_first: bool = False
+    caller: bool = False
+
+
+@attrs.frozen
+class Caller:
+    """The member whose operation is being applied: its pid and incarnation (a process
+    that rejoins the group is a new incarnation of its pid)."""
+
+    pid: int
+    incarnation: int
+
+
+@overload
+def replicated(fn: F, /) -> F: ...
+
+
+@overload
+def replicated(*, checks_first: bool = False, caller: bool = False) -> Callable[[F], F]: ...
+
+
+def replicated(
+    fn: F | None = None, /, *, checks_first: bool = False, caller: bool = False
+) -> F | Callable[[F], F]:
+    """Mark a method as replicated: ``@replicated`` or ``@replicated(checks_first=True)``."""
+
+    def mark(f: F) -> F:
+        if not callable(f):
+            raise LocalError(f"@replicated marks methods, not {type(f).__name__}")
+        if caller and CALLER not in inspect.signature(f).parameters:
+            raise LocalError(f"{f.__name__} is marked caller=True but takes no 'caller' keyword")
+        setattr(f, MARK, MethodSpec(checks_first, caller))
+        return f
+
+    return mark if fn is None else mark(fn)
+
+
+def spec_of(method: object) -> MethodSpec | None:
+    """The ``MethodSpec`` of a replicated method (bound or not), or None for a read."""
+    spec = getattr(method, MARK, None)
+    return spec if isinstance(spec, MethodSpec) else None
+
+
+def resolve(obj: object, path: object) -> Any:
+    """The attribute ``path`` (dotted) of ``obj``; LocalError if it is not a public one."""
+    if type(path) is not str or not path:
+        raise LocalError(f"a method is named by a non-empty string, not {path!r}")
+    target: Any = obj
+    for part in path.split("."):
+        if not part.isidentifier() or part.startswith("_"):
+            raise LocalError(f"{path!r} is not a public method name")
+        try:
+            target = getattr(target, part)
+        except AttributeError:
+            raise LocalError(f"{type(obj).__name__} has no method {path!r}") from None
+    return target
+
+
+_signatures: dict[Any, inspect.Signature] = {}
+
+
+def _signature(method: Any, spec: MethodSpec | None) -> inspect.Signature:
+    """The signature a caller binds against (without ``caller``), cached per function."""
+    key = getattr(method, "__func__", method)
+    sig = _signatures.get(key)
+    if sig is None:
+        sig = inspect.signature(method)
+        if spec is not None and spec.caller:
+            sig = sig.replace(parameters=[p for p in sig.parameters.values() if p.name != CALLER])
+        _signatures[key] = sig
+    return sig
+
+
+def bind(
+    method: Any, spec: MethodSpec | None, args: tuple[Any, ...], kwargs: dict[str, Any]
+) -> tuple[list[Any], dict[str, Any]]:
+    """``args`` and ``kwargs`` as the method takes them (keywords that can go by
+    position do); LocalError if the call does not fit the method's signature."""
+    if spec is not None and spec.caller and CALLER in kwargs:
+        raise LocalError("'caller' is filled in by the replica, not by the caller")
+    try:
+        bound = _signature(method, spec).bind(*args, **kwargs)
+    except TypeError as exc:
+        raise LocalError(f"{getattr(method, '__name__', method)}: {exc}") from None
+    return list(bound.args), dict(bound.kwargs)
+
+
+@attrs.frozen
+class _Arity:
+    """What a signature accepts, for a check cheaper than ``Signature.bind``."""
+
+    required: int
+    positional: int  # -1: any number (``*args``)
+    names: frozenset[str]  # keywords it takes
+    needed: frozenset[str]  # keyword-only parameters without a default
+    any_keyword: bool
+
+    @classmethod
+    def of(cls, sig: inspect.Signature) -> _Arity:
+        kinds = inspect.Parameter
+        params = list(sig.parameters.values())
+        by_position = [
+            p for p in params if p.kind in (kinds.POSITIONAL_ONLY, kinds.POSITIONAL_OR_KEYWORD)
+        ]
+        star = any(p.kind is kinds.VAR_POSITIONAL for p in params)
+        return cls(
+            sum(1 for p in by_position if p.default is p.empty),
+            -1 if star else len(by_position),
+            frozenset(
+                p.name
+                for p in params
+                if p.kind in (kinds.POSITIONAL_OR_KEYWORD, kinds.KEYWORD_ONLY)
+            ),
+            frozenset(
+                p.name for p in params if p.kind is kinds.KEYWORD_ONLY and p.default is p.empty
+            ),
+            any(p.kind is kinds.VAR_KEYWORD for p in params),
+        )
+
+    def fits(self, args: list[Any], kwargs: dict[str, Any]) -> bool:
+        """True if a call of ``args`` (positional) and ``kwargs`` binds, as ``bind`` left
+        them (keywords that could go by position went by position)."""
+        if len(args) < self.required or 0 <= self.positional < len(args):
+            return False
+        if not self.any_keyword and not kwargs.keys() <= self.names:
+            return False
+        return self.needed <= kwargs.keys()
+
+
+_arities: dict[Any, _Arity] = {}
+
+
+def fits(method: Any, spec: MethodSpec | None, args: list[Any], kwargs: dict[str, Any]) -> bool:
+    """Do ``args`` and ``kwargs``, as ``bind`` returns them, fit the method (cached)?"""
+    key = getattr(method, "__func__", method)
+    arity = _arities.get(key)
+    if arity is None:
+        arity = _arities[key] = _Arity.of(_signature(method, spec))
+    return arity.fits(args, kwargs)
+
+
+__all__ = ["Caller", "MethodSpec", "replicated", "resolve", "spec_of"]

@@ -1,0 +1,135 @@
+"""An operation as the group carries it: a short list of JSON data, checked at the call.
+
+Wire form (a Group message's payload; its message id names the operation)::
+
+    ["c", incarnation, method, args]            # a replicated call
+    ["c", incarnation, method, args, kwargs]    # ... with keyword arguments
+    ["r", incarnation, method, args(, kwargs)]  # an ordered read
+    ["h", incarnation]                          # a rejoined member says which incarnation it is
+
+``incarnation`` is the calling member's (a process that rejoins is its next one),
+so every replica learns, at the same point of the order, that an older incarnation
+is gone. Arguments must be what the codec carries: JSON data (None, bool, int,
+float, str, list, dict with str keys) with ints of at most 64 bits; an operation
+whose compact JSON text is longer than ``MAX_OPERATION_BYTES`` is refused. Both
+are refused at the call, with LocalError, before anything is sent.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+import attrs
+
+from mailroom.core.errors import LocalError, RemoteError
+from mailroom.core.messages import Payload, check_payload
+
+#: The longest operation (compact JSON text of its payload, in bytes) a replica sends.
+MAX_OPERATION_BYTES = 64 * 1024
+CALL, READ, HELLO = "c", "r", "h"
+_KINDS = (CALL, READ, HELLO)
+_INT_LIMIT = 1 << 64
+#: An int of 20 digits or more in the JSON text may be beyond the codec's 64 bits.
+_LONG_DIGITS = re.compile(r"\d{20,}")
+
+
+@attrs.frozen
+class Operation:
+    """One operation: its kind, the caller's incarnation, the method and its arguments."""
+
+    kind: str
+    incarnation: int
+    method: str = ""
+    args: list[Any] = attrs.field(factory=list)
+    kwargs: dict[str, Any] = attrs.field(factory=dict)
+
+    def payload(self) -> list[Any]:
+        if self.kind == HELLO:
+            return [HELLO, self.incarnation]
+        out: list[Any] = [self.kind, self.incarnation, self.method, self.args]
+        if self.kwargs:
+            out.append(self.kwargs)
+        return out
+
+
+def _check_ints(value: Any) -> None:
+    """LocalError if ``value`` holds an int the codec cannot carry (beyond 64 bits)."""
+    kind = type(value)
+    if kind is int:
+        if not -_INT_LIMIT <= value < _INT_LIMIT:
+            raise LocalError(f"int {value} does not fit the codec's 64 bits")
+    elif kind is list:
+        for item in value:
+            _check_ints(item)
+    elif kind is dict:
+        for item in value.values():
+            _check_ints(item)
+
+
+def carried_text(value: Any, what: str, limit: int | None = None) -> str:
+    """The compact JSON text of ``value``; LocalError unless the codec can carry it
+    (and, with ``limit``, unless the text is at most ``limit`` bytes long)."""
+    try:
+        check_payload(value)
+    except LocalError as exc:
+        raise LocalError(f"{what}: {exc}", hint=exc.hint) from None
+    text = json.dumps(value, separators=(",", ":"), allow_nan=False)
+    if limit is not None and len(text) > limit:
+        raise LocalError(
+            f"{what} is {len(text)} bytes, above the limit of {limit}",
+            hint="keep large data outside the replicated object and replicate a reference",
+        )
+    if _LONG_DIGITS.search(text):
+        try:
+            _check_ints(value)
+        except LocalError as exc:
+            raise LocalError(f"{what}: {exc}") from None
+    return text
+
+
+def parse(payload: Payload) -> Operation:
+    """The operation a delivered payload holds; RemoteError if it is not one."""
+    if type(payload) is not list or not payload or payload[0] not in _KINDS:
+        raise RemoteError(f"not a replicated operation: {payload!r:.80}")
+    kind = payload[0]
+    if len(payload) < 2 or type(payload[1]) is not int or payload[1] < 0:
+        raise RemoteError("an operation's incarnation must be a non-negative int")
+    if kind == HELLO:
+        if len(payload) != 2:
+            raise RemoteError("a hello holds its incarnation only")
+        return Operation(HELLO, payload[1])
+    if not 4 <= len(payload) <= 5:
+        raise RemoteError(f"an operation has 4 or 5 fields, not {len(payload)}")
+    method, args = payload[2], payload[3]
+    kwargs = payload[4] if len(payload) == 5 else {}
+    if type(method) is not str or type(args) is not list or type(kwargs) is not dict:
+        raise RemoteError("an operation is [kind, incarnation, method, args, kwargs]")
+    return Operation(kind, payload[1], method, args, kwargs)
+
+
+_SCALARS = (str, int, float, bool, type(None))
+
+
+def owned(op: Operation) -> tuple[list[Any], dict[str, Any], int]:
+    """The operation's arguments as copies no one else holds, and the size of its
+    payload in bytes (exact when the arguments hold lists or dicts, else close)."""
+    args, kwargs = op.args, op.kwargs
+    if all(type(a) in _SCALARS for a in args) and not kwargs:
+        return list(args), {}, 16 + len(op.method) + sum(len(str(a)) + 3 for a in args)
+    text = json.dumps([args, kwargs], separators=(",", ":"))
+    copy = json.loads(text)
+    return copy[0], copy[1], 16 + len(op.method) + len(text)
+
+
+def private_copy(value: Any) -> Any:
+    """A copy of delivered data that no one else holds (in one process, a payload is
+    shared by every replica and by the group's own log)."""
+    kind = type(value)
+    if kind is list or kind is dict:
+        return json.loads(json.dumps(value))
+    return value
+
+
+__all__ = ["MAX_OPERATION_BYTES", "Operation", "carried_text", "parse"]

@@ -1,0 +1,416 @@
+"""The sans-IO replica: calls become operations, delivered operations are applied in order.
+
+A ``Replica`` wraps any object. Its host (the simulator's, or the asyncio one over
+``mailroom.net``) owns a ``Group`` endpoint over a total-order protocol and does the
+I/O; the replica only turns calls into payloads and deliveries into outcomes:
+
+- ``submit(mid, "add", 5)``: checks the call (a ``@replicated`` method, arguments
+  that fit its signature and the codec, the size limit) and returns the payload the
+  host broadcasts as message ``mid`` (the id the group will give it: the endpoint's
+  ``sent_count + 1``). Nothing is sent when it raises. ``submit_read`` does the same
+  for an ordered read; ``read`` is a local read, at once.
+- ``deliver(message)``: applies the operation (every replica, in delivery order) and
+  returns the ``Outcome`` of this replica's own calls: the method's result, or the
+  exception it raised. A method that raises leaves the object as it was on every
+  replica: the replica rebuilds it from its journal's base and redoes the log (a
+  method declared ``checks_first`` raises only before it changes anything, so it
+  needs none of that).
+- ``view_changed(change)``: a view installed here (the object's ``on_view`` sees the
+  members), or, at a joiner, the transferred state; ``state()`` is what a
+  ``StateRequest`` asks for; ``excluded()`` fails the pending calls (their outcome is
+  unknown: the group may or may not apply them).
+- ``checkpoint()`` / ``Replica.restart(obj, pid, data)``: base plus log.
+
+``history``, if given, is called with one dict per event (see ``mailroom.replicated.history``).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Any
+
+import attrs
+
+from mailroom.core.actions import View, ViewChange
+from mailroom.core.errors import LocalError, MailroomError, RemoteError
+from mailroom.core.messages import Message, MessageId, Payload
+from mailroom.replicated.journal import COMPACT_BYTES, Entry, OperationLog, checked_base
+from mailroom.replicated.journal import checked_checkpoint as _checkpoint_parts
+from mailroom.replicated.methods import CALLER, Caller, MethodSpec, bind, fits, resolve, spec_of
+from mailroom.replicated.operations import (
+    CALL,
+    HELLO,
+    MAX_OPERATION_BYTES,
+    READ,
+    Operation,
+    carried_text,
+    owned,
+    parse,
+)
+from mailroom.replicated.state import put_state, take_state
+
+Row = dict[str, Any]
+
+
+class OutcomeUnknown(MailroomError):
+    """The replica left the group (excluded, or closed) before the call's operation was
+    delivered here: the others may or may not have applied it. Read the state to know."""
+
+
+@attrs.frozen
+class Outcome:
+    """What the caller of operation ``id`` is told: ``value``, or ``error`` raised."""
+
+    id: MessageId
+    value: Any = None
+    error: BaseException | None = None
+
+    def result(self) -> Any:
+        """The value, or raise the error."""
+        if self.error is not None:
+            raise self.error
+        return self.value
+
+
+@attrs.frozen
+class Members:
+    """What ``on_view`` is told: the view, and the latest incarnation known of each
+    pid (a member that rejoined is a new incarnation: what the old one held is gone)."""
+
+    view: View
+    incarnations: dict[int, int]
+
+    def current(self, pid: int, incarnation: int) -> bool:
+        """Is (pid, incarnation) a member now (not left, not replaced by a later one)?"""
+        return pid in self.view.members and incarnation >= self.incarnations.get(pid, 0)
+
+
+def jsonable(value: Any) -> Any:
+    """``value`` as JSON data for a history row (repr for what JSON cannot hold)."""
+    if type(value) in (str, int, bool, type(None)):
+        return value
+    return json.loads(json.dumps(value, default=repr))
+
+
+def error_data(error: BaseException) -> list[str]:
+    return [type(error).__name__, str(error)]
+
+
+class Replica:
+    """Replica ``pid`` of ``obj``: a member of ``view`` (a founder) or, with ``view``
+    None, a joiner waiting for the group's state."""
+
+    def __init__(
+        self,
+        obj: object,
+        pid: int,
+        *,
+        view: View | None = None,
+        incarnation: int = 0,
+        history: Callable[[Row], None] | None = None,
+        max_operation_bytes: int = MAX_OPERATION_BYTES,
+        compact_bytes: int = COMPACT_BYTES,
+    ) -> None:
+        if type(max_operation_bytes) is not int or max_operation_bytes < 16:
+            raise LocalError(f"max_operation_bytes must be an int >= 16: {max_operation_bytes!r}")
+        self.obj = obj
+        self.pid = pid
+        self.incarnation = incarnation
+        self.max_operation_bytes = max_operation_bytes
+        self.view: View | None = view
+        self.applied = 0
+        #: the latest incarnation applied of each pid (0 if none was seen)
+        self.incarnations: dict[int, int] = {}
+        #: this replica's calls sent and not yet applied: message id -> kind
+        self.pending: dict[MessageId, str] = {}
+        #: a rejoined member owes the group a hello (``hello()``)
+        self._owes_hello = False
+        self._history = history
+        self._hook: Callable[[Members], None] | None = getattr(obj, "on_view", None)
+        base, size = self._base() if view is not None else ({}, 0)
+        self.journal = OperationLog(base, size, compact_bytes)
+        if view is not None:
+            self._started()
+
+    # -- the caller's side ----------------------------------------------------------------
+    def submit(self, mid: MessageId, method: str, *args: Any, **kwargs: Any) -> Payload:
+        """The payload to broadcast as message ``mid`` for the call ``method(*args)``."""
+        fn, spec = self._method(method)
+        if spec is None:
+            raise LocalError(
+                f"{method} is not @replicated", hint="read it with read() or an ordered read"
+            )
+        return self._expect(mid, CALL, method, bind(fn, spec, args, kwargs))
+
+    def submit_read(self, mid: MessageId, method: str, *args: Any, **kwargs: Any) -> Payload:
+        """The payload of an ordered read: evaluated here at its place in the order."""
+        fn, spec = self._method(method)
+        if spec is not None:
+            raise LocalError(f"{method} is @replicated: it is a call, not a read")
+        if not callable(fn):
+            if args or kwargs:
+                raise LocalError(f"{method} is an attribute: it takes no arguments")
+            return self._expect(mid, READ, method, ([], {}))
+        return self._expect(mid, READ, method, bind(fn, None, args, kwargs))
+
+    def withdraw(self, mid: MessageId) -> None:
+        """The host could not send ``mid``: forget the call."""
+        if self.pending.pop(mid, None) is not None:
+            self._note("result", op=[mid.origin, mid.seq], withdrawn=True)
+
+    def read(self, method: str, *args: Any, **kwargs: Any) -> Any:
+        """A local read: ``method(*args)`` (or the attribute ``method``) on this replica now.
+        Do not change what it returns: it may be the replica's own data."""
+        fn, spec = self._method(method)
+        if spec is not None:
+            raise LocalError(f"{method} is @replicated: calling it here alone would diverge")
+        return fn(*args, **kwargs) if callable(fn) else fn
+
+    def _method(self, method: str) -> tuple[Any, MethodSpec | None]:
+        if self.view is None:
+            raise LocalError(
+                f"replica P{self.pid} is not a member of the group now",
+                hint="wait until it has joined (its first ViewChange brings the state)",
+            )
+        fn = resolve(self.obj, method)
+        return fn, spec_of(fn)
+
+    def _expect(
+        self, mid: MessageId, kind: str, method: str, bound: tuple[list[Any], dict[str, Any]]
+    ) -> Payload:
+        if mid in self.pending:
+            raise LocalError(f"{mid} is already a pending call")
+        op = Operation(kind, self.incarnation, method, *bound)
+        text = carried_text(op.payload(), f"the call {method}", self.max_operation_bytes)
+        payload = json.loads(text)  # the caller may change its arguments afterwards
+        self.pending[mid] = kind
+        self._note("call", op=[mid.origin, mid.seq], payload=payload)
+        return payload
+
+    # -- the group's side -----------------------------------------------------------------------
+    def deliver(self, message: Message) -> list[Outcome]:
+        """Apply the delivered operation; the outcome if it is one of this replica's calls."""
+        if self.view is None:
+            raise LocalError(f"replica P{self.pid} got a delivery while not a member")
+        mid = message.id
+        kind = self.pending.pop(mid, None)
+        value, error, entry, size = self._apply(mid, message.payload, kind == READ)
+        index = self.applied
+        self.applied += 1
+        self.journal.add(entry, size)
+        self._note("apply", index=index, op=[mid.origin, mid.seq])
+        if self.journal.due():
+            self.journal.rebase(*self._base())
+        if kind is None:
+            return []
+        if error is not None:
+            self._note("result", op=[mid.origin, mid.seq], error=error_data(error))
+        else:
+            self._note("result", op=[mid.origin, mid.seq], value=jsonable(value))
+        return [Outcome(mid, value, error)]
+
+    def replay(self, message: Message) -> Outcome:
+        """Apply ``message`` as if this replica had made the call, and return its outcome
+        (how the history checker replays a delivered order)."""
+        payload = message.payload
+        read = type(payload) is list and payload[:1] == [READ]
+        self.pending[message.id] = READ if read else CALL
+        return self.deliver(message)[0]
+
+    def _apply(
+        self, mid: MessageId, payload: Payload, evaluate: bool
+    ) -> tuple[Any, BaseException | None, Entry, int]:
+        """Apply one operation: (value, error, journal entry, its size in bytes)."""
+        try:
+            op = parse(payload)
+        except RemoteError as exc:
+            return None, exc, ["x", mid.origin, mid.seq, 0], 16
+        skip: Entry = ["x", mid.origin, mid.seq, op.incarnation]
+        self._meet(mid.origin, op.incarnation)
+        if op.kind == HELLO:
+            return None, None, skip, 16
+        if op.kind == READ:
+            if not evaluate:
+                return None, None, skip, 16
+            try:
+                return self.read(op.method, *op.args, **op.kwargs), None, skip, 16
+            except Exception as exc:
+                return None, exc, skip, 16
+        try:
+            fn, spec = self._method(op.method)
+            if spec is None:
+                raise LocalError(f"{op.method} is not @replicated")
+            if not fits(fn, spec, op.args, op.kwargs):
+                bind(fn, spec, tuple(op.args), op.kwargs)  # raises, saying why
+                raise LocalError(f"{op.method} does not take {op.args!r:.60}, {op.kwargs!r:.60}")
+        except LocalError as exc:
+            return None, exc, skip, 16
+        try:
+            value, size = self._call(fn, spec, Caller(mid.origin, op.incarnation), op)
+        except Exception as exc:
+            if not spec.checks_first:
+                self.rebuild()
+                self._meet(mid.origin, op.incarnation)
+            return None, exc, skip, 16
+        return value, None, ["m", mid.origin, mid.seq, payload], size
+
+    @staticmethod
+    def _call(fn: Any, spec: MethodSpec, caller: Caller, op: Operation) -> tuple[Any, int]:
+        """Apply ``op``: the method's value and the size of the operation."""
+        args, kwargs, size = owned(op)
+        if spec.caller:
+            kwargs[CALLER] = caller
+        return fn(*args, **kwargs), size
+
+    def _meet(self, pid: int, incarnation: int) -> None:
+        """An operation of (pid, incarnation): a later incarnation replaces the earlier."""
+        if incarnation > self.incarnations.get(pid, 0):
+            self.incarnations[pid] = incarnation
+            if self._hook is not None and self.view is not None:
+                self._hook(Members(self.view, dict(self.incarnations)))
+
+    def view_changed(self, change: ViewChange, *, incarnation: int | None = None) -> list[Outcome]:
+        """``change`` is installed here; at a joiner (``change.state`` set) the state
+        arrives, and ``incarnation`` is the joiner's (its endpoint's) incarnation."""
+        if change.state is not None:
+            self._joined(change, self.incarnation if incarnation is None else incarnation)
+            return []
+        if self.view is None:
+            raise LocalError(f"replica P{self.pid} got a ViewChange without state while out")
+        self._install(change.view)
+        members = list(change.view.members)
+        self.journal.add(["v", change.view.id, members], 16 + 4 * len(members))
+        self._note("view", after=self.applied, view=change.view.id, members=members)
+        return []
+
+    def _install(self, view: View) -> None:
+        self.view = view
+        if self._hook is not None:
+            self._hook(Members(view, dict(self.incarnations)))
+
+    def _joined(self, change: ViewChange, incarnation: int) -> None:
+        base = checked_base(change.state)
+        self.incarnation = incarnation
+        self._load(base)
+        self.view = change.view
+        self.journal.rebase(*self._base())
+        self._started()
+        self._owes_hello = incarnation > self.incarnations.get(self.pid, 0)
+
+    def hello(self, mid: MessageId) -> Payload | None:
+        """After a rejoin, the payload the host broadcasts as ``mid``: it tells every
+        replica, at one point of the order, that this pid's older incarnation is gone
+        (its locks, say, are released). None when nothing is owed."""
+        if not self._owes_hello or self.view is None:
+            return None
+        self._owes_hello = False
+        payload = Operation(HELLO, self.incarnation).payload()
+        self._note("call", op=[mid.origin, mid.seq], payload=payload)
+        return payload
+
+    def state(self) -> Payload:
+        """The replica's state as data, for a joiner (a ``StateRequest``): it also
+        becomes the journal's base, since it was taken anyway."""
+        base, size = self._base()
+        self.journal.rebase(base, size)
+        return base
+
+    def excluded(self) -> list[Outcome]:
+        """This member is out of the group: its pending calls' outcome is unknown."""
+        self.view = None
+        out = []
+        for mid in self.pending:
+            error = OutcomeUnknown(f"P{self.pid} left the group before {mid} was delivered here")
+            out.append(Outcome(mid, None, error))
+            self._note("result", op=[mid.origin, mid.seq], unknown=True)
+        self.pending = {}
+        self._note("out")
+        return out
+
+    # -- base, log, checkpoint -------------------------------------------------------------------
+    def _base(self) -> tuple[dict[str, Any], int]:
+        assert self.view is not None
+        state, text = take_state(self.obj)
+        incs = [[p, k] for p, k in sorted(self.incarnations.items())]
+        base = {
+            "object": state,
+            "applied": self.applied,
+            "view": [self.view.id, list(self.view.members)],
+            "incarnations": incs,
+        }
+        return base, len(text) + 32 + 8 * len(incs) + 4 * len(self.view.members)
+
+    def _load(self, base: dict[str, Any]) -> None:
+        put_state(self.obj, base["object"])
+        self.applied = base["applied"]
+        self.view = View(base["view"][0], tuple(base["view"][1]))
+        self.incarnations = {p: k for p, k in base["incarnations"]}
+
+    def rebuild(self) -> None:
+        """Back to the journal's base, then redo its log (after a method raised)."""
+        applied = self.applied
+        self._load(self.journal.base)
+        try:
+            for entry in self.journal.log:
+                self._redo(entry)
+        except Exception as exc:
+            raise LocalError(
+                f"replica P{self.pid}: redoing its log raised {type(exc).__name__}: {exc}",
+                hint="replicated methods must be deterministic",
+            ) from exc
+        self.applied = applied
+
+    def _redo(self, entry: Entry) -> None:
+        if entry[0] == "v":
+            self._install(View(entry[1], tuple(entry[2])))
+        elif entry[0] == "x":
+            self._meet(entry[1], entry[3])
+        else:
+            op = parse(entry[3])
+            self._meet(entry[1], op.incarnation)
+            if op.kind == CALL:
+                fn, spec = self._method(op.method)
+                assert spec is not None
+                self._call(fn, spec, Caller(entry[1], op.incarnation), op)
+
+    def checkpoint(self) -> dict[str, Any]:
+        """Base plus log, as data: ``Replica.restart`` resumes from it."""
+        data = self.journal.checkpoint()
+        data["replica"] = [self.pid, self.incarnation]
+        return data
+
+    @classmethod
+    def restart(cls, obj: object, pid: int, data: object, **options: Any) -> Replica:
+        """A replica of ``obj`` resumed from ``checkpoint()`` data; LocalError if the data
+        is not a checkpoint (``obj``, as built fresh, is left as the checkpoint says)."""
+        base, log = _checkpoint_parts(data)
+        assert isinstance(data, dict)
+        who = data.get("replica")
+        if who is not None and (type(who) is not list or who[:1] != [pid]):
+            raise LocalError(f"the checkpoint is of replica {who!r}, not P{pid}")
+        incarnation = int(who[1]) if who is not None else 0
+        replica = cls(obj, pid, incarnation=incarnation, **options)
+        replica._load(base)
+        replica.journal.rebase(base, len(json.dumps(base)))
+        for entry in log:
+            replica._redo(entry)
+            replica.journal.add(entry, len(json.dumps(entry)))
+            if entry[0] != "v":
+                replica.applied += 1
+        replica._started()
+        return replica
+
+    # -- history ------------------------------------------------------------------------------
+    def _started(self) -> None:
+        assert self.view is not None
+        self._note(
+            "start", applied=self.applied, view=self.view.id, members=list(self.view.members)
+        )
+
+    def _note(self, row: str, **fields: Any) -> None:
+        if self._history is not None:
+            self._history({"row": row, "replica": self.pid, "inc": self.incarnation, **fields})
+
+
+__all__ = ["Members", "Outcome", "OutcomeUnknown", "Replica"]

@@ -1,0 +1,319 @@
+"""The replica's rules, by exact examples: what a call may carry (refused before anything
+is sent), the same error everywhere and the state unchanged, reads, snapshots (never
+pickle), the journal's compaction, checkpoint and restart, malformed operations, and
+the batteries' behaviour (PySyncObj's and more)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from mailroom.core.actions import View, ViewChange
+from mailroom.core.errors import LocalError
+from mailroom.core.messages import Message, MessageId
+from mailroom.replicated import (
+    MAX_OPERATION_BYTES,
+    Bundle,
+    Caller,
+    OutcomeUnknown,
+    ReplCounter,
+    ReplDict,
+    Replica,
+    ReplList,
+    ReplLockManager,
+    ReplPriorityQueue,
+    ReplQueue,
+    ReplSet,
+    SimGroup,
+    replicated,
+)
+from mailroom.replicated.state import put_state, take_state
+
+VIEW = View(1, (0, 1))
+
+
+class Notes:
+    """A user class: one replicated method that changes the state before it may raise."""
+
+    def __init__(self) -> None:
+        self.lines: list[str] = []
+
+    @replicated
+    def add(self, line: str, *, strict: bool = False) -> int:
+        self.lines.append(line)
+        if strict and not line:
+            raise ValueError("an empty line")
+        return len(self.lines)
+
+    def count(self) -> int:
+        return len(self.lines)
+
+
+def pair(factory: Any = Notes, **options: Any) -> list[Replica]:
+    return [Replica(factory(), p, view=VIEW, **options) for p in (0, 1)]
+
+
+def run(replicas: list[Replica], origin: int, method: str, *args: Any, **kwargs: Any) -> Any:
+    """``origin`` calls; every replica applies; the caller's outcome."""
+    mid = MessageId(origin, len(replicas[origin].pending) + replicas[origin].applied + 1)
+    payload = replicas[origin].submit(mid, method, *args, **kwargs)
+    outcomes = [r.deliver(Message(mid, origin, payload)) for r in replicas]
+    return outcomes[origin][0]
+
+
+# -- what a call may carry -------------------------------------------------------------------
+@pytest.mark.parametrize(
+    ("args", "kwargs", "message"),
+    [
+        (({1, 2},), {}, "cannot be encoded"),
+        ((("a", "b"),), {}, "cannot be encoded"),
+        ((float("nan"),), {}, "not finite"),
+        ((2**70,), {}, "64 bits"),
+        (({1: "x"},), {}, "not a string"),
+        (("x" * MAX_OPERATION_BYTES,), {}, "above the limit"),
+        ((), {}, "missing a required argument"),
+        (("a", "b"), {}, "too many positional"),
+        (("a",), {"loud": True}, "unexpected keyword"),
+    ],
+)
+def test_a_call_the_codec_cannot_carry_is_refused_before_anything_is_sent(
+    args: tuple[Any, ...], kwargs: dict[str, Any], message: str
+) -> None:
+    r = Replica(Notes(), 0, view=VIEW)
+    with pytest.raises(LocalError, match=message):
+        r.submit(MessageId(0, 1), "add", *args, **kwargs)
+    assert r.pending == {} and r.obj.lines == []  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize(
+    ("method", "message"),
+    [("count", "not @replicated"), ("_secret", "not a public"), ("nope", "has no method")],
+)
+def test_only_replicated_public_methods_are_calls(method: str, message: str) -> None:
+    with pytest.raises(LocalError, match=message):
+        Replica(Notes(), 0, view=VIEW).submit(MessageId(0, 1), method)
+
+
+def test_reads_are_reads_and_calls_are_calls() -> None:
+    r = Replica(Notes(), 0, view=VIEW)
+    with pytest.raises(LocalError, match="would diverge"):
+        r.read("add", "x")
+    with pytest.raises(LocalError, match="a call, not a read"):
+        r.submit_read(MessageId(0, 1), "add", "x")
+    assert r.read("count") == 0 and r.read("lines") == []
+    with pytest.raises(LocalError, match="not a member"):
+        Replica(Notes(), 0).read("count")  # a joiner before its state
+
+
+def test_the_arguments_are_copied_at_the_call() -> None:
+    r = pair(ReplList)
+    item = [1, 2]
+    mid = MessageId(0, 1)
+    payload = r[0].submit(mid, "append", item)
+    item.append(3)  # the caller changes its list after the call
+    for x in r:
+        x.deliver(Message(mid, 0, payload))
+    assert r[0].read("items") == r[1].read("items") == [[1, 2]]
+    assert r[0].obj._list[0] is not r[1].obj._list[0]  # type: ignore[attr-defined]
+
+
+# -- errors and rollback ------------------------------------------------------------------------
+def test_a_method_that_raises_leaves_every_replica_as_it_was() -> None:
+    r = pair()
+    assert run(r, 0, "add", "one").result() == 1
+    failed = run(r, 1, "add", "", strict=True)
+    with pytest.raises(ValueError, match="an empty line"):
+        failed.result()
+    assert [x.read("lines") for x in r] == [["one"], ["one"]]
+    assert run(r, 0, "add", "two").result() == 2
+    assert [x.applied for x in r] == [3, 3]
+
+
+def test_a_malformed_operation_is_an_error_everywhere_and_changes_nothing() -> None:
+    r = pair()
+    for payload in (["c", 0, "add"], ["z"], "add", ["c", -1, "add", []], ["c", 0, "count", []]):
+        mid = MessageId(1, r[1].applied + 1)
+        r[1].pending[mid] = "c"
+        outcome = [x.deliver(Message(mid, 1, payload)) for x in r][1][0]
+        assert outcome.error is not None
+    assert [x.read("lines") for x in r] == [[], []] and r[0].applied == 5
+
+
+def test_a_caller_method_gets_the_calling_member() -> None:
+    seen: list[Caller] = []
+
+    class Who:
+        @replicated(caller=True)
+        def me(self, *, caller: Caller) -> list[int]:
+            seen.append(caller)
+            return [caller.pid, caller.incarnation]
+
+        def __replicated_state__(self) -> list[Any]:
+            return []
+
+        def __replicated_restore__(self, state: Any) -> None:
+            return None
+
+    r = pair(Who)
+    assert run(r, 1, "me").result() == [1, 0] and seen == [Caller(1, 0)] * 2
+    with pytest.raises(LocalError, match="filled in by the replica"):
+        r[0].submit(MessageId(0, 1), "me", caller=Caller(5, 5))
+    with pytest.raises(LocalError, match="takes no 'caller'"):
+        replicated(caller=True)(lambda self: None)
+
+
+# -- snapshots, compaction, checkpoint, restart -------------------------------------------------
+def test_the_default_state_must_be_plain_data() -> None:
+    class Loose:
+        def __init__(self) -> None:
+            self.pair = (1, 2)
+
+    with pytest.raises(LocalError, match="__replicated_state__"):
+        take_state(Loose())
+    notes = Notes()
+    notes.lines.append("x")
+    state, _ = take_state(notes)
+    notes.lines.append("y")  # the state handed out is a copy
+    assert state == {"lines": ["x"]}
+    put_state(notes, state)
+    assert notes.lines == ["x"]
+
+
+def test_the_log_is_compacted_and_a_checkpoint_restarts_the_replica() -> None:
+    r = pair(ReplDict, compact_bytes=512)
+    for k in range(300):
+        run(r, k % 2, "set", f"k{k % 7}", k)
+    journal = r[0].journal
+    assert journal.compactions > 5 and journal.log_bytes < 2 * max(512, journal.base_bytes)
+    data = json.loads(json.dumps(r[0].checkpoint()))  # it is plain data
+    again = Replica.restart(ReplDict(), 0, data)
+    assert again.read("items") == r[0].read("items") and again.applied == r[0].applied == 300
+    with pytest.raises(LocalError, match="not a replica checkpoint"):
+        Replica.restart(ReplDict(), 0, {"format": 0})
+    with pytest.raises(LocalError, match="is of replica"):
+        Replica.restart(ReplDict(), 1, data)
+    bad = dict(data, log=[["m", "x", 1, []]])
+    with pytest.raises(LocalError, match="malformed"):
+        Replica.restart(ReplDict(), 0, bad)
+
+
+def test_a_joiner_takes_the_state_and_views_are_in_the_journal() -> None:
+    r = pair(ReplLockManager)
+    assert run(r, 1, "acquire", "L").result() is True
+    state = r[0].state()
+    joiner = Replica(ReplLockManager(), 2, incarnation=0)
+    joiner.view_changed(ViewChange(View(2, (0, 1, 2)), (2,), (), state), incarnation=0)
+    assert joiner.read("holder", "L") == [1, 0, ""] and joiner.applied == 1
+    assert joiner.hello(MessageId(2, 1)) is None  # a first incarnation owes no hello
+    for x in [*r, joiner]:
+        if x is not joiner:
+            x.view_changed(ViewChange(View(3, (0, 2)), (), (1,)))
+    assert r[0].read("held") == {} and r[0].journal.log[-1] == ["v", 3, [0, 2]]
+    with pytest.raises(LocalError, match="holds object, applied"):
+        Replica(Notes(), 3).view_changed(ViewChange(VIEW, (3,), (), {"x": 1}))
+
+
+def test_an_excluded_replica_tells_its_callers_the_outcome_is_unknown() -> None:
+    r = Replica(Notes(), 0, view=VIEW)
+    r.submit(MessageId(0, 1), "add", "x")
+    (outcome,) = r.excluded()
+    with pytest.raises(OutcomeUnknown):
+        outcome.result()
+    with pytest.raises(LocalError, match="not a member"):
+        r.submit(MessageId(0, 2), "add", "y")
+
+
+def test_a_bundle_holds_several_objects_in_one_order() -> None:
+    def make() -> Bundle:
+        return Bundle(hits=ReplCounter(), tags=ReplSet())
+
+    r = pair(make)
+    assert run(r, 0, "hits.inc").result() == 1
+    assert run(r, 1, "tags.add", "x").result() is True
+    state = r[1].state()
+    fresh = Replica(make(), 2)
+    fresh.view_changed(ViewChange(View(2, (0, 1, 2)), (2,), (), state))
+    assert fresh.read("hits.get") == 1 and fresh.read("tags.items") == ["x"]
+    with pytest.raises(TypeError, match="public"):
+        Bundle(_x=ReplCounter())
+
+
+# -- the batteries -------------------------------------------------------------------------------
+def calls(factory: Any, *steps: tuple[str, tuple[Any, ...]]) -> list[Any]:
+    """Apply ``steps`` on two replicas; the results (or error type names)."""
+    r = pair(factory)
+    out = []
+    for method, args in steps:
+        outcome = run(r, 0, method, *args)
+        out.append(type(outcome.error).__name__ if outcome.error else outcome.value)
+    assert take_state(r[0].obj) == take_state(r[1].obj)
+    return out
+
+
+def test_the_dict() -> None:
+    got = calls(
+        ReplDict,
+        ("set", ("a", [1])),
+        ("setdefault", ("a", 5)),
+        ("setdefault", (2, "two")),
+        ("incr", ("n",)),
+        ("incr", ("a",)),
+        ("cas", ("n", 1, 10)),
+        ("cas", ("n", 1, 11)),
+        ("pop", ("missing",)),
+        ("pop", ("missing", "d")),
+        ("delete", (2,)),
+        ("update", ([["b", 2], ["c", 3]],)),
+        ("update", ([["b", 2], [[], 3]],)),
+        ("set", ([], 1)),
+        ("pop", ("c",)),
+    )
+    assert got == [
+        None, [1], "two", 1, "TypeError", True, False, "KeyError", "d", True, None,
+        "TypeError", "TypeError", 3,
+    ]  # fmt: skip
+
+
+def test_the_counter_set_and_list() -> None:
+    assert calls(ReplCounter, ("add", (5,)), ("sub", (2,)), ("inc", ()), ("add", ("x",))) == [
+        5, 3, 4, "TypeError",
+    ]  # fmt: skip
+    assert calls(
+        ReplSet,
+        ("add", ("x",)), ("add", ("x",)), ("update", (["y", "z", "y"],)), ("discard", ("q",)),
+        ("remove", ("q",)), ("pop", ()), ("add", ([1],)),
+    ) == [True, False, 2, False, "KeyError", "x", "TypeError"]  # fmt: skip
+    assert calls(
+        ReplList,
+        ("append", (3,)), ("extend", ([1, 2],)), ("insert", (0, 9)), ("sort", ()),
+        ("pop", ()), ("remove", (7,)), ("set", (5, 0)), ("append", ("s",)), ("sort", ()),
+    ) == [1, 3, None, None, 9, "ValueError", "IndexError", 4, "TypeError"]  # fmt: skip
+
+
+def test_the_queues() -> None:
+    assert calls(
+        lambda: ReplQueue(2),
+        ("put", ("a",)), ("put", ("b",)), ("put", ("c",)), ("get", ()), ("get", ()), ("get", ()),
+    ) == [True, True, False, "a", "b", None]  # fmt: skip
+    assert calls(
+        ReplPriorityQueue,
+        ("put", (5,)), ("put", (1,)), ("put", (3,)), ("put", ("x",)), ("get", ()), ("get", ()),
+    ) == [True, True, True, "TypeError", 1, 3]  # fmt: skip
+
+
+def test_the_lock_is_released_when_its_holder_leaves_the_view() -> None:
+    g = SimGroup(ReplLockManager, 3, "sequencer", adversarial=True)
+    a, b = g.call(2, "acquire", "L"), g.call(1, "acquire", "L")
+    g.settle()
+    assert a.result() is True and b.result() is False
+    assert g.call(1, "release", "L") and True
+    g.settle()
+    assert g.read(0, "holder", "L") == [2, 0, ""]  # only its holder releases it
+    g.leave(2)
+    g.settle()
+    assert g.read(0, "held") == g.read(1, "held") == {}
+    c = g.call(1, "acquire", "L")
+    g.settle()
+    assert c.result() is True and g.read(0, "holder", "L") == [1, 0, ""]

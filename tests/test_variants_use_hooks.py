@@ -1,0 +1,102 @@
+"""The known-buggy variants and the lab change protocols through documented hooks
+(``mailroom.core.hooks``), never through names private to a protocol."""
+
+from __future__ import annotations
+
+import ast
+import inspect
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+import mailroom.lab.total
+import mailroom.testing.variants
+import mailroom.testing.variants_total
+from mailroom import CBCAST, KS, RST, Reliable, Sequencer, Skeen, TaggedCausalBroadcast
+from mailroom.core import EndpointBase, hook, hooks
+from mailroom.core.endpoint import Endpoint
+
+MODULES = [mailroom.testing.variants, mailroom.testing.variants_total, mailroom.lab.total]
+#: What every endpoint offers a host (the Endpoint contract and the capabilities).
+CONTRACT = {name for name in dir(Endpoint) if not name.startswith("_")} | {
+    "send",
+    "broadcast",
+    "multicast",
+    "consume",
+    "can_send",
+    "__init__",
+}
+#: EndpointBase's helpers for subclasses (documented in docs/writing-a-protocol.md).
+BASE_HELPERS = {name for name in vars(EndpointBase) if name.startswith("_")}
+
+
+def _variants(module: ModuleType) -> list[type]:
+    return [
+        cls
+        for cls in vars(module).values()
+        if inspect.isclass(cls) and cls.__module__ == module.__name__
+    ]
+
+
+@pytest.mark.parametrize("module", MODULES, ids=lambda m: m.__name__)
+def test_variants_override_only_hooks_and_the_endpoint_contract(module: ModuleType) -> None:
+    for cls in _variants(module):
+        bases = [b for b in cls.__mro__[1:] if b.__module__ != module.__name__]
+        base_hooks = {name for base in bases for name in hooks(base)}
+        inherited = {name for base in bases for name in vars(base)}
+        for name in vars(cls):
+            if callable(vars(cls)[name]) and name in inherited:
+                assert name in base_hooks or name in CONTRACT, (cls.__name__, name)
+
+
+@pytest.mark.parametrize("module", MODULES, ids=lambda m: m.__name__)
+def test_variants_use_no_name_private_to_a_protocol(module: ModuleType) -> None:
+    tree = ast.parse(Path(inspect.getfile(module)).read_text(encoding="utf-8"))
+    own = {n.name for n in ast.walk(tree) if isinstance(n, ast.FunctionDef | ast.ClassDef)}
+    own |= {
+        t.attr
+        for n in ast.walk(tree)
+        if isinstance(n, ast.Assign | ast.AnnAssign)
+        for t in (n.targets if isinstance(n, ast.Assign) else [n.target])
+        if isinstance(t, ast.Attribute)
+    }
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom):
+            assert not any(a.name.startswith("_") for a in node.names), ast.dump(node)
+        if isinstance(node, ast.Attribute) and node.attr.startswith("_"):
+            name = node.attr
+            if not name.startswith("__"):
+                assert name in own or name in BASE_HELPERS, (module.__name__, name)
+
+
+def test_every_hook_is_documented_as_a_rule() -> None:
+    expected = {
+        Skeen: {"learn_final", "next_delivery"},
+        Sequencer: {"deliver_order", "deliver_batch"},
+        RST: {"attached", "count_sent"},
+        KS: {"piggyback", "implied_by"},
+        CBCAST: {"batch_deliverable"},
+        Reliable: {"on_copy"},
+        TaggedCausalBroadcast: {"stamp"},
+    }
+    for cls, names in expected.items():
+        found = hooks(cls)
+        assert set(found) == names, cls
+        for name, line in found.items():
+            assert line.startswith("Rule"), (cls.__name__, name)
+            assert f"``{name}``" in (inspect.getmodule(cls).__doc__ or ""), (cls, name)
+
+
+def test_hook_marks_a_method_and_changes_nothing_else() -> None:
+    class Base:
+        @hook
+        def rule(self) -> int:
+            """Rule: one."""
+            return 1
+
+    class Variant(Base):
+        def rule(self) -> int:
+            return 2
+
+    assert hooks(Variant) == {"rule": "Rule: one."} and Variant().rule() == 2
