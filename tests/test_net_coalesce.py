@@ -20,6 +20,7 @@ from mailroom.core.errors import LocalError
 from mailroom.core.messages import Message, MessageId
 from mailroom.core.stack import Stack
 from mailroom.net import Node, NodeConfig
+from mailroom.net.metrics import metrics_routes
 from mailroom.net.outgoing import LOT_LIMIT
 from mailroom.protocols import CBCAST, Fifo, Reliable, Sequencer, Skeen
 from mailroom.trace import Event, check, read_header, read_jsonl
@@ -84,17 +85,31 @@ def test_the_broadcasts_of_one_turn_ride_one_step_and_one_frame_per_peer() -> No
         after = _counts(nodes[0])
         await _until(lambda: all(len(g) == 50 for g in got))
         seen = [(n.stats.data_frames_in, n.stats.steps) for n in nodes[1:]]
+        scraped = (_scraped(nodes[0]), _counts(nodes[0]))  # the metrics say the counters
         for node in nodes:
             await node.close()
-        return [before, mids, during, after, seen, got]
+        return [before, mids, during, after, seen, got, scraped]
 
-    before, mids, during, after, seen, got = asyncio.run(main())
+    before, mids, during, after, seen, got, scraped = asyncio.run(main())
     assert mids == [MessageId(0, k + 1) for k in range(50)]
     assert during == (before, 0)
     # one step; one frame to each peer, carrying one batch packet
     assert after == (before[0] + 1, before[1] + 2, before[2] + 2)
     assert seen == [(1, 1), (1, 1)]  # each peer: one frame, taken in one step
     assert all([m.payload for m in g] == [f"m{k}" for k in range(50)] for g in got)
+    assert scraped[0] == scraped[1]
+
+
+def _scraped(node: Node) -> tuple[float, float, float]:
+    """Steps, data frames and packets sent, as the node's Prometheus metrics say."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    body, _ = metrics_routes(node)["/metrics"]()
+    found = {s.name: s.value for f in text_string_to_metric_families(body.decode())
+             for s in f.samples}  # fmt: skip
+    names = ("steps", "data_frames_out", "frames_out")
+    steps, frames, packets = (found[f"mailroom_{name}_total"] for name in names)
+    return steps, frames, packets
 
 
 def test_a_run_of_unicasts_rides_one_step_and_one_frame() -> None:
