@@ -88,6 +88,7 @@ def test_a_step_writes_its_inputs_not_the_whole_state(tmp_path: Path) -> None:
         for _ in range(300):
             before = log_of(ckpt).stat().st_size + ckpt.stat().st_size
             node.broadcast(payload)
+            node.flush()  # a step now, not with the other sends of this turn
             written.append(log_of(ckpt).stat().st_size + ckpt.stat().st_size - before)
         state = len(json.dumps(node.endpoint.snapshot()))
         await node.close()

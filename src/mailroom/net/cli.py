@@ -184,6 +184,9 @@ def build_parser(
     p.add_argument("--handshake-timeout", type=float, default=None, metavar="SECONDS",
                    help="close connections not authenticated in time (default 10)")  # fmt: skip
     p.add_argument("--listen-fd", type=int, help="an inherited listening socket to use")
+    p.add_argument("--linger", type=float, default=0.0, metavar="SECONDS",
+                   help="let the sends of several turns gather this long before they go "
+                   "(default 0: each turn's sends go when the turn ends)")  # fmt: skip
     p.add_argument("--delay", action="append", default=[], metavar="PID=SECONDS",
                    help="hold frames to PID back (a slow link)")  # fmt: skip
     g = p.add_argument_group("group membership")
@@ -279,7 +282,8 @@ def node_of(args: argparse.Namespace, app: GroupApp | None) -> Node:
     node = Node(endpoint, peers, key, checkpoint=args.checkpoint, trace=args.trace,
                 run=args.run, delays=parse_delays(args.delay), listen=listen,
                 encrypt=args.encrypt, sync=args.sync, handshake_timeout=args.handshake_timeout,
-                rejoin=contacts, address=args.address, **hooks)  # fmt: skip
+                rejoin=contacts, address=args.address, linger=args.linger,
+                **hooks)  # fmt: skip
     if app is not None and node.joined:  # resumed its view: the application too
         app.resume(node.resumed_state)
         app.joined.set()

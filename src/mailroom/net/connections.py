@@ -70,6 +70,7 @@ class Inbound(asyncio.Protocol):
                     items = self.opener.open_many(body)
                 else:
                     raise fr.FrameError("garbage", f"frame type {kind} after the handshake")
+                self.owner.stats.data_frames_in += 1
                 try:
                     batch += self._decode_all(items)  # the whole frame, or none of it
                 except Mislabeled as exc:  # authentic, numbered: refused, the link stays
@@ -94,7 +95,13 @@ class Inbound(asyncio.Protocol):
                 carried = carried_message_id(packet)
             except RemoteError as exc:
                 raise fr.FrameError("garbage", f"undecodable packet: {exc}") from None
-            if carried != mid:  # the packet, not the header, says what it carries
+            # the packet, not the header, says what it carries (compared field by field:
+            # this runs for every packet received)
+            if carried is None or mid is None:
+                same = carried is mid
+            else:
+                same = carried.origin == mid.origin and carried.seq == mid.seq
+            if not same:
                 raise Mislabeled(f"frame names message id {mid}, its packet carries {carried}")
             out.append((packet, item))
         return out

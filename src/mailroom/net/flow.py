@@ -1,5 +1,8 @@
 """Flow control: whether a node can take a send now (the endpoint's windows and the
-bound on the packets the reliable layer keeps unacknowledged, ``max_retained``)."""
+bound on the packets the reliable layer keeps unacknowledged, ``max_retained``).
+
+The answers change only when the endpoint does (a step, or a send given to it), so
+they are kept until ``changed()``: the application may ask before every send."""
 
 from __future__ import annotations
 
@@ -19,6 +22,12 @@ class Flow:
         layers = list(endpoint.layers) if isinstance(endpoint, Stack) else [endpoint]
         self.keepers = [x for x in layers if hasattr(x, "retained")]
         self.fit = self._windows_fit(n)
+        self._open: bool | None = None
+        self._full: bool | None = None
+
+    def changed(self) -> None:
+        """The endpoint changed: ask it again next time."""
+        self._open = self._full = None
 
     def _windows_fit(self, n: int) -> bool:
         """True when open windows alone cannot hold ``max_retained`` packets, so the
@@ -38,15 +47,19 @@ class Flow:
         return sum(int(x.retained()) for x in self.keepers)
 
     def windows_open(self) -> bool:
-        return not self.controlled or bool(self.endpoint.can_send())
+        """True when the endpoint's flow-controlled layers would send at once."""
+        if self._open is None:
+            self._open = not self.controlled or bool(self.endpoint.can_send())
+        return self._open
 
     def full(self) -> bool:
         """True when the reliable layer keeps ``max_retained`` unacknowledged packets."""
-        if self.max_retained is None:
-            return False
-        if self.fit and self.windows_open():
-            return False
-        return self.retained() >= self.max_retained
+        if self._full is None:
+            if self.max_retained is None or (self.fit and self.windows_open()):
+                self._full = False
+            else:
+                self._full = self.retained() >= self.max_retained
+        return self._full
 
 
 __all__ = ["Flow"]

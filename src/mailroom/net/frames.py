@@ -67,6 +67,7 @@ _KINDS = frozenset((CHALLENGE, HELLO, DATA, BATCH, INTRO, PROOF, GREET, CLAIM, C
 MAX_BATCH = 0xFFFF
 #: What a DATA frame's packet carries: a control packet, a unicast message, a broadcast.
 CONTROL, UNICAST, BROADCAST = 0, 1, 2
+_CARRIES = frozenset((CONTROL, UNICAST, BROADCAST))
 
 _LEN = struct.Struct(">IB")
 _INTRO = struct.Struct(">HH32sB16s")  # sender, dest, table digest, flags, connector nonce
@@ -320,7 +321,7 @@ class Opener(_Session):
             raise FrameError(
                 "replayed", f"DATA frame numbered {counter}, expected {self.counter + 1}"
             )
-        if carries not in (CONTROL, UNICAST, BROADCAST):
+        if carries not in _CARRIES:
             raise FrameError("garbage", f"DATA frame says it carries kind {carries}")
         self.counter = counter
         mid = MessageId(origin, seq) if carries != CONTROL else None
@@ -338,16 +339,17 @@ class Opener(_Session):
             raise FrameError("garbage", "BATCH frame of no packets")
         out: list[Data] = []
         pos, end = _BATCH.size, len(signed)
+        unpack, head = _ENTRY.unpack_from, _ENTRY.size
         for _ in range(count):
-            if end - pos < _ENTRY.size:
+            if end - pos < head:
                 raise FrameError("garbage", "BATCH frame ends inside an entry")
-            carries, origin, seq, size = _ENTRY.unpack_from(signed, pos)
-            pos += _ENTRY.size
-            if carries not in (CONTROL, UNICAST, BROADCAST):
+            carries, origin, seq, size = unpack(signed, pos)
+            pos += head
+            if carries not in _CARRIES:
                 raise FrameError("garbage", f"BATCH entry says it carries kind {carries}")
             if size > end - pos:
                 raise FrameError("garbage", f"BATCH entry of {size} bytes does not fit")
-            mid = MessageId(origin, seq) if carries != CONTROL else None
+            mid = MessageId(origin, seq) if carries else None  # CONTROL is 0
             out.append(Data(signed[pos : pos + size], mid, carries))
             pos += size
         if pos != end:

@@ -237,10 +237,11 @@ def _replay(done: Restored, ops: list[Any]) -> None:
     delivered: list[Message] = []
     for op in ops:
         kind = op[0]
-        if kind in ("b", "s") and queues_sends(endpoint):
-            mid = MessageId(endpoint.pid, endpoint.sent_count + 1)
-            dest = dests.everyone if kind == "b" else (int(op[2]),)
-            done.unsent.add(mid, dest, unplain(op[1]))
+        if kind in ("b", "s", "m") and queues_sends(endpoint):  # written when sent
+            first = endpoint.sent_count + 1
+            dest = (int(op[2]),) if kind == "s" else dests.everyone
+            for k, payload in enumerate(op[1] if kind == "m" else [op[1]]):
+                done.unsent.add(MessageId(endpoint.pid, first + k), dest, unplain(payload))
         actions = replay_op(endpoint, op)
         if kind == "b" or kind == "s":
             dests.issued(BROADCAST if kind == "b" else UNICAST)

@@ -9,15 +9,16 @@ loses what it had not written down. That is the ``Reliable`` layer's job (it
 retransmits until acknowledged) together with checkpoints, so run
 ``Stack(Reliable(...), ...)`` when nothing may be lost.
 
-A ``Node`` puts four parts together: the ``Transport`` (connections, handshake,
-frames: ``transport``), the step ``Engine`` (``steps``), the ``Journal`` (trace
-and checkpoint: ``journal``, ``store``) and the ``Tracer`` (``tracing``).
+A ``Node`` puts five parts together: the ``Transport`` (connections, handshake,
+frames: ``transport``), the step ``Engine`` (``steps``), ``Outgoing`` (the
+application's sends of one turn: ``outgoing``), the ``Journal`` (trace and
+checkpoint: ``journal``, ``store``) and the ``Tracer`` (``tracing``).
 Rules, in words:
 
-- Every step of the endpoint (a send by the application, a batch of frames that
-  arrived together, a timer) is handled the same way: persist, then act. The
-  step's trace events and its inputs (in the checkpoint's log) are written
-  first; only then do the ``Transmit`` packets go on the wire (or, to itself,
+- Every step of the endpoint (the sends of one turn of the event loop, a batch of
+  frames that arrived together, a timer) is handled the same way: persist, then
+  act. The step's trace events and its inputs (in the checkpoint's log) are
+  written first; only then do the ``Transmit`` packets go on the wire (or, to itself,
   back into the endpoint) and the ``Deliver`` messages reach the application
   (a callback, or ``deliveries()``, an async iterator). Timers: ``tick(now)``
   runs at ``next_deadline()`` on the event loop's clock.
@@ -67,18 +68,18 @@ import attrs
 
 from mailroom.core.actions import Action, Excluded, StateRequest, View, ViewChange
 from mailroom.core.codec import encode
-from mailroom.core.endpoint import Endpoint, broadcast_batch, receive_batch, require
+from mailroom.core.endpoint import Endpoint, receive_batch
 from mailroom.core.errors import LocalError
-from mailroom.core.messages import Message, MessageId, Payload, check_payload
+from mailroom.core.messages import Message, MessageId, Payload
 from mailroom.core.wire import plain
-from mailroom.net import frames as fr
 from mailroom.net.commit import Commit
 from mailroom.net.config import PeerTable
 from mailroom.net.connections import Batch
 from mailroom.net.discovery import directory_of
 from mailroom.net.flow import Flow
 from mailroom.net.journal import Journal, Restored, open_files, resume
-from mailroom.net.membership import group_of, is_member, queues_sends
+from mailroom.net.membership import group_of, is_member
+from mailroom.net.outgoing import Outgoing
 from mailroom.net.restart import Restart
 from mailroom.net.service import Service
 from mailroom.net.settings import GROUP_OUTBOX as GROUP_OUTBOX
@@ -92,7 +93,8 @@ from mailroom.net.stats import LOG_WINDOW as LOG_WINDOW
 from mailroom.net.stats import NetStats as NetStats
 from mailroom.net.stats import QuietLog as QuietLog
 from mailroom.net.steps import FRAME_PART as FRAME_PART
-from mailroom.net.steps import Engine, Handed, Step, frame_parts
+from mailroom.net.steps import Engine, Handed, Step
+from mailroom.net.steps import frame_parts as frame_parts
 from mailroom.net.tracing import Tracer, stack_names
 from mailroom.net.transport import Transport
 
@@ -172,7 +174,7 @@ class Node:
 
     def _adopt(self, done: Restored) -> None:
         """Host ``done``'s endpoint and what the node keeps beside it (again if it rejoins)."""
-        self.endpoint = ep = done.endpoint
+        self._endpoint = ep = done.endpoint
         self.member, self._group, self._dests = is_member(ep), group_of(ep), done.dests
         #: Deliveries of the last logged step, handed again at start when ``app_state``
         #: is kept: the state saved with that step predates them.
@@ -184,6 +186,17 @@ class Node:
         self._engine = Engine(ep, done.dests, self._tracer, logged=self._journal.ckpt is not None)
         self._engine.view = ep.view.id if self.member and ep.joined else None
         self._flow = Flow(ep, self.config.max_retained, self.peers.n)
+        self._out = Outgoing(ep, self._engine, self._flow, self.stats, self._quiet, self._step,
+                             logged=self._journal.ckpt is not None, member=self.member,
+                             coalesce=self.config.coalesce, linger=self.config.linger)  # fmt: skip
+        self._out.after_turn = self.transport.flush_all
+
+    @property
+    def endpoint(self) -> Any:
+        """The hosted endpoint, as of every send made so far (the sends of this turn are
+        taken as a step first: see ``flush``)."""
+        self._out.flush()
+        return self._endpoint
 
     @property
     def outbox_limit(self) -> int:
@@ -218,7 +231,8 @@ class Node:
 
     def _start_member(self) -> None:
         """A fresh member traces its initial view; a joiner asks its contacts in."""
-        ep = self.endpoint
+        self._out.flush()
+        ep = self._endpoint
         if self._fresh and ep.joined and self._tracer is not None:
             self._step([], [], [self._tracer.view(ep.view.id, ep.view.members)])
         if ep.view is None and self._group is not None and self._group.contacts:
@@ -228,6 +242,7 @@ class Node:
         """Stop listening, close every connection, write the last checkpoint."""
         if self._closed:
             return
+        self._out.close()  # the sends of this turn are a step like the others
         self._closed = True
         await self.service.close()
         if self._timer is not None:
@@ -251,14 +266,16 @@ class Node:
     # -- the application's side ----------------------------------------------------------
     def broadcast(self, payload: Payload) -> MessageId:
         """Broadcast ``payload`` to the group; returns its message id."""
-        return self._issue(payload, None)
+        self._check_can_issue()
+        return self._out.broadcast(payload)
 
     def send(self, payload: Payload, to: int) -> MessageId:
         """Send ``payload`` to process ``to``; returns its message id."""
-        return self._issue(payload, to)
+        self._check_can_issue()
+        return self._out.send(payload, to)
 
     def broadcast_many(self, payloads: Sequence[Payload]) -> list[MessageId]:
-        """Broadcast ``payloads`` in order as one step; returns their message ids.
+        """Broadcast ``payloads`` in order; returns their message ids (consecutive).
 
         The deliveries are those of one ``broadcast`` per payload; an endpoint with
         ``broadcast_many`` (``Sequencer``) carries them in few packets. A batch whose
@@ -266,47 +283,12 @@ class Node:
         Every payload is checked first: a bad one is a LocalError and nothing is sent.
         """
         self._check_can_issue()
-        ep = self.endpoint
-        require(ep, "broadcast")
-        batch = list(payloads)
-        for payload in batch:
-            check_payload(payload)
-        if not batch:
-            return []
-        first = ep.sent_count + 1
-        queued = self.member and queues_sends(ep)
-        parts = frame_parts(batch)
-        actions: list[Action] = []
-        for part in parts:
-            actions += broadcast_batch(ep, part)
-        mids = [MessageId(self.pid, first + k) for k in range(len(batch))]
-        self.stats.sent += len(batch)
-        self._dests.issued(fr.BROADCAST, len(batch))
-        lines = [] if self._tracer is None else self._tracer.sends(
-            mids, self._dests.everyone, batch, queued, self._engine.view
-        )  # fmt: skip
-        logged = self._journal.ckpt is not None
-        ops = [["m", [plain(p) for p in part]] for part in parts] if logged else []
-        self._step(actions, ops, lines)
-        return mids
+        return self._out.broadcast_many(payloads)
 
-    def _issue(self, payload: Payload, to: int | None) -> MessageId:
-        self._check_can_issue()
-        ep = self.endpoint
-        require(ep, "broadcast" if to is None else "unicast")
-        mid = MessageId(self.pid, ep.sent_count + 1)
-        queued = self.member and queues_sends(ep)
-        actions = ep.broadcast(payload) if to is None else ep.send(payload, to=to)
-        self.stats.sent += 1
-        dests = self._dests
-        if dests.fixed is None:
-            dests.issued(fr.BROADCAST if to is None else fr.UNICAST)
-        lines = [] if self._tracer is None else self._tracer.sends(
-            [mid], dests.everyone if to is None else (to,), [payload], queued, self._engine.view
-        )  # fmt: skip
-        op = ["b", plain(payload)] if to is None else ["s", plain(payload), to]
-        self._step(actions, [op] if self._journal.ckpt is not None else [], lines)
-        return mid
+    def flush(self) -> None:
+        """Take the sends made so far in this turn of the event loop as one step now
+        (written down, then handed to the connections) instead of when the turn ends."""
+        self._out.flush()
 
     def _check_can_issue(self) -> None:
         """LocalError if closed; Busy while stalled or while too much is unacknowledged."""
@@ -321,6 +303,7 @@ class Node:
             )
 
     def can_send(self) -> bool:
+        """True when the node can take a send now (windows open, files writable)."""
         if self._commit.stalled is not None:
             return False
         return self._flow.windows_open() and not self._flow.full()
@@ -343,13 +326,13 @@ class Node:
     @property
     def view(self) -> View | None:
         """The view a group endpoint has installed (None while joining, or not a group)."""
-        view = self.endpoint.view if self.member else None
+        view = self._endpoint.view if self.member else None
         return view if isinstance(view, View) else None
 
     @property
     def joined(self) -> bool:
         """True once a group endpoint has installed a view and has the application state."""
-        return bool(self.member and self.endpoint.joined)
+        return bool(self.member and self._endpoint.joined)
 
     def suspect(self, pid: int) -> None:
         """An outside failure detector suspects member ``pid`` (logged, so a restart
@@ -371,14 +354,16 @@ class Node:
             raise LocalError("the node is closed")
         if self._commit.stalled is not None:
             raise Busy(f"the node cannot write its files ({self._commit.stalled}); it retries")
-        actions = getattr(self.endpoint, name)(*args)
+        self._out.flush()
+        actions = getattr(self._endpoint, name)(*args)
         self._step(actions, [op] if self._journal.ckpt is not None else [], [])
 
     def _provide(self, view: int) -> None:
         """Answer a StateRequest with the application's state, as a step of its own."""
+        self._out.flush()
         state = self.get_state(view) if self.get_state is not None else None
         try:
-            actions = self.endpoint.provide_state(view, state)
+            actions = self._endpoint.provide_state(view, state)
         except LocalError as exc:  # the view changed again meanwhile: no joiner waits
             self._quiet(logging.WARNING, "P%d: state for view %d not sent: %s", self.pid,
                         view, exc)  # fmt: skip
@@ -390,6 +375,7 @@ class Node:
     def _received(self, peer: int, batch: Batch) -> None:
         if self._closed:
             return
+        self._out.flush()  # the sends made before it come first
         tracer = self._tracer
         lines = tracer.received(batch, self._engine.view) if tracer is not None else []
         ops: list[Any] = []
@@ -398,31 +384,33 @@ class Node:
             ops = [["r", base64.b64encode(item.packet).decode(), *((item.carries,) if mixed
                     else ())] for _, item in batch]  # fmt: skip
         # One step for the batch: the reliable layer answers it with one ack per peer.
-        actions, errors = receive_batch(self.endpoint, [packet for packet, _ in batch])
+        actions, errors = receive_batch(self._endpoint, [packet for packet, _ in batch])
         for exc in errors:
             self.stats.remote_errors += 1
             self._quiet(logging.WARNING, "P%d: dropped a packet from P%d: %s", self.pid,
                         peer, exc)  # fmt: skip
         self._step(actions, ops, lines)
         if tracer is not None and self._dests.fixed is None:
-            self._dests.prune(self.endpoint)
+            self._dests.prune(self._endpoint)
 
     def _loopback(self, packet: object) -> None:
         if not self._closed:
+            self._out.flush()
             ckpt = self._journal.ckpt
             ops = [["r", base64.b64encode(encode(packet)).decode()]] if ckpt else []
-            self._step(self.endpoint.receive(packet), ops, [])
+            self._step(self._endpoint.receive(packet), ops, [])
 
     def _on_timer(self) -> None:
         self._timer = None
         self._timer_at = None
         if not self._closed and self._commit.stalled is None:
+            self._out.flush()
             now = self.now()
             ops = [["t", now]] if self._journal.ckpt is not None else []
-            self._step(self.endpoint.tick(now), ops, [])
+            self._step(self._endpoint.tick(now), ops, [])
 
     def _rearm(self) -> None:
-        deadline = self.endpoint.next_deadline()
+        deadline = self._endpoint.next_deadline()
         if deadline == self._timer_at:
             return
         if self._timer is not None:
@@ -437,12 +425,14 @@ class Node:
         stats = self.stats
         step = self._engine.run(actions, ops, lines, stats.sent, stats.delivered)
         stats.delivered = step.delivered
+        stats.steps += 1
+        self._flow.changed()  # the endpoint took a step: flow control asks it again
         self._commit.add(step)
 
     def _marks(self) -> tuple[int, int]:
         """The endpoint's message count and group incarnation (for the log's head)."""
         group = self._group
-        return int(self.endpoint.sent_count), int(group.incarnation) if group else 0
+        return int(self._endpoint.sent_count), int(group.incarnation) if group else 0
 
     def _acted(self) -> None:
         """After acting on the steps written: compact if due, wake senders, rearm."""
@@ -496,7 +486,7 @@ class Node:
         counters = (self.stats.sent, self.stats.delivered)
         unsent = self._tracer.unsent if self._tracer is not None else None
         try:
-            self._journal.compact(self.endpoint, counters, self._dests, unsent, self._marks())
+            self._journal.compact(self._endpoint, counters, self._dests, unsent, self._marks())
         except OSError as exc:
             if strict:
                 raise LocalError(f"cannot write checkpoint {self.checkpoint_path}: {exc}") from None

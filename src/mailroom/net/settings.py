@@ -6,6 +6,7 @@ keyword arguments (or ``config=NodeConfig(...)``); each is described here once.
 
 from __future__ import annotations
 
+import math
 import socket
 from collections.abc import Callable, Collection, Mapping
 from pathlib import Path
@@ -14,6 +15,7 @@ from typing import Any
 import attrs
 
 from mailroom.core.actions import Excluded, ViewChange
+from mailroom.core.errors import LocalError
 from mailroom.core.messages import Message, MessageId, Payload
 from mailroom.trace.header import TraceHeader
 
@@ -33,6 +35,13 @@ GROUP_OUTBOX = 1024
 
 def _delays(value: Mapping[int, float] | None) -> dict[int, float]:
     return dict(value or {})
+
+
+def _seconds(_: object, attribute: attrs.Attribute[float], value: object) -> None:
+    """A finite, non-negative number of seconds (else LocalError)."""
+    number = value if isinstance(value, int | float) and type(value) is not bool else math.nan
+    if not math.isfinite(number) or number < 0:
+        raise LocalError(f"{attribute.name} must be a finite number of seconds >= 0, got {value!r}")
 
 
 @attrs.frozen(kw_only=True)
@@ -77,6 +86,10 @@ class NodeConfig:
     rejoin: Collection[int] | None = None
     #: The trace's header (None: what the hosted protocol promises, found in the registry).
     trace_header: TraceHeader | None = None
+    #: Take the sends of one turn of the event loop as one step (``outgoing``).
+    coalesce: bool = True
+    #: Seconds a lot of sends waits for more before it is taken (0: the end of the turn).
+    linger: float = attrs.field(default=0.0, validator=_seconds)
     #: A growable group: "host:port" where the others reach this node (None: its peer-table
     #: entry, else the listening socket's name).
     address: str | None = None

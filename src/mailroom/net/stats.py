@@ -45,7 +45,11 @@ class NetStats:
     connections accepted, ``authenticated`` those that proved the group key,
     ``connected`` connections this process opened that completed the handshake;
     ``behind`` handshakes in which a peer had seen more of this process's message ids
-    than it has sent (``restart``)."""
+    than it has sent (``restart``). ``data_frames_in`` and ``data_frames_out`` count
+    the DATA and BATCH frames themselves, ``steps`` the endpoint's steps; ``unsent``
+    counts broadcasts an endpoint refused as a batch after the calls had returned (an
+    endpoint whose ``broadcast_many`` refuses what its ``broadcast`` accepts; never one
+    of the library's)."""
 
     frames_in: int = 0
     frames_out: int = 0
@@ -67,6 +71,10 @@ class NetStats:
     io_errors: int = 0
     mislabeled: int = 0
     behind: int = 0
+    data_frames_in: int = 0
+    data_frames_out: int = 0
+    steps: int = 0
+    unsent: int = 0
 
     def to_dict(self) -> dict[str, int]:
         return attrs.asdict(self)

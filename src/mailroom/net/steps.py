@@ -23,7 +23,7 @@ import attrs
 
 from mailroom.core import Deliver, Excluded, StateRequest
 from mailroom.core.actions import Action, Stable, Transmit, ViewChange
-from mailroom.core.codec import decode, encode, value_size
+from mailroom.core.codec import decode, encode_all, value_size
 from mailroom.core.endpoint import broadcast_batch, consumer
 from mailroom.core.errors import RemoteError
 from mailroom.core.messages import Message, MessageId, Payload
@@ -87,7 +87,8 @@ class Engine:
         waiting = tracer.unsent.waiting if tracer is not None else None
         out_lines = list(lines)
         out_ops = list(ops)
-        sends: list[Send] = []
+        heads: list[tuple[int, MessageId | None, int]] = []  # a send's peer, id, kind
+        packets: list[object] = []  # and its packet, encoded with the others at the end
         loopback: list[object] = []
         handed: list[Handed] = []
         stable: list[tuple[MessageId, ...]] = []
@@ -104,7 +105,8 @@ class Engine:
                         loopback.append(a.packet)
                     else:
                         kind = fr.CONTROL if mid is None else fixed or dests.kind(mid)
-                        sends.append((a.to, encode(a.packet), mid, kind))
+                        heads.append((a.to, mid, kind))
+                        packets.append(a.packet)
                 elif isinstance(a, Deliver):
                     m = a.message
                     handed.append(m)
@@ -132,6 +134,12 @@ class Engine:
                     handed.append(a)  # a StateRequest is answered once the app is here
                 # Backpressure: the layer keeps the packet; can_send() says when to resume
             todo = more
+        # One call for the step's packets: a packet carried to several peers (a
+        # broadcast over Reliable) is written once.
+        datas = encode_all(packets) if packets else []
+        sends: list[Send] = [
+            (to, data, mid, kind) for (to, mid, kind), data in zip(heads, datas, strict=True)
+        ]
         return Step(out_ops, out_lines, sends, loopback, handed, stable, sent, delivered + count)
 
     def _sent_now(self, mid: MessageId | None) -> bytes:
@@ -156,6 +164,9 @@ def _size_estimate(payload: Payload) -> int:
 def frame_parts(payloads: list[Payload], limit: int = FRAME_PART) -> list[list[Payload]]:
     """``payloads`` cut into consecutive parts of at most ``limit`` estimated bytes each
     (a payload larger than that alone is a part of its own)."""
+    strings = set(map(type, payloads)) == {str}  # the common case: short strings
+    if strings and 4 * sum(map(len, payloads)) + 10 * len(payloads) <= limit:
+        return [list(payloads)]  # all of them fit (at most 4 bytes a character)
     parts: list[list[Payload]] = [[]]
     size = 0
     for payload in payloads:

@@ -105,8 +105,11 @@ class Link:
             return
         items = list(self.outbox)
         self.outbox.clear()
-        self.owner.stats.frames_out += len(items)
-        conn.transport.write(conn.sealer.seal_many(items))  # one MAC for the whole write
+        stats, sealer = self.owner.stats, conn.sealer
+        stats.frames_out += len(items)
+        first = sealer.counter
+        conn.transport.write(sealer.seal_many(items))  # one MAC for the whole write
+        stats.data_frames_out += sealer.counter - first
         if self.seed is not None:  # said: hang up (what was written is sent first)
             self._said.clear()
             conn.transport.close()
@@ -318,6 +321,12 @@ class Transport:
             touched.add(to)
         for to in touched:
             links[to].flush_soon()
+
+    def flush_all(self) -> None:
+        """Write what waits for every connected peer now (not once the callback is over)."""
+        for link in self._links.values():
+            if link.outbox:
+                link.flush()
 
     def to_seed(self, seed: Address, data: bytes) -> None:
         """A control packet to whoever listens at ``seed`` (only the latest one waits)."""

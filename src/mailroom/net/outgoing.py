@@ -1,0 +1,278 @@
+"""What the application sends, gathered into one step per turn of the event loop.
+
+Rules, in words:
+
+- Every send is checked and numbered at the call: a bad payload, a missing
+  capability or a destination the endpoint refuses is a ``LocalError`` there and
+  nothing is sent; the message id returned is the one the message travels with.
+- The sends of one turn of the event loop (everything the application sends before
+  it yields) form a *lot*, taken as one step once the turn is over: one trace
+  write, one checkpoint log record, one write per peer. The lot is taken by a
+  ``call_soon`` callback scheduled when its first message arrives, so an idle loop
+  runs no timer and a lone send goes out in the next iteration of the loop, as
+  before. With ``linger`` (seconds, off by default) the lot waits that long
+  instead, gathering the sends of several turns.
+- Broadcasts made while the endpoint's windows are open are given to it when the
+  lot is taken, through its batch form (``broadcast_many``, in parts of at most
+  half a frame): the ids of the lot are the endpoint's next ones, since no other
+  step happens meanwhile (any other step takes the lot first). An endpoint
+  without a batch form, and every ``send``, is called at once (its own errors
+  are the call's) and only the step is gathered; an endpoint with explicit
+  consumption, or a group member, takes every send as a step of its own at once
+  (a delivery must be consumed, or a view change seen, before the next send).
+- Flow control: a lot is taken at once when it reaches ``LOT_LIMIT`` messages,
+  so the endpoint's windows are at most that far behind the application. While a
+  window is full (a peer slow or down) broadcasts are given to the endpoint one
+  by one, as before: the reliable layer then keeps one packet per message, so
+  ``max_retained`` bounds messages there, and batch packets (of at most
+  ``LOT_LIMIT`` messages each) only fill the windows.
+- A lot is also taken whenever anything else happens (a frame, a timer, a host
+  input, ``flush()``, ``close()``, a look at ``Node.endpoint``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from mailroom.core.actions import Action
+from mailroom.core.endpoint import broadcast_batch, capabilities, require
+from mailroom.core.errors import LocalError
+from mailroom.core.messages import MessageId, Payload, check_payload
+from mailroom.core.stack import Stack
+from mailroom.core.wire import plain
+from mailroom.net import frames as fr
+from mailroom.net.flow import Flow
+from mailroom.net.membership import queues_sends
+from mailroom.net.stats import NetStats, QuietLog
+from mailroom.net.steps import Engine, frame_parts
+
+#: Messages in one lot at most: the send that fills it takes the lot as a step at once.
+LOT_LIMIT = 64
+
+#: Takes a step: its actions, its logged inputs and its trace lines.
+Take = Callable[[Sequence[Action], list[Any], list[bytes]], None]
+
+
+def has_batch_form(endpoint: Any) -> bool:
+    """True when ``endpoint`` (the top layer of a Stack) broadcasts a batch as one call."""
+    top = endpoint.top if isinstance(endpoint, Stack) else endpoint
+    return callable(getattr(top, "broadcast_many", None))
+
+
+class Outgoing:
+    """The application's sends since the last step (the lot), and how they are taken."""
+
+    def __init__(
+        self,
+        endpoint: Any,
+        engine: Engine,
+        flow: Flow,
+        stats: NetStats,
+        quiet: QuietLog,
+        take: Take,
+        *,
+        logged: bool,
+        member: bool,
+        coalesce: bool,
+        linger: float,
+    ) -> None:
+        self.endpoint = endpoint
+        self.pid: int = endpoint.pid
+        self.engine, self.flow, self.stats, self.quiet = engine, flow, stats, quiet
+        self.take = take
+        self.logged, self.member, self.linger = logged, member, linger
+        self.offers = capabilities(endpoint)
+        #: Gather the steps of one turn's sends into one (else each send is a step).
+        self.gather = coalesce and engine.consumer is None and not member
+        #: Give broadcasts to the endpoint when the lot is taken, as one batch.
+        self.defer = self.gather and has_batch_form(endpoint)
+        #: Messages in the lot.
+        self.count = 0
+        #: Broadcasts not given to the endpoint yet (``defer``), and the endpoint's
+        #: message count when the first of them came (the ids count on from it).
+        self.payloads: list[Payload] = []
+        self.base = 0
+        #: The lot's steps, gathered: actions, logged inputs, trace lines.
+        self.actions: list[Action] = []
+        self.ops: list[Any] = []
+        self.lines: list[bytes] = []
+        #: Called after the lot is taken at the end of a turn (write to the peers now).
+        self.after_turn: Callable[[], None] = lambda: None
+        self._due = False
+        self._timer: asyncio.TimerHandle | None = None
+
+    # -- the application's calls -------------------------------------------------------
+    def broadcast(self, payload: Payload) -> MessageId:
+        if not self.defer or not self.flow.windows_open():
+            return self._issue(payload, None)
+        if "broadcast" not in self.offers:
+            require(self.endpoint, "broadcast")
+        check_payload(payload)
+        payloads = self.payloads
+        if not payloads:
+            self.base = self.endpoint.sent_count
+        payloads.append(payload)
+        mid = MessageId(self.pid, self.base + len(payloads))
+        self.stats.sent += 1
+        self.count += 1
+        if self.count >= LOT_LIMIT:
+            self.flush()
+        elif not self._due:
+            self._schedule()
+        return mid
+
+    def send(self, payload: Payload, to: int) -> MessageId:
+        return self._issue(payload, to)
+
+    def broadcast_many(self, payloads: Sequence[Payload]) -> list[MessageId]:
+        ep = self.endpoint
+        require(ep, "broadcast")
+        batch = list(payloads)
+        for payload in batch:
+            check_payload(payload)
+        if not batch:
+            return []
+        if self.defer:
+            if not self.payloads:
+                self.base = ep.sent_count
+            first = self.base + len(self.payloads) + 1
+            self.payloads += batch
+            self.stats.sent += len(batch)
+            self._added(len(batch))
+            return [MessageId(self.pid, first + k) for k in range(len(batch))]
+        first = ep.sent_count + 1
+        queued = self.member and queues_sends(ep)
+        parts = frame_parts(batch)
+        actions: list[Action] = []
+        for part in parts:
+            actions += broadcast_batch(ep, part)
+        mids = [MessageId(self.pid, first + k) for k in range(len(batch))]
+        self.stats.sent += len(batch)
+        engine = self.engine
+        engine.dests.issued(fr.BROADCAST, len(batch))
+        tracer = engine.tracer
+        lines = [] if tracer is None else tracer.sends(
+            mids, engine.dests.everyone, batch, queued, engine.view
+        )  # fmt: skip
+        ops = [["m", [plain(p) for p in part]] for part in parts] if self.logged else []
+        self._add(actions, ops, lines, len(batch))
+        return mids
+
+    def _issue(self, payload: Payload, to: int | None) -> MessageId:
+        """One send given to the endpoint now (after the lot's broadcasts): its errors
+        are the call's."""
+        ep = self.endpoint
+        require(ep, "broadcast" if to is None else "unicast")
+        self._materialize()
+        mid = MessageId(self.pid, ep.sent_count + 1)
+        queued = self.member and queues_sends(ep)
+        actions = ep.broadcast(payload) if to is None else ep.send(payload, to=to)
+        self.stats.sent += 1
+        engine = self.engine
+        dests = engine.dests
+        if dests.fixed is None:
+            dests.issued(fr.BROADCAST if to is None else fr.UNICAST)
+        tracer = engine.tracer
+        lines = [] if tracer is None else tracer.sends(
+            [mid], dests.everyone if to is None else (to,), [payload], queued, engine.view
+        )  # fmt: skip
+        op = ["b", plain(payload)] if to is None else ["s", plain(payload), to]
+        self._add(actions, [op] if self.logged else [], lines, 1)
+        return mid
+
+    # -- the lot -----------------------------------------------------------------------
+    def _add(self, actions: list[Action], ops: list[Any], lines: list[bytes], count: int) -> None:
+        """A send the endpoint has taken: a step of its own now, or into the lot."""
+        if not self.gather:
+            self.take(actions, ops, lines)
+            return
+        self.actions += actions
+        self.ops += ops
+        self.lines += lines
+        self.flow.changed()
+        self._added(count)
+
+    def _added(self, count: int) -> None:
+        self.count += count
+        if self.count >= LOT_LIMIT:
+            self.flush()
+        elif not self._due:
+            self._schedule()
+
+    def _schedule(self) -> None:
+        """The lot's first message: take the lot once this turn is over (or lingered)."""
+        self._due = True
+        loop = asyncio.get_running_loop()
+        if self.linger > 0:
+            self._timer = loop.call_later(self.linger, self._end_of_turn)
+        else:
+            loop.call_soon(self._end_of_turn)
+
+    def _end_of_turn(self) -> None:
+        self._due = False
+        self._timer = None
+        if self.count:
+            self.flush()
+            self.after_turn()
+
+    def flush(self) -> None:
+        """Take the lot now, as one step (nothing to do if it is empty)."""
+        if not self.count:
+            return
+        self._materialize()
+        actions, ops, lines = self.actions, self.ops, self.lines
+        self.actions, self.ops, self.lines, self.count = [], [], [], 0
+        self.take(actions, ops, lines)
+
+    def close(self) -> None:
+        """Take the lot, and forget the linger's timer."""
+        self.flush()
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+
+    def _materialize(self) -> None:
+        """Give the lot's broadcasts to the endpoint: a part of one payload as a
+        ``broadcast``, a longer one through ``broadcast_many`` (parts of at most half a
+        frame), with their trace lines and logged inputs."""
+        payloads = self.payloads
+        if not payloads:
+            return
+        self.payloads = []
+        self.flow.changed()
+        ep = self.endpoint
+        first = self.base + 1
+        parts = frame_parts(payloads) if len(payloads) > 1 else [payloads]
+        actions = self.actions
+        done = 0
+        for part in parts:
+            try:
+                actions += ep.broadcast(part[0]) if len(part) == 1 else ep.broadcast_many(part)
+            except LocalError as exc:  # an endpoint that breaks broadcast_many's contract
+                self._refused(len(payloads) - done, exc)
+                break
+            done += len(part)
+            if self.logged:
+                one = len(part) == 1
+                self.ops.append(["b", plain(part[0])] if one else ["m", [plain(p) for p in part]])
+        engine = self.engine
+        engine.dests.issued(fr.BROADCAST, done)
+        tracer = engine.tracer
+        if tracer is not None and done:
+            mids = [MessageId(self.pid, first + k) for k in range(done)]
+            sent = payloads[:done]
+            self.lines += tracer.sends(mids, engine.dests.everyone, sent, False, engine.view)
+
+    def _refused(self, count: int, exc: LocalError) -> None:
+        """The endpoint refused broadcasts that its ``broadcast`` accepted at the call
+        (``broadcast_many`` must accept what ``broadcast`` does): they are not sent."""
+        self.stats.sent -= count
+        self.stats.unsent += count
+        self.quiet(logging.ERROR, "P%d: the endpoint refused %d broadcasts as a batch, after "
+                   "the calls returned (%s); they are not sent", self.pid, count, exc)  # fmt: skip
+
+
+__all__ = ["LOT_LIMIT", "Outgoing", "has_batch_form"]
