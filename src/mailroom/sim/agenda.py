@@ -10,6 +10,8 @@ again at another time supersedes the entry already queued.
 from __future__ import annotations
 
 import heapq
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 Entry = tuple[float, int, str, Any]
@@ -52,3 +54,29 @@ class Agenda:
                 del self.timers[entry[3]]
             return entry
         return None
+
+
+class Steps:
+    """Calls a hook makes while a step's actions are being applied wait for the step's
+    end, as on a real host (where the application runs after the step), so that the
+    actions of one step are applied in the order the endpoint returned them."""
+
+    def __init__(self) -> None:
+        self.depth = 0
+        self.waiting: list[Callable[[], object]] = []
+
+    def later(self, call: Callable[[], object]) -> None:
+        if self.depth:
+            self.waiting.append(call)
+        else:
+            call()
+
+    @contextmanager
+    def step(self) -> Iterator[None]:
+        self.depth += 1
+        try:
+            yield
+        finally:
+            self.depth -= 1
+        while not self.depth and self.waiting:
+            self.waiting.pop(0)()

@@ -57,7 +57,7 @@ from mailroom.core.actions import (
 from mailroom.core.endpoint import Endpoint, broadcast_batch, require, send_batch
 from mailroom.core.errors import LocalError
 from mailroom.core.messages import Message, MessageId, Payload
-from mailroom.sim.agenda import Agenda
+from mailroom.sim.agenda import Agenda, Steps
 from mailroom.sim.faults import Partition
 from mailroom.sim.hosts import Hosts
 from mailroom.sim.metrics import Metrics
@@ -160,8 +160,7 @@ class Simulation:
         self.on_transmit = on_transmit
         self.on_view = on_view
         self.on_state = on_state
-        self._applying = 0
-        self._later: list[Callable[[], object]] = []
+        self._steps = Steps()
         self.metrics = Metrics()
         self.agenda = Agenda()
         timed = None if adversarial else self.agenda
@@ -406,54 +405,41 @@ class Simulation:
 
     # -- applying a step's actions -----------------------------------------------------------
     def later(self, call: Callable[[], object]) -> None:
-        """Run ``call`` once the actions being applied now are all applied (at once if
-        none are): a hook that sends from ``on_view`` goes after the step that
-        installed the view, as on a real host, not between that step's actions."""
-        if self._applying:
-            self._later.append(call)
-        else:
-            call()
+        """Run ``call`` once the step being applied now is (a hook's send goes after it)."""
+        self._steps.later(call)
 
     def _apply(self, pid: int, actions: list[Action]) -> None:
-        self._applying += 1
-        try:
-            self._apply_list(pid, actions)
-        finally:
-            self._applying -= 1
-        while not self._applying and self._later:
-            self._later.pop(0)()
-
-    def _apply_list(self, pid: int, actions: list[Action]) -> None:
-        queued = self.recorder.queued[pid]
-        for action in actions:
-            if isinstance(action, Transmit):
-                if queued and action.message_id in queued:
-                    self._sent_now(pid, action.message_id)
-                self._transmit(pid, action)
-            elif isinstance(action, Deliver):
-                if queued and action.message.id in queued:
-                    self._sent_now(pid, action.message.id)
-                self._deliver(pid, action.message)
-            elif isinstance(action, Stable):
-                self.recorder.report_stable(pid, action.messages)
-                if self.on_stable is not None:
-                    self.on_stable(self, pid, action.messages)
-            elif isinstance(action, ViewChange):
-                self._view_change(pid, action)
-            elif isinstance(action, StateRequest):
-                self._state_request(pid, action)
-            elif isinstance(action, Excluded):
-                self.group.exclude(pid, action)
-                for mid in action.dropped:
-                    queued.pop(mid, None)  # never sent: no send event
-        hosts = self.hosts
-        if pid in hosts.stopped:
-            return
-        ep = hosts.endpoints[pid]
-        if hosts.checkpoints is not None:
-            hosts.checkpoints[pid] = ep.snapshot()
-        self.metrics.record_buffer(ep.buffered())
-        self._arm(pid)
+        with self._steps.step():
+            queued = self.recorder.queued[pid]
+            for action in actions:
+                if isinstance(action, Transmit):
+                    if queued and action.message_id in queued:
+                        self._sent_now(pid, action.message_id)
+                    self._transmit(pid, action)
+                elif isinstance(action, Deliver):
+                    if queued and action.message.id in queued:
+                        self._sent_now(pid, action.message.id)
+                    self._deliver(pid, action.message)
+                elif isinstance(action, Stable):
+                    self.recorder.report_stable(pid, action.messages)
+                    if self.on_stable is not None:
+                        self.on_stable(self, pid, action.messages)
+                elif isinstance(action, ViewChange):
+                    self._view_change(pid, action)
+                elif isinstance(action, StateRequest):
+                    self._state_request(pid, action)
+                elif isinstance(action, Excluded):
+                    self.group.exclude(pid, action)
+                    for mid in action.dropped:
+                        queued.pop(mid, None)  # never sent: no send event
+            hosts = self.hosts
+            if pid in hosts.stopped:
+                return
+            ep = hosts.endpoints[pid]
+            if hosts.checkpoints is not None:
+                hosts.checkpoints[pid] = ep.snapshot()
+            self.metrics.record_buffer(ep.buffered())
+            self._arm(pid)
 
     def _arm(self, pid: int) -> None:
         """Timed mode: (re)schedule ``pid``'s timer at its endpoint's next deadline."""
