@@ -147,6 +147,21 @@ def leader_pid(obj: Any, addrs: list[str]) -> int:
     return addrs.index(str(leader)) if leader is not None and str(leader) in addrs else -1
 
 
+def settled_leader(obj: Any, addrs: list[str], calm: float = 0.5) -> int:
+    """The leader once this replica has seen the same one for ``calm`` seconds (an
+    election in the start-up can move it; at most ``READY_TIMEOUT``)."""
+    deadline = time.monotonic() + READY_TIMEOUT
+    seen, since = leader_pid(obj, addrs), time.monotonic()
+    while time.monotonic() < deadline:
+        time.sleep(0.05)
+        now = leader_pid(obj, addrs)
+        if now != seen or now < 0:
+            seen, since = now, time.monotonic()
+        elif time.monotonic() - since >= calm:
+            break
+    return seen
+
+
 def replica(args: argparse.Namespace) -> None:
     addrs = [f"127.0.0.1:{p}" for p in args.ports.split(",")]
     clock = Clock(args) if args.rate and not args.failover else None
@@ -155,7 +170,7 @@ def replica(args: argparse.Namespace) -> None:
     while (obj._getLeader() is None or not obj.isReady()) and time.monotonic() < deadline:
         time.sleep(0.05)
     obj.put(args.pid, -1, "", sync=True, timeout=READY_TIMEOUT)  # the path works end to end
-    start = start_signal(str(leader_pid(obj, addrs)))
+    start = start_signal(str(settled_leader(obj, addrs)))
     PROFILER.begin()
     if args.failover:
         result = probe(obj, args, start)
