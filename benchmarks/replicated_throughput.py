@@ -187,7 +187,8 @@ def table(n: int, summary: dict[str, dict[str, Any]], flag: str, count: int) -> 
     mine = [s for s in SYSTEMS if s not in PYSYNCOBJ]
     head = [SYSTEMS[s] for s in SYSTEMS] + [f"{SYSTEMS[s]} / PySyncObj" for s in mine]
     lines = [f"n = {n} members on 127.0.0.1, medians (min–max) over {count} rounds; "
-             "ratios per round, to the faster PySyncObj variant of the round"
+             "ratios mailroom / PySyncObj per round, to its faster variant of the round "
+             "(ops/s: above 1 is faster; the rest: below 1 is less)"
              f"{'; ' + flag if flag else ''}",
              "| in flight per member | measure | " + " | ".join(head) + " |",
              "|---|---|" + "---|" * len(head)]  # fmt: skip
