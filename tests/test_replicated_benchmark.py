@@ -75,4 +75,4 @@ def test_the_smoke_run_prints_a_full_table_of_positive_figures(tmp_path: Path) -
         for cell in row[2:]:
             if cell != "—":
                 assert float(cell.split()[0]) > 0, row
-    assert "ratios per round" in out and "load" in out
+    assert "ratios mailroom / PySyncObj per round" in out and "load" in out
