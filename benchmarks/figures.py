@@ -15,13 +15,18 @@ rounds, medians and ranges, ratios per round, the load printed every round):
 2. ``net_throughput.py`` with its defaults: n = 3, 5 and 8 processes on loopback,
    mailroom's rows (one ``broadcast`` per message and ``broadcast_many`` of 64)
    against Redis Streams and PySyncObj, peak, CPU, memory and latency (about
-   half an hour on a 2-core machine).
+   half an hour on a 2-core machine);
+3. ``replicated_throughput.py`` with its defaults: replicated objects (a
+   ``ReplCounter`` over a safe Sequencer group, checkpoints off and ``sync``)
+   against PySyncObj's ``ReplCounter`` at n = 3, 5 and 7: operations per second
+   with 1, 200 and 2000 calls in flight per member, p50/p99, CPU, memory and
+   fail-over time (the figures of docs/replicated.md; about an hour).
 
 Each writes its table to ``OUT/<name>.txt`` (and the screen) and every figure,
-per round, to ``OUT/<name>.json``. Between the two it waits for the load of the
-first to die down (``--load-policy wait``), so each starts on an idle machine.
-``--smoke`` runs both with tiny settings, to check that everything works (its
-figures mean nothing).
+per round, to ``OUT/<name>.json``. Between them it waits for the load of the
+previous one to die down (``--load-policy wait``), so each starts on an idle
+machine. ``--smoke`` runs each with tiny settings, to check that everything works
+(its figures mean nothing).
 """
 
 from __future__ import annotations
@@ -39,6 +44,7 @@ SMOKE = {
     "net_throughput": ["--n", "3", "--seconds", "0.2", "--warmup", "0.1", "--rounds", "1",
                        "--latency-rounds", "1", "--latency-seconds", "0.3",
                        "--systems", "plain,CBCAST"],
+    "replicated_throughput": ["--smoke"],
 }  # fmt: skip
 
 
@@ -73,13 +79,11 @@ def main() -> None:
     if first:
         raise SystemExit(first)
     policy = "flag" if args.load_policy == "flag" else "wait"  # the first one's own load
-    second = run(
-        "net_throughput",
-        args.out,
-        [*load, "--load-policy", policy, *SMOKE["net_throughput"] * args.smoke],
-    )
+    for name in ("net_throughput", "replicated_throughput"):
+        code = run(name, args.out, [*load, "--load-policy", policy, *SMOKE[name] * args.smoke])
+        if code:
+            raise SystemExit(code)
     print(f"{rounds.load_text()} at the end; tables and JSON in {args.out}/")
-    raise SystemExit(second)
 
 
 if __name__ == "__main__":

@@ -120,20 +120,57 @@ def make_log(args: argparse.Namespace, addrs: list[str], clock: Clock | None) ->
     return Log()
 
 
+def make_counter(args: argparse.Namespace, addrs: list[str]) -> Any:
+    """This replica's SyncObj holding PySyncObj's own ``ReplCounter`` battery; ``put``
+    adds 1 to it (the same call shape as the log's, so every driver here works)."""
+    from pysyncobj import SyncObj, SyncObjConf
+    from pysyncobj.batteries import ReplCounter
+
+    class Counted(SyncObj):  # type: ignore[misc]
+        def __init__(self) -> None:
+            self.me = args.pid
+            self.counts = Counts()  # stays 0: a counter's rate is its calls completed
+            self.done = threading.Event()
+            self.counter = ReplCounter()
+            conf = SyncObjConf(appendEntriesUseBatch=not args.no_batch)
+            others = [a for a in addrs if a != addrs[args.pid]]
+            super().__init__(addrs[args.pid], others, conf, consumers=[self.counter])
+
+        def put(self, origin: int, k: int, text: str, **call: Any) -> Any:
+            return self.counter.add(1, **call)
+
+    return Counted()
+
+
 def leader_pid(obj: Any, addrs: list[str]) -> int:
     leader = obj._getLeader()
     return addrs.index(str(leader)) if leader is not None and str(leader) in addrs else -1
 
 
+def settled_leader(obj: Any, addrs: list[str], calm: float = 0.5) -> int:
+    """The leader once this replica has seen the same one for ``calm`` seconds (an
+    election in the start-up can move it; at most ``READY_TIMEOUT``)."""
+    deadline = time.monotonic() + READY_TIMEOUT
+    seen, since = leader_pid(obj, addrs), time.monotonic()
+    while time.monotonic() < deadline:
+        time.sleep(0.05)
+        now = leader_pid(obj, addrs)
+        if now != seen or now < 0:
+            seen, since = now, time.monotonic()
+        elif time.monotonic() - since >= calm:
+            break
+    return seen
+
+
 def replica(args: argparse.Namespace) -> None:
     addrs = [f"127.0.0.1:{p}" for p in args.ports.split(",")]
     clock = Clock(args) if args.rate and not args.failover else None
-    obj = make_log(args, addrs, clock)
+    obj = make_counter(args, addrs) if args.counter else make_log(args, addrs, clock)
     deadline = time.monotonic() + READY_TIMEOUT
     while (obj._getLeader() is None or not obj.isReady()) and time.monotonic() < deadline:
         time.sleep(0.05)
     obj.put(args.pid, -1, "", sync=True, timeout=READY_TIMEOUT)  # the path works end to end
-    start = start_signal(str(leader_pid(obj, addrs)))
+    start = start_signal(str(settled_leader(obj, addrs)))
     PROFILER.begin()
     if args.failover:
         result = probe(obj, args, start)
@@ -229,6 +266,7 @@ def child_main() -> None:
     p.add_argument("--in-flight", type=int, default=1000)
     p.add_argument("--failover", action="store_true")
     p.add_argument("--no-batch", action="store_true", help="appendEntriesUseBatch=False")
+    p.add_argument("--counter", action="store_true", help="a ReplCounter, not the log")
     run_child(replica, p.parse_args())
 
 
@@ -251,31 +289,36 @@ def free_ports(n: int) -> list[int]:
 @attrs.frozen
 class Setup:
     """How the replicas are driven: ``in_flight`` outstanding calls per replica (peak;
-    1 is one call at a time) and PySyncObj's ``appendEntriesUseBatch`` (its default,
-    on: throughput; off: "improve single request speed")."""
+    1 is one call at a time), PySyncObj's ``appendEntriesUseBatch`` (its default,
+    on: throughput; off: "improve single request speed") and the replicated object
+    (the log of messages, or with ``counter`` PySyncObj's ``ReplCounter``)."""
 
     in_flight: int = 1000
     batch: bool = True
+    counter: bool = False
 
     @classmethod
     def parse(cls, text: str) -> Setup:
-        """``"1000"`` or ``"1:nobatch"``."""
-        count, _, option = text.partition(":")
-        if option not in ("", "nobatch") or not count.isdigit() or int(count) < 1:
-            raise ValueError(f"{text!r}: expected a number of calls, then optionally :nobatch")
-        return cls(int(count), option != "nobatch")
+        """``"1000"``, ``"1:nobatch"``, ``"200:counter"`` or ``"1:nobatch:counter"``."""
+        count, *options = text.split(":")
+        if set(options) - {"nobatch", "counter"} or not count.isdigit() or int(count) < 1:
+            raise ValueError(
+                f"{text!r}: expected a number of calls, then optionally :nobatch, :counter"
+            )
+        return cls(int(count), "nobatch" not in options, "counter" in options)
 
     @property
     def tag(self) -> str:
-        return f"{self.in_flight}{'' if self.batch else ':nobatch'}"
+        return f"{self.in_flight}{'' if self.batch else ':nobatch'}{':counter' * self.counter}"
 
     @property
     def name(self) -> str:
         off = "" if self.batch else ", appendEntriesUseBatch off"
-        return f"{self.in_flight} in flight{off}"
+        return f"{self.in_flight} in flight{off}{', ReplCounter' * self.counter}"
 
     def args(self) -> list[str]:
-        return ["--in-flight", str(self.in_flight), *([] if self.batch else ["--no-batch"])]
+        return ["--in-flight", str(self.in_flight), *([] if self.batch else ["--no-batch"]),
+                *(["--counter"] if self.counter else [])]  # fmt: skip
 
 
 def commands(n: int, setup: Setup, extra: Sequence[str]) -> list[list[str]]:
@@ -288,7 +331,9 @@ def commands(n: int, setup: Setup, extra: Sequence[str]) -> list[list[str]]:
 
 def run_peak(n: int, seconds: float, warmup: float, setup: Setup = Setup(),
              profile: str = "") -> dict[str, Any]:  # fmt: skip
-    """One peak run: rates, CPU per remote delivery, memory, call latencies."""
+    """One peak run: rates, CPU per remote delivery, memory, call latencies; calls
+    completed per second (``call_rate``, summed over the replicas) and the CPU of every
+    process per call (``cpu_per_call_us``), both within the window."""
     extra = ["--seconds", repr(seconds), "--warmup", repr(warmup)]
     if profile:
         extra += ["--profile", profile, "--tag", setup.tag.replace(":", "-")]
@@ -300,7 +345,10 @@ def run_peak(n: int, seconds: float, warmup: float, setup: Setup = Setup(),
     calls = [c for r in results for c in r["calls"]]
     out.update(call_p50_ms=1e3 * rounds.percentile(calls, 0.5),
                call_p99_ms=1e3 * rounds.percentile(calls, 0.99),
-               failed=sum(sum(r["failed"].values()) for r in results))  # fmt: skip
+               failed=sum(sum(r["failed"].values()) for r in results),
+               call_rate=sum(len(r["calls"]) / r["elapsed"] for r in results),
+               cpu_per_call_us=1e6 * sum(r["cpu"] for r in results) / max(1, len(calls)),
+               )  # fmt: skip
     return out
 
 

@@ -1,0 +1,266 @@
+"""Replicated objects against PySyncObj, in the same run: operations per second, latency,
+fail-over, memory and CPU, at n = 3, 5 and 7 members (processes on 127.0.0.1).
+
+Three systems, each a replicated counter at every member, every member a client of
+its own replica keeping ``--in-flight`` calls outstanding (1: one call at a time;
+e.g. 200 and 2000 many in flight):
+
+- **mailroom, no checkpoint**: ``AsyncReplica(ReplCounter())`` over a ``Group`` on
+  the Sequencer protocol (total order) with safe (uniform) delivery, as
+  ``examples/kv`` runs it but without its checkpoint (``peer_replicated.py``);
+- **mailroom, sync checkpoints**: the same with the node's checkpoint ``fsync``'d
+  at every step (``sync=True``), exactly as the example runs;
+- **PySyncObj** 0.3.17 (Raft): its own ``ReplCounter`` battery, its defaults
+  (``appendEntriesUseBatch`` on, the log in memory, no journal file), calls with
+  callbacks, ``--in-flight`` outstanding per replica: its fastest client pattern
+  (``peer_pysyncobj.py``).
+
+PySyncObj writes nothing to disk per command by default, so the like-for-like
+comparison is *mailroom, no checkpoint* against PySyncObj; *mailroom, sync
+checkpoints* against the same PySyncObj row shows what durability on disk costs
+(PySyncObj has no fsync-per-operation setting to match it).
+
+**Figures** (within a measured window of ``--seconds`` after ``--warmup``): *ops/s*:
+calls completed (their operation applied at the caller's replica) per second, summed
+over the members; *p50*, *p99*: the latency of those calls, from the call to its
+result; *CPU µs/op*: the CPU of every process of the run (all threads) per
+completed call; *RSS MB*: the largest member's peak resident memory (VmHWM) at the
+end of the run. *Fail-over*: every member calls at ``--failover-rate`` per second;
+``--kill-at`` seconds in, the driver kills (SIGKILL) PySyncObj's leader or
+mailroom's P0 (the sequencer and the group's coordinator); the time from the kill
+to the first completed call made after it, at any survivor (mailroom's members
+suspect after ``--suspect-after`` s of silence, heartbeats every 0.5 s, as
+``examples/kv``'s defaults; PySyncObj elects with its default timeouts).
+
+**Discipline** (``rounds.py``): ``--rounds`` (5) alternating rounds per n, every row
+once per round in the same order, fail-overs included (one kill per system per
+round, so the median is over ``--rounds`` kills); medians and ranges; the ratios
+mailroom / PySyncObj taken within each round; the load printed every round; a
+1-minute load above ``--max-load`` refuses the run (``--load-policy``).
+
+    python benchmarks/replicated_throughput.py [--n 3,5,7] [--in-flight 1,200,2000]
+        [--seconds 2] [--warmup 0.5] [--rounds 5] [--kill-at 1.5]
+        [--failover-seconds 6] [--json FILE] [--profile DIR] [--smoke]
+
+``--smoke`` runs tiny settings (n = 3, one round, short windows) to check that
+everything works: its figures mean nothing. Needs ``pip install -e '.[bench]'``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import sys
+from collections.abc import Callable
+from typing import Any
+
+import peer_pysyncobj
+import peer_replicated
+import rounds
+from peer_run import attempt
+
+SYSTEMS = {
+    "mailroom": "mailroom, no checkpoint",
+    "mailroom-sync": "mailroom, sync checkpoints",
+    "pysyncobj": "PySyncObj",
+    "pysyncobj-nobatch": "PySyncObj, appendEntriesUseBatch off",
+}
+PYSYNCOBJ = ("pysyncobj", "pysyncobj-nobatch")
+BASE = "pysyncobj"
+#: (key, what, format) of the peak figures, in the table's order.
+MEASURES = (
+    ("call_rate", "ops/s", ".0f"),
+    ("call_p50_ms", "p50 ms", ".2f"),
+    ("call_p99_ms", "p99 ms", ".2f"),
+    ("cpu_per_call_us", "CPU µs/op", ".0f"),
+    ("rss_mb", "RSS MB/member", ".1f"),
+)
+SMOKE = ["--n", "3", "--in-flight", "1,20", "--nobatch-at", "1,20", "--seconds", "1.0",
+         "--warmup", "0.3", "--rounds", "1", "--kill-at", "1.0",
+         "--failover-seconds", "5.0"]  # fmt: skip
+
+
+def peak(system: str, n: int, in_flight: int, args: argparse.Namespace) -> dict[str, Any]:
+    """One peak run of ``system`` with ``in_flight`` calls outstanding per member."""
+    if system in PYSYNCOBJ:
+        setup = peer_pysyncobj.Setup(in_flight, batch=system == BASE, counter=True)
+        return peer_pysyncobj.run_peak(n, args.seconds, args.warmup, setup, args.profile)
+    mine = peer_replicated.Setup(in_flight, sync=system == "mailroom-sync")
+    return peer_replicated.run_peak(n, args.seconds, args.warmup, mine, args.profile)
+
+
+def failover(system: str, n: int, args: argparse.Namespace) -> dict[str, Any]:
+    """One fail-over run of ``system`` (mailroom without checkpoints)."""
+    timing = (n, args.failover_seconds, args.kill_at)
+    if system == BASE:
+        setup = peer_pysyncobj.Setup(1, batch=True, counter=True)
+        return peer_pysyncobj.run_failover(*timing, setup, args.failover_rate)
+    return peer_replicated.run_failover(*timing, peer_replicated.Setup(), args.failover_rate)
+
+
+def row_name(system: str, setting: str) -> str:
+    return f"{system}@{setting}"
+
+
+def measure_n(n: int, args: argparse.Namespace) -> dict[str, Any]:
+    """Every round at size n: each row's figures per round (None where a run failed)."""
+    log = rounds.RoundLog(f"n = {n}", args.rounds)
+    runs: dict[str, list[dict[str, Any] | None]] = {}
+    for r in range(args.rounds):
+        log.start(r)
+        for w in args.in_flight:
+            for system in systems_at(w, args):
+                name = row_name(system, str(w))
+                runs.setdefault(name, []).append(attempt(name, peak, system, n, w, args))
+        for system in ("mailroom", BASE):
+            name = row_name(system, "failover")
+            got = attempt(name, failover, system, n, args)
+            if got is None:  # it did not start (e.g. the replicas saw different leaders)
+                got = attempt(f"{name} (again)", failover, system, n, args)
+            if got is not None and got["failover_s"] is None:
+                print(f"  warning: {name}: no call completed after the kill", flush=True)
+                got = None
+            runs.setdefault(name, []).append(got)
+        log.end(r)
+    return {"load": log.records, "runs": runs}
+
+
+def systems_at(in_flight: int, args: argparse.Namespace) -> tuple[str, ...]:
+    """The rows at a setting: PySyncObj with its batching off only at ``--nobatch-at``."""
+    skip = () if in_flight in args.nobatch_at else ("pysyncobj-nobatch",)
+    return tuple(s for s in SYSTEMS if s not in skip)
+
+
+def fastest(runs: dict[str, list[dict[str, Any] | None]], setting: str,
+            ) -> list[dict[str, Any] | None]:  # fmt: skip
+    """Per round, the run of PySyncObj's faster variant at ``setting`` (batching on or
+    off, by calls per second): the base of the ratios, its fastest honest setup."""
+    on = runs[row_name(BASE, setting)]
+    off = runs.get(row_name("pysyncobj-nobatch", setting), [None] * len(on))
+    return [b if a is None or (b is not None and b["call_rate"] > a["call_rate"]) else a
+            for a, b in zip(on, off, strict=True)]  # fmt: skip
+
+
+def values(runs: list[dict[str, Any] | None], key: str) -> list[float]:
+    """A row's ``key`` per round, nan where the run failed (rounds stay aligned)."""
+    return [float(run[key]) if run else math.nan for run in runs]
+
+
+def spread(xs: list[float]) -> rounds.Spread:
+    return rounds.Spread.of([x for x in xs if not math.isnan(x)])
+
+
+def ratio(row: list[float], base: list[float]) -> rounds.Spread:
+    """Per-round ratios row / base, over the rounds where both ran."""
+    both = [(a, b) for a, b in zip(row, base, strict=True) if not math.isnan(a + b)]
+    return rounds.Spread.of(rounds.ratios([a for a, _ in both], [b for _, b in both]))
+
+
+def summarise(runs: dict[str, list[dict[str, Any] | None]], args: argparse.Namespace,
+              ) -> dict[str, dict[str, Any]]:  # fmt: skip
+    """Per setting and measure: each system's spread, and mailroom's ratios to the
+    faster PySyncObj variant of each round (fail-over: PySyncObj's default)."""
+    out: dict[str, dict[str, Any]] = {}
+    settings: list[tuple[str, tuple[tuple[str, str, str], ...], tuple[str, ...]]] = [
+        (str(w), MEASURES, systems_at(w, args)) for w in args.in_flight
+    ]
+    settings.append(("failover", (("failover_s", "fail-over s", ".3f"),), ("mailroom", BASE)))
+    for setting, measures, systems in settings:
+        base_runs = (
+            fastest(runs, setting) if setting != "failover" else runs[row_name(BASE, setting)]
+        )
+        for key, what, spec in measures:
+            per = {s: values(runs[row_name(s, setting)], key) for s in systems}
+            base = values(base_runs, key)
+            entry: dict[str, Any] = {"setting": setting, "measure": what, "spec": spec}
+            entry["systems"] = {s: spread(v).to_dict() for s, v in per.items()}
+            entry["ratios"] = {s: ratio(v, base).to_dict()
+                               for s, v in per.items() if s not in PYSYNCOBJ}  # fmt: skip
+            out[f"{setting}/{key}"] = entry
+    return out
+
+
+def table(n: int, summary: dict[str, dict[str, Any]], flag: str, count: int) -> str:
+    """The markdown table of size n: medians (min–max) and ratios mailroom / PySyncObj."""
+    mine = [s for s in SYSTEMS if s not in PYSYNCOBJ]
+    head = [SYSTEMS[s] for s in SYSTEMS] + [f"{SYSTEMS[s]} / PySyncObj" for s in mine]
+    lines = [f"n = {n} members on 127.0.0.1, medians (min–max) over {count} rounds; "
+             "ratios mailroom / PySyncObj per round, to its faster variant of the round "
+             "(ops/s: above 1 is faster; the rest: below 1 is less)"
+             f"{'; ' + flag if flag else ''}",
+             "| in flight per member | measure | " + " | ".join(head) + " |",
+             "|---|---|" + "---|" * len(head)]  # fmt: skip
+
+    def cell(d: dict[str, float] | None, spec: str) -> str:
+        if d is None:
+            return "—"
+        return rounds.Spread(d["median"], d["min"], d["max"]).text(spec)
+
+    for entry in summary.values():
+        cells = [cell(entry["systems"].get(s), entry["spec"]) for s in SYSTEMS]
+        cells += [cell(entry["ratios"].get(s), ".2f") for s in mine]
+        lines.append(f"| {entry['setting']} | {entry['measure']} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def parse(argv: list[str] | None = None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--n", default="3,5,7", help="group sizes")
+    p.add_argument("--in-flight", default="1,200,2000", help="calls outstanding per member")
+    p.add_argument("--nobatch-at", default="1,200,2000",
+                   help="settings at which PySyncObj runs with appendEntriesUseBatch off too "
+                   "(its docs: for single-request speed); '' for none")  # fmt: skip
+    p.add_argument("--seconds", type=float, default=2.0, help="the measured window")
+    p.add_argument("--warmup", type=float, default=0.5)
+    p.add_argument("--kill-at", type=float, default=1.5, help="seconds into a fail-over run")
+    p.add_argument("--failover-seconds", type=float, default=6.0)
+    p.add_argument("--failover-rate", type=float, default=100.0, help="calls/s per member")
+    p.add_argument("--json", default="", help="write every figure, per round, here")
+    p.add_argument("--profile", default="", help="cProfile every member into this directory")
+    p.add_argument("--smoke", action="store_true", help="tiny settings: a check, not figures")
+    rounds.add_options(p)
+    args = p.parse_args(argv)
+    if args.smoke:  # the smoke settings, then anything given explicitly after them
+        args = p.parse_args([*SMOKE, *(argv if argv is not None else sys.argv[1:])])
+    try:
+        args.sizes = [int(x) for x in args.n.split(",")]
+        args.in_flight = [int(x) for x in args.in_flight.split(",")]
+        args.nobatch_at = [int(x) for x in args.nobatch_at.split(",") if x]
+    except ValueError:
+        p.error("--n, --in-flight and --nobatch-at take comma-separated whole numbers")
+    if min(args.sizes) < 2 or min(args.in_flight) < 1 or args.rounds < 1:
+        p.error("need n >= 2, at least one call in flight and at least one round")
+    if args.kill_at >= args.failover_seconds:
+        p.error("--kill-at must fall within --failover-seconds")
+    return args
+
+
+def main(argv: list[str] | None = None, out: Callable[[str], None] = print) -> None:
+    args = parse(argv)
+    if why := peer_pysyncobj.missing():
+        print(f"refused: {why}; {peer_pysyncobj.INSTALL}", file=sys.stderr)
+        raise SystemExit(2)
+    flag = rounds.flags(rounds.check_load(args), rounds.settings_flag(args.rounds, args.seconds))
+    if flag:
+        out(flag)
+    figures: dict[str, Any] = {"flag": flag, "protocol": peer_replicated.PROTOCOL}
+    figures.update(systems=SYSTEMS, in_flight=args.in_flight, n={})
+    tables = []
+    for n in args.sizes:
+        got = measure_n(n, args)
+        got["summary"] = summarise(got["runs"], args)
+        figures["n"][str(n)] = got
+        tables.append(table(n, got["summary"], flag, args.rounds))
+        out("\n" + tables[-1])
+    out(f"\n{rounds.load_text()} at the end")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(figures, f, indent=1)
+    if args.profile:
+        out(f"cProfile files in {os.path.abspath(args.profile)}/ (profiled rates are not figures)")
+
+
+if __name__ == "__main__":
+    main()
