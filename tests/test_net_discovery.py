@@ -16,6 +16,7 @@ import asyncio
 import json
 import logging
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -103,8 +104,9 @@ def test_a_group_grows_from_three_to_six_members_by_seed_address(tmp_path: Path)
             if pid == 0:
                 extra += ["--status", "127.0.0.1:0", "--metrics", "127.0.0.1:0"]
             g.start(pid, extra)
-        wait_for(lambda: all(g.views(p)[-1:] == [(1, (0, 1, 2))] for p in range(3)), STAGE,
-                 "the founders to install view 1")  # fmt: skip
+        # view 1 on an idle machine; on a loaded one a founder that starts late may be
+        # excluded and rejoin first (a later view of the same three)
+        wait_for(lambda: _formed(g), STAGE, "the founders to install a view of all three")
         for pid in range(3, 6):  # each joiner knows one address, not its owner's pid
             g.start(pid, ["--join", "--seeds", g.address[pid - 2]])
             wait_for(lambda p=pid: bool(g.views(p)), STAGE, f"P{pid} to be let in")  # type: ignore[misc]
@@ -119,7 +121,8 @@ def test_a_group_grows_from_three_to_six_members_by_seed_address(tmp_path: Path)
         assert shown.returncode == 0, shown.stderr
         final = g.views(0)[-1][0]
         assert f"in view {final} [0, 1, 2, 3, 4, 5]" in shown.stdout, shown.stdout
-        assert "members and incarnations: P0#0, P1#0, P2#0, P3#0, P4#0, P5#0" in shown.stdout
+        assert re.search(r"members and incarnations: P0#\d+, P1#\d+, P2#\d+, P3#0, P4#0, P5#0",
+                         shown.stdout), shown.stdout  # fmt: skip
         assert "quorum: LOST" not in shown.stdout
         data = json.loads(subprocess.run(
             [sys.executable, "-m", "mailroom", "status", "--json", status],
@@ -148,6 +151,12 @@ def test_a_group_grows_from_three_to_six_members_by_seed_address(tmp_path: Path)
             (0, 1, 2, 3), (0, 1, 2, 3, 4), (0, 1, 2, 3, 4, 5)]  # fmt: skip
     finally:
         g.cleanup()
+
+
+def _formed(g: Seeded) -> bool:
+    """The three founders' last views are one view of all three."""
+    last = [g.views(p)[-1:] for p in range(3)]
+    return all(v and v[0][1] == (0, 1, 2) for v in last) and len({v[0][0] for v in last}) == 1
 
 
 @pytest.mark.slow
