@@ -1,7 +1,7 @@
-"""Batch forms of Fifo, Skeen and LamportTotalOrder: Hypothesis mixes single and batch
-sends (``broadcast_many``, ``send_many``) and chooses the schedule; each protocol keeps
-its order promise and liveness, bare, over FIFO channels and over a lossy network, and a
-known-buggy batch variant of each is caught."""
+"""Batch forms of Fifo, Skeen, LamportTotalOrder, TaggedCausalBroadcast, RST and KS:
+Hypothesis mixes single and batch sends (``broadcast_many``, ``send_many``) and chooses
+the schedule; each protocol keeps its order promise and liveness, bare, over FIFO
+channels and over a lossy network, and a known-buggy batch variant of each is caught."""
 
 from __future__ import annotations
 
@@ -20,13 +20,14 @@ from mailroom import (
     RemoteError,
     Skeen,
     Stack,
+    TaggedCausalBroadcast,
     Transmit,
 )
 from mailroom.core import codec, wire_format
 from mailroom.core.endpoint import Endpoint, capabilities
 from mailroom.core.messages import MessageId
 from mailroom.core.wire import carried_message_ids
-from mailroom.protocols import CBCASTPacket, FifoBatch, FifoPacket
+from mailroom.protocols import CBCASTPacket, FifoBatch, FifoPacket, TaggedBatch
 from mailroom.protocols.total import (
     LamportBatch,
     SkeenBatch,
@@ -37,14 +38,19 @@ from mailroom.testing import (
     FifoBatchReversed,
     LamportBatchOneTick,
     SkeenBatchLearnsFirst,
+    TaggedBatchFirstTag,
     assert_properties,
     find_counterexample,
     scenarios,
+    stability_violations,
+    tag_violations,
+    unstable_violations,
 )
 
 SAFE = ("integrity", "total", "liveness")
 ALL = ("integrity", "fifo", "causal", "total", "liveness")
 FIFO = ("integrity", "fifo", "liveness")
+CAUSAL = ("integrity", "fifo", "causal", "liveness")
 BATCHED = ("broadcast", "batch")
 
 
@@ -100,6 +106,27 @@ def test_lamport_with_batches_over_reliable_survives_loss_and_duplication(s):
     assert_properties(over(reliable, Fifo)(LamportTotalOrder), s, ALL)
 
 
+def explicit(pid: int, n: int) -> TaggedCausalBroadcast:
+    return TaggedCausalBroadcast(pid, n, consume="explicit")
+
+
+@given(scenarios(mode=BATCHED))
+def test_tagged_with_batches_is_causal_with_precise_tags_and_stability(s):
+    run = assert_properties(explicit, s, CAUSAL)
+    found = tag_violations(run.sim) + stability_violations(run.sim)
+    assert [v.explain() for v in found + unstable_violations(run.sim)] == [], run.describe()
+
+
+@given(scenarios(mode=BATCHED))
+def test_tagged_consuming_on_delivery_with_batches_is_causal(s):
+    assert_properties(TaggedCausalBroadcast, s, CAUSAL)
+
+
+@given(scenarios(mode=BATCHED, drop=True))
+def test_tagged_with_batches_over_reliable_survives_loss_and_duplication(s):
+    assert_properties(over(reliable)(explicit), s, CAUSAL)
+
+
 # -- and the property tests can fail -------------------------------------------------------
 
 
@@ -122,6 +149,12 @@ def test_lamport_ticking_once_per_batch_is_caught():
         over(Fifo)(LamportBatchOneTick), ["fifo", "total"], max_examples=1000, mode=BATCHED
     )
     assert run is not None, "LamportBatchOneTick was not caught"
+    assert any("broadcasts the batch" in step for step in run.steps)
+
+
+def test_tagged_giving_a_batch_its_first_tag_throughout_is_caught():
+    run = find_counterexample(TaggedBatchFirstTag, ["liveness"], max_examples=1000, mode=BATCHED)
+    assert run is not None, "TaggedBatchFirstTag was not caught"
     assert any("broadcasts the batch" in step for step in run.steps)
 
 
@@ -156,7 +189,13 @@ def test_a_batch_travels_as_one_packet_per_destination_and_step():
 
 
 def test_batch_forms_are_declared_capabilities():
-    for ep in (Fifo(0, 3), Skeen(0, 3), LamportTotalOrder(0, 3), LamportTotalOrder.stack(0, 3)):
+    for ep in (
+        Fifo(0, 3),
+        Skeen(0, 3),
+        LamportTotalOrder(0, 3),
+        LamportTotalOrder.stack(0, 3),
+        TaggedCausalBroadcast(0, 3),
+    ):
         assert "broadcast_many" in capabilities(ep)
     assert "send_many" in capabilities(Fifo(0, 3))
     assert "broadcast_many" not in capabilities(Stack(Fifo(0, 3), Reliable(0, 3)))
@@ -173,6 +212,11 @@ def test_batch_forms_are_declared_capabilities():
         (lambda: LamportTotalOrder(1, 3), LamportBatch(1, 1, 1, ("a",))),  # its own
         (lambda: LamportTotalOrder(1, 3), LamportBatch(0, 1, 1, ())),  # empty
         (lambda: Fifo(1, 3), FifoBatch(0, 2, 1, 1, ("a",))),  # for P2
+        (lambda: TaggedCausalBroadcast(1, 3), TaggedBatch(0, (1, 1, 0), ("a",))),  # P1's future
+        (lambda: TaggedCausalBroadcast(1, 3), TaggedBatch(0, (0, 0, 0), ("a",))),  # own entry 0
+        (lambda: TaggedCausalBroadcast(1, 3), TaggedBatch(1, (1, 0, 0), ("a",))),  # never sent
+        (lambda: TaggedCausalBroadcast(1, 3), TaggedBatch(0, (1, 0), ("a",))),  # wrong size
+        (lambda: TaggedCausalBroadcast(1, 3), TaggedBatch(0, (1, 0, 0), ())),  # empty
     ],
 )
 def test_an_impossible_batch_is_a_remote_error_and_changes_nothing(make, packet):
@@ -254,6 +298,7 @@ def test_fifo_refuses_a_malformed_next_packet(packet):
         SkeenBatch(0, 4, 9, (0, 1, 2), ("x", 300), 2),
         SkeenProposalBatch(1, 0, 4, (10, 11, 200)),
         SkeenFinalBatch(0, 4, 2, (10, 12)),
+        TaggedBatch(1, (0, 3, 0, 5), ("a", {"b": [2]})),
     ],
 )
 def test_batch_packets_encode_as_the_wire_format_says(packet):
@@ -264,6 +309,13 @@ def test_batch_packets_encode_as_the_wire_format_says(packet):
         ()
         if type(packet) in (SkeenProposalBatch, SkeenFinalBatch)
         else tuple(
-            MessageId(packet.sender, packet.first_seq + i) for i in range(len(packet.payloads))
+            MessageId(packet.sender, first_seq(packet) + i) for i in range(len(packet.payloads))
         )
     )
+
+
+def first_seq(packet: Any) -> int:
+    """The seq of a batch's first message: named, or its sender's entry of its stamp."""
+    if hasattr(packet, "first_seq"):
+        return int(packet.first_seq)
+    return int(packet.tag[packet.sender])

@@ -90,7 +90,7 @@ def test_every_hook_is_documented_as_a_rule() -> None:
         KS: {"piggyback", "implied_by"},
         CBCAST: {"batch_deliverable"},
         Reliable: {"on_copy"},
-        TaggedCausalBroadcast: {"stamp"},
+        TaggedCausalBroadcast: {"stamp", "entry_tag"},
     }
     for cls, names in expected.items():
         found = hooks(cls)

@@ -10,6 +10,7 @@ from mailroom.protocols.causal import CBCASTPacket as CBCASTPacket
 from mailroom.protocols.causal import KSPacket as KSPacket
 from mailroom.protocols.causal import RSTPacket as RSTPacket
 from mailroom.protocols.causal import StabilityAck as StabilityAck
+from mailroom.protocols.causal import TaggedBatch as TaggedBatch
 from mailroom.protocols.causal import TaggedCausalBroadcast as TaggedCausalBroadcast
 from mailroom.protocols.causal import TaggedPacket as TaggedPacket
 from mailroom.protocols.detect import CausalityDetector, CausalityViolation, is_violation

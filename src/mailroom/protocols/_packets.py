@@ -48,6 +48,20 @@ def carries_stamped(stamp: str) -> Carries:
     return carries
 
 
+def carries_stamped_batch(
+    stamp: str,
+) -> tuple[Carries, Callable[[Any], tuple[MessageId, ...]]]:
+    """``carries`` and ``carries_all`` of a batch of broadcasts whose vector ``stamp`` is
+    its first message's (message i's seq is ``stamp[sender] + i``), one per payload."""
+    vector = operator.attrgetter(stamp)
+
+    def carries_all(packet: Any) -> tuple[MessageId, ...]:
+        return batch_ids(packet.sender, vector(packet)[packet.sender], packet.payloads)
+
+    carries_all.__doc__ = "Every application message this packet carries, in order."
+    return carries_stamped(stamp), carries_all
+
+
 #: ``carries()`` of a packet that carries message (``sender``, ``seq``).
 carries_seq = carries_message("sender", "seq")
 
@@ -99,4 +113,5 @@ __all__ = [
     "carries_range",
     "carries_seq",
     "carries_stamped",
+    "carries_stamped_batch",
 ]

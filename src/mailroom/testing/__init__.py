@@ -47,6 +47,7 @@ from mailroom.testing.variants import (
     ReliableNoRetransmit,
     RSTColumnOnly,
     RSTSelfDoubleCount,
+    TaggedBatchFirstTag,
 )
 from mailroom.testing.variants_total import (
     LamportBatchOneTick,
@@ -87,6 +88,7 @@ __all__ = [
     "SkeenNoClockRaise",
     "Steady",
     "SteadyRun",
+    "TaggedBatchFirstTag",
     "assert_group_properties",
     "assert_properties",
     "delivered_tags",

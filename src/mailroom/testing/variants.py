@@ -195,6 +195,17 @@ class NaiveTagged(TaggedCausalBroadcast):
         return self.delivered.entries
 
 
+class TaggedBatchFirstTag(TaggedCausalBroadcast):
+    """Gives every message of a batch the batch's first tag: the second and later
+    messages look like copies of the first and are dropped at every receiver, so they
+    are never delivered there (liveness)."""
+
+    protocol = "TaggedBatchFirstTag"
+
+    def entry_tag(self, tag: Row, sender: int, i: int) -> Row:
+        return tag
+
+
 class CBCASTBatchEager(CBCAST):
     """Delivers a batch whole when it is next from its sender, skipping the check that
     the batch's causal past (the other entries of its stamp) is delivered: a batch sent

@@ -4,6 +4,7 @@ from mailroom.protocols.causal.broadcast import CBCAST, CBCASTBatch, CBCASTPacke
 from mailroom.protocols.causal.ks import KS, KSPacket
 from mailroom.protocols.causal.tagged import (
     StabilityAck,
+    TaggedBatch,
     TaggedCausalBroadcast,
     TaggedPacket,
 )
@@ -18,6 +19,7 @@ __all__ = [
     "KSPacket",
     "RSTPacket",
     "StabilityAck",
+    "TaggedBatch",
     "TaggedCausalBroadcast",
     "TaggedPacket",
 ]
