@@ -10,9 +10,11 @@ from typing import Any
 
 import pytest
 from hypothesis import given
+from hypothesis import strategies as st
 
 from mailroom import (
     CBCAST,
+    RST,
     Deliver,
     Fifo,
     LamportTotalOrder,
@@ -27,7 +29,7 @@ from mailroom.core import codec, wire_format
 from mailroom.core.endpoint import Endpoint, capabilities
 from mailroom.core.messages import MessageId
 from mailroom.core.wire import carried_message_ids
-from mailroom.protocols import CBCASTPacket, FifoBatch, FifoPacket, TaggedBatch
+from mailroom.protocols import CBCASTPacket, FifoBatch, FifoPacket, RSTBatch, TaggedBatch
 from mailroom.protocols.total import (
     LamportBatch,
     SkeenBatch,
@@ -37,6 +39,7 @@ from mailroom.protocols.total import (
 from mailroom.testing import (
     FifoBatchReversed,
     LamportBatchOneTick,
+    RSTBatchOneMatrix,
     SkeenBatchLearnsFirst,
     TaggedBatchFirstTag,
     assert_properties,
@@ -117,14 +120,25 @@ def test_tagged_with_batches_is_causal_with_precise_tags_and_stability(s):
     assert [v.explain() for v in found + unstable_violations(run.sim)] == [], run.describe()
 
 
-@given(scenarios(mode=BATCHED))
-def test_tagged_consuming_on_delivery_with_batches_is_causal(s):
-    assert_properties(TaggedCausalBroadcast, s, CAUSAL)
+UNICAST = ("unicast", "unicast_batch")
+#: The causal protocols with a batch form, and the sends their schedules mix.
+CAUSAL_BATCHES = [
+    pytest.param(TaggedCausalBroadcast, BATCHED, id="tagged-on-delivery"),
+    pytest.param(explicit, BATCHED, id="tagged-explicit"),
+    pytest.param(RST, UNICAST, id="rst"),
+]
 
 
-@given(scenarios(mode=BATCHED, drop=True))
-def test_tagged_with_batches_over_reliable_survives_loss_and_duplication(s):
-    assert_properties(over(reliable)(explicit), s, CAUSAL)
+@pytest.mark.parametrize("make, mode", CAUSAL_BATCHES)
+@given(data=st.data())
+def test_causal_protocols_with_batches_are_causal(make, mode, data):
+    assert_properties(make, data.draw(scenarios(mode=mode)), CAUSAL)
+
+
+@pytest.mark.parametrize("make, mode", CAUSAL_BATCHES)
+@given(data=st.data())
+def test_causal_protocols_with_batches_over_reliable_survive_loss_and_duplication(make, mode, data):
+    assert_properties(over(reliable)(make), data.draw(scenarios(mode=mode, drop=True)), CAUSAL)
 
 
 # -- and the property tests can fail -------------------------------------------------------
@@ -156,6 +170,12 @@ def test_tagged_giving_a_batch_its_first_tag_throughout_is_caught():
     run = find_counterexample(TaggedBatchFirstTag, ["liveness"], max_examples=1000, mode=BATCHED)
     assert run is not None, "TaggedBatchFirstTag was not caught"
     assert any("broadcasts the batch" in step for step in run.steps)
+
+
+def test_rst_giving_a_batch_one_matrix_is_caught():
+    run = find_counterexample(RSTBatchOneMatrix, ["liveness"], max_examples=1000, mode=UNICAST)
+    assert run is not None, "RSTBatchOneMatrix was not caught"
+    assert any("sends the batch" in step for step in run.steps)
 
 
 # -- the packets and the capability --------------------------------------------------------
@@ -198,6 +218,8 @@ def test_batch_forms_are_declared_capabilities():
     ):
         assert "broadcast_many" in capabilities(ep)
     assert "send_many" in capabilities(Fifo(0, 3))
+    assert "send_many" in capabilities(RST(0, 3))
+    assert "send_many" in capabilities(Stack(Reliable(0, 3), RST(0, 3)))
     assert "broadcast_many" not in capabilities(Stack(Fifo(0, 3), Reliable(0, 3)))
     assert "send_many" in capabilities(Stack(Reliable(0, 3), Fifo(0, 3)))
 
@@ -212,6 +234,10 @@ def test_batch_forms_are_declared_capabilities():
         (lambda: LamportTotalOrder(1, 3), LamportBatch(1, 1, 1, ("a",))),  # its own
         (lambda: LamportTotalOrder(1, 3), LamportBatch(0, 1, 1, ())),  # empty
         (lambda: Fifo(1, 3), FifoBatch(0, 2, 1, 1, ("a",))),  # for P2
+        (lambda: RST(1, 3), RSTBatch(0, 2, 1, ((0,) * 3,) * 3, ("a",))),  # for P2
+        (lambda: RST(1, 3), RSTBatch(0, 1, 1, ((0, 0, 0), (0, 1, 0), (0, 0, 0)), ("a",))),
+        (lambda: RST(1, 3), RSTBatch(0, 1, 1, ((0, 1, 0),) * 3, ("a", "b"))),  # seq 1 is 2nd
+        (lambda: RST(1, 3), RSTBatch(0, 1, 1, ((0,) * 3,) * 2, ("a",))),  # wrong size
         (lambda: TaggedCausalBroadcast(1, 3), TaggedBatch(0, (1, 1, 0), ("a",))),  # P1's future
         (lambda: TaggedCausalBroadcast(1, 3), TaggedBatch(0, (0, 0, 0), ("a",))),  # own entry 0
         (lambda: TaggedCausalBroadcast(1, 3), TaggedBatch(1, (1, 0, 0), ("a",))),  # never sent
@@ -299,6 +325,7 @@ def test_fifo_refuses_a_malformed_next_packet(packet):
         SkeenProposalBatch(1, 0, 4, (10, 11, 200)),
         SkeenFinalBatch(0, 4, 2, (10, 12)),
         TaggedBatch(1, (0, 3, 0, 5), ("a", {"b": [2]})),
+        RSTBatch(2, 0, 4, ((0, 1, 0), (0, 0, 0), (3, 0, 2)), ("x", "y", 7)),
     ],
 )
 def test_batch_packets_encode_as_the_wire_format_says(packet):

@@ -86,7 +86,7 @@ def test_every_hook_is_documented_as_a_rule() -> None:
         LamportTotalOrder: {"stamp_batch"},
         Fifo: {"deliver_run"},
         Sequencer: {"deliver_order", "deliver_batch"},
-        RST: {"attached", "count_sent"},
+        RST: {"attached", "count_sent", "entry_sent"},
         KS: {"piggyback", "implied_by"},
         CBCAST: {"batch_deliverable"},
         Reliable: {"on_copy"},

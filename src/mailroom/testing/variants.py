@@ -49,6 +49,17 @@ class RSTColumnOnly(RST):
         )
 
 
+class RSTBatchOneMatrix(RST):
+    """Gives every message of a batch the batch's matrix as it is: each looks like the
+    first message on its channel, so all but the first are dropped as copies and never
+    delivered (liveness)."""
+
+    protocol = "RSTBatchOneMatrix"
+
+    def entry_sent(self, sent: FrozenMatrix, sender: int, dest: int, i: int) -> FrozenMatrix:
+        return sent
+
+
 class KSDestOnly(KS):
     """Prunes too eagerly when piggybacking: sends only the log entries that name the
     destination (the KS analogue of RSTColumnOnly). In the Alice/Bob/Carol run m2

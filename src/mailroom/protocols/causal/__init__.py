@@ -8,7 +8,7 @@ from mailroom.protocols.causal.tagged import (
     TaggedCausalBroadcast,
     TaggedPacket,
 )
-from mailroom.protocols.causal.unicast import RST, RSTPacket
+from mailroom.protocols.causal.unicast import RST, RSTBatch, RSTPacket
 
 __all__ = [
     "CBCAST",
@@ -17,6 +17,7 @@ __all__ = [
     "CBCASTBatch",
     "CBCASTPacket",
     "KSPacket",
+    "RSTBatch",
     "RSTPacket",
     "StabilityAck",
     "TaggedBatch",

@@ -104,8 +104,7 @@ class CBCAST(BufferedEndpoint):
         return self._broadcast_chunks(payloads, self._send_batch)
 
     def _send_batch(self, payloads: tuple[Any, ...]) -> list[Action]:
-        first = self._next_id()
-        self.sent_count += len(payloads) - 1
+        first = self._next_ids(len(payloads))
         self._clock[self.pid] += 1
         packet = CBCASTBatch(self.pid, tuple(self._clock), payloads)
         self._clock[self.pid] += len(payloads) - 1

@@ -273,9 +273,8 @@ class TaggedCausalBroadcast(BufferedEndpoint):
         return self._broadcast_chunks(payloads, self._send_batch)
 
     def _send_batch(self, payloads: tuple[Any, ...]) -> list[Action]:
-        first = self._next_id()
         size = len(payloads)
-        self.sent_count += size - 1
+        first = self._next_ids(size)
         self._clock[self.pid] += 1
         self._delivered[self.pid] += size
         tag = self.stamp()
