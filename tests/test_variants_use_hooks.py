@@ -87,7 +87,7 @@ def test_every_hook_is_documented_as_a_rule() -> None:
         Fifo: {"deliver_run"},
         Sequencer: {"deliver_order", "deliver_batch"},
         RST: {"attached", "count_sent", "entry_sent"},
-        KS: {"piggyback", "implied_by"},
+        KS: {"piggyback", "implied_by", "batch_log"},
         CBCAST: {"batch_deliverable"},
         Reliable: {"on_copy"},
         TaggedCausalBroadcast: {"stamp", "entry_tag"},

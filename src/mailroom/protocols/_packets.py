@@ -16,6 +16,8 @@ import operator
 from collections.abc import Callable
 from typing import Any
 
+import attrs
+
 from mailroom.core.messages import MessageId
 
 #: A batch packet's ``payloads`` field: its messages' payloads, in order.
@@ -103,9 +105,23 @@ def carries_batch(
     return carries_message(origin, first_seq), carries_range(origin, first_seq)
 
 
+@attrs.frozen
+class UnicastBatch:
+    """The first fields of a batch of consecutive messages from ``sender`` to ``dest``
+    alone: message i is (sender, first_seq + i), one per payload. A protocol's batch
+    packet adds its metadata and ``payloads`` (in that order, on the wire too)."""
+
+    sender: int
+    dest: int
+    first_seq: int
+
+    carries, carries_all = carries_batch("sender", "first_seq")
+
+
 __all__ = [
     "Carries",
     "Payloads",
+    "UnicastBatch",
     "batch_ids",
     "carries_batch",
     "carries_message",

@@ -32,7 +32,7 @@ from mailroom.core.persist import counts
 from mailroom.core.wire import as_row, packet
 from mailroom.protocols._buffer import DependencyBuffer
 from mailroom.protocols._buffered import BufferedEndpoint, mail_room
-from mailroom.protocols._packets import Payloads, carries_batch, carries_seq
+from mailroom.protocols._packets import Payloads, UnicastBatch, carries_seq
 
 _MAX = validate.MAX_COUNTER
 
@@ -53,17 +53,12 @@ class FifoPacket:
 
 @packet
 @attrs.frozen
-class FifoBatch:
+class FifoBatch(UnicastBatch):
     """k consecutive messages on the channel sender -> dest: message i is (sender,
     first_seq + i), the (first_channel + i)-th on the channel."""
 
-    sender: int
-    dest: int
-    first_seq: int
     first_channel: int
     payloads: Payloads = attrs.field(converter=as_row)
-
-    carries, carries_all = carries_batch("sender", "first_seq")
 
 
 class Fifo(BufferedEndpoint):

@@ -60,6 +60,19 @@ class RSTBatchOneMatrix(RST):
         return sent
 
 
+class KSBatchFirstOnly(KS):
+    """Takes a batch's dependencies to be its first message's alone: the later messages
+    carry an empty log, so while the first waits for a message it depends on they are
+    delivered ahead of it (fifo, causal)."""
+
+    protocol = "KSBatchFirstOnly"
+
+    def batch_log(
+        self, entries: list[Entry], sender: int, dest: int, i: int, first: int
+    ) -> list[Entry]:
+        return entries if i == 0 else []
+
+
 class KSDestOnly(KS):
     """Prunes too eagerly when piggybacking: sends only the log entries that name the
     destination (the KS analogue of RSTColumnOnly). In the Alice/Bob/Carol run m2

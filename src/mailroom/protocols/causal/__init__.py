@@ -1,7 +1,7 @@
 """Causal order: RST and KS unicast, CBCAST broadcast, tagged causal stable broadcast."""
 
 from mailroom.protocols.causal.broadcast import CBCAST, CBCASTBatch, CBCASTPacket
-from mailroom.protocols.causal.ks import KS, KSPacket
+from mailroom.protocols.causal.ks import KS, KSBatch, KSPacket
 from mailroom.protocols.causal.tagged import (
     StabilityAck,
     TaggedBatch,
@@ -16,6 +16,7 @@ __all__ = [
     "RST",
     "CBCASTBatch",
     "CBCASTPacket",
+    "KSBatch",
     "KSPacket",
     "RSTBatch",
     "RSTPacket",

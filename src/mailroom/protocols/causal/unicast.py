@@ -45,7 +45,7 @@ from mailroom.core.persist import counts, matrix
 from mailroom.core.wire import as_matrix, as_row, packet
 from mailroom.protocols._buffer import DependencyBuffer
 from mailroom.protocols._buffered import BufferedEndpoint, mail_room
-from mailroom.protocols._packets import Payloads, carries_batch, carries_seq
+from mailroom.protocols._packets import Payloads, UnicastBatch, carries_seq
 
 
 @packet
@@ -64,17 +64,12 @@ class RSTPacket:
 
 @packet
 @attrs.frozen
-class RSTBatch:
+class RSTBatch(UnicastBatch):
     """k consecutive RST messages from ``sender`` to ``dest``, (sender, first_seq + i),
     with one matrix: the first one's SENT; message i's has SENT[sender][dest] + i."""
 
-    sender: int
-    dest: int
-    first_seq: int
     sent: FrozenMatrix = attrs.field(converter=as_matrix)
     payloads: Payloads = attrs.field(converter=as_row)
-
-    carries, carries_all = carries_batch("sender", "first_seq")
 
 
 class RST(BufferedEndpoint):
