@@ -276,9 +276,10 @@ class TaggedCausalBroadcast(BufferedEndpoint):
         size = len(payloads)
         first = self._next_ids(size)
         self._clock[self.pid] += 1
-        self._delivered[self.pid] += size
-        tag = self.stamp()
+        self._delivered[self.pid] += 1
+        tag = self.stamp()  # as broadcast stamps the first; the others follow it
         self._clock[self.pid] += size - 1
+        self._delivered[self.pid] += size - 1
         self._unannounced = 0
         batch = TaggedBatch(self.pid, tag, payloads)
         actions: list[Action] = [
