@@ -14,9 +14,12 @@ it adds, is the cost per delivery at steady state (start-up and imports cancel o
   of K), every packet delivered oldest first through one queue until the network is
   empty: every endpoint step, sends, receipts and replies included, per message
   delivered at a member (k messages delivered at n members are k * n deliveries).
+- **unicast**: the same for the unicast protocols: process p sends in turn to
+  p + 1 (mod n) with ``send`` (or, with ``--batch K``, ``send_many`` of K), the
+  network drained oldest first after each turn; every endpoint step per delivery.
 
     python benchmarks/instructions.py [--count 2000] [--sizes 3 8] [--only Fifo CBCAST]
-        [--batch 64]
+        [--batch 64] [--kinds receive group unicast]
 
 Needs valgrind. Hash randomization is off (``PYTHONHASHSEED=0``) so both runs of a pair
 execute the same start-up. Instruction counts are not times: they say how much work
@@ -38,6 +41,8 @@ from bench_delivery import PROTOCOLS, NoOp, burst
 
 from mailroom import (
     CBCAST,
+    KS,
+    RST,
     Deliver,
     Fifo,
     LamportTotalOrder,
@@ -47,7 +52,7 @@ from mailroom import (
     Transmit,
     Unordered,
 )
-from mailroom.core.endpoint import broadcast_batch
+from mailroom.core.endpoint import broadcast_batch, send_batch
 
 RECEIVE = ("no-op", "Unordered", "Fifo", "CBCAST", "Tagged", "KS", "RST")
 GROUP: dict[str, Callable[[int, int], Any]] = {
@@ -58,6 +63,9 @@ GROUP: dict[str, Callable[[int, int], Any]] = {
     "Skeen": Skeen,
     "Lamport": LamportTotalOrder.stack,
 }
+UNICAST: dict[str, Callable[[int, int], Any]] = {"Fifo": Fifo, "RST": RST, "KS": KS}
+#: the unicast workload's rows, as run_group names them
+UNICAST_KIND = {f"unicast:{name}": make for name, make in UNICAST.items()}
 BROADCASTING = {"CBCAST", "Tagged"}
 
 
@@ -90,9 +98,10 @@ def run_receive(name: str, n: int, count: int, made: int) -> int:
 
 
 def run_group(name: str, n: int, count: int, batch: int) -> int:
-    """``count`` messages broadcast by the processes in turn, the network drained oldest
-    first; the deliveries at all members."""
-    eps = [GROUP[name](p, n) for p in range(n)]
+    """``count`` messages broadcast (``name`` of the form "unicast:RST": sent to the
+    next process) by the processes in turn, the network drained oldest first; the
+    deliveries at all members."""
+    eps = [(UNICAST_KIND.get(name) or GROUP[name])(p, n) for p in range(n)]
     queue: deque[tuple[int, object]] = deque()
     delivered = 0
 
@@ -108,11 +117,14 @@ def run_group(name: str, n: int, count: int, batch: int) -> int:
     turn = 0
     while sent < count:
         size = min(batch, count - sent)
-        ep = eps[turn % n]
-        if batch == 1:
+        ep, to = eps[turn % n], (turn + 1) % n
+        payloads = list(range(sent, sent + size))
+        if name in UNICAST_KIND:
+            apply(ep.send(sent, to=to) if batch == 1 else send_batch(ep, payloads, to))
+        elif batch == 1:
             apply(ep.broadcast(sent))
         else:
-            apply(broadcast_batch(ep, list(range(sent, sent + size))))
+            apply(broadcast_batch(ep, payloads))
         sent += size
         turn += 1
         while queue:
@@ -126,6 +138,9 @@ def one(args: argparse.Namespace) -> None:
     kind, name, n, count, made = args.one[0], args.one[1], *map(int, args.one[2:])
     if kind == "receive":
         got = run_receive(name, n, count, made)
+        want = count
+    elif kind == "unicast":
+        got = run_group(f"unicast:{name}", n, count, args.batch)
         want = count
     else:
         got = run_group(name, n, count, args.batch)
@@ -151,7 +166,7 @@ def instructions(kind: str, name: str, n: int, count: int, made: int, batch: int
 def per_delivery(kind: str, name: str, n: int, count: int, batch: int) -> float:
     low = instructions(kind, name, n, count, 2 * count, batch)
     high = instructions(kind, name, n, 2 * count, 2 * count, batch)
-    return (high - low) / (count if kind == "receive" else count * n)
+    return (high - low) / (count if kind != "group" else count * n)
 
 
 def main() -> None:
@@ -168,8 +183,8 @@ def main() -> None:
         return
     print(f"instructions per delivery (callgrind; {args.count} vs {2 * args.count} messages)")
     for kind in args.kinds:
-        names = RECEIVE if kind == "receive" else tuple(GROUP)
-        label = kind if args.batch == 1 or kind == "receive" else f"group, batches of {args.batch}"
+        names = {"receive": RECEIVE, "unicast": tuple(UNICAST)}.get(kind, tuple(GROUP))
+        label = kind if args.batch == 1 or kind == "receive" else f"{kind}, batches of {args.batch}"
         for name in names:
             if args.only and name not in args.only:
                 continue

@@ -1,7 +1,7 @@
-"""Batch forms of Fifo, Skeen and LamportTotalOrder: Hypothesis mixes single and batch
-sends (``broadcast_many``, ``send_many``) and chooses the schedule; each protocol keeps
-its order promise and liveness, bare, over FIFO channels and over a lossy network, and a
-known-buggy batch variant of each is caught."""
+"""Batch forms of Fifo, Skeen, LamportTotalOrder, TaggedCausalBroadcast, RST and KS:
+Hypothesis mixes single and batch sends (``broadcast_many``, ``send_many``) and chooses
+the schedule; each protocol keeps its order promise and liveness, bare, over FIFO
+channels and over a lossy network, and a known-buggy batch variant of each is caught."""
 
 from __future__ import annotations
 
@@ -10,9 +10,12 @@ from typing import Any
 
 import pytest
 from hypothesis import given
+from hypothesis import strategies as st
 
 from mailroom import (
     CBCAST,
+    KS,
+    RST,
     Deliver,
     Fifo,
     LamportTotalOrder,
@@ -20,13 +23,21 @@ from mailroom import (
     RemoteError,
     Skeen,
     Stack,
+    TaggedCausalBroadcast,
     Transmit,
 )
 from mailroom.core import codec, wire_format
 from mailroom.core.endpoint import Endpoint, capabilities
 from mailroom.core.messages import MessageId
 from mailroom.core.wire import carried_message_ids
-from mailroom.protocols import CBCASTPacket, FifoBatch, FifoPacket
+from mailroom.protocols import (
+    CBCASTPacket,
+    FifoBatch,
+    FifoPacket,
+    KSBatch,
+    RSTBatch,
+    TaggedBatch,
+)
 from mailroom.protocols.total import (
     LamportBatch,
     SkeenBatch,
@@ -35,16 +46,25 @@ from mailroom.protocols.total import (
 )
 from mailroom.testing import (
     FifoBatchReversed,
+    KSBatchFirstOnly,
     LamportBatchOneTick,
+    RSTBatchOneMatrix,
     SkeenBatchLearnsFirst,
+    TaggedBatchFirstTag,
     assert_properties,
     find_counterexample,
+    replay,
     scenarios,
+    stability_violations,
+    tag_violations,
+    unstable_violations,
 )
+from tests.strategies import assert_restore_midway_changes_nothing
 
 SAFE = ("integrity", "total", "liveness")
 ALL = ("integrity", "fifo", "causal", "total", "liveness")
 FIFO = ("integrity", "fifo", "liveness")
+CAUSAL = ("integrity", "fifo", "causal", "liveness")
 BATCHED = ("broadcast", "batch")
 
 
@@ -100,6 +120,60 @@ def test_lamport_with_batches_over_reliable_survives_loss_and_duplication(s):
     assert_properties(over(reliable, Fifo)(LamportTotalOrder), s, ALL)
 
 
+def explicit(pid: int, n: int) -> TaggedCausalBroadcast:
+    return TaggedCausalBroadcast(pid, n, consume="explicit")
+
+
+@given(scenarios(mode=BATCHED))
+def test_tagged_with_batches_is_causal_with_precise_tags_and_stability(s):
+    run = assert_properties(explicit, s, CAUSAL)
+    found = tag_violations(run.sim) + stability_violations(run.sim)
+    assert [v.explain() for v in found + unstable_violations(run.sim)] == [], run.describe()
+
+
+UNICAST = ("unicast", "unicast_batch")
+#: The causal protocols with a batch form, and the sends their schedules mix.
+CAUSAL_BATCHES = [
+    pytest.param(TaggedCausalBroadcast, BATCHED, id="tagged-on-delivery"),
+    pytest.param(explicit, BATCHED, id="tagged-explicit"),
+    pytest.param(RST, UNICAST, id="rst"),
+    pytest.param(KS, UNICAST, id="ks"),
+    pytest.param(KS, (*UNICAST, "multicast"), id="ks-multicast"),
+]
+
+
+@pytest.mark.parametrize("make, mode", CAUSAL_BATCHES)
+@given(data=st.data())
+def test_causal_protocols_with_batches_are_causal(make, mode, data):
+    assert_properties(make, data.draw(scenarios(mode=mode)), CAUSAL)
+
+
+@pytest.mark.parametrize("make, mode", CAUSAL_BATCHES)
+@given(data=st.data())
+def test_causal_protocols_with_batches_over_reliable_survive_loss_and_duplication(make, mode, data):
+    assert_properties(over(reliable)(make), data.draw(scenarios(mode=mode, drop=True)), CAUSAL)
+
+
+@pytest.mark.parametrize("make, mode", CAUSAL_BATCHES)
+@given(data=st.data())
+def test_causal_protocols_with_batches_restore_midway_to_the_same_run(make, mode, data):
+    """Batches leave single packets in the mail rooms: a snapshot taken mid-run (held
+    messages, batches in flight) restores to exactly the same run."""
+    s = data.draw(scenarios(mode=mode, max_ops=6, max_choices=40))
+    assert_restore_midway_changes_nothing(make, s, data)
+
+
+@given(scenarios(mode=UNICAST, n=(2, 5), max_ops=10, max_choices=120, crash=True))
+def test_ks_and_rst_with_batches_deliver_the_same_in_the_same_order(s):
+    """Batches are taken as their packets in a row, so KS and RST still agree at every
+    step (crashes and restores from snapshots included)."""
+    ks, rst = replay(KS, s), replay(RST, s)
+    assert ks.steps == rst.steps
+    assert ks.sim.delivered == rst.sim.delivered
+    safe = ("integrity", "fifo", "causal")  # a crash may lose what was in flight
+    assert ks.violations(safe) == [] == rst.violations(safe)
+
+
 # -- and the property tests can fail -------------------------------------------------------
 
 
@@ -123,6 +197,47 @@ def test_lamport_ticking_once_per_batch_is_caught():
     )
     assert run is not None, "LamportBatchOneTick was not caught"
     assert any("broadcasts the batch" in step for step in run.steps)
+
+
+def test_tagged_giving_a_batch_its_first_tag_throughout_is_caught():
+    run = find_counterexample(TaggedBatchFirstTag, ["liveness"], max_examples=1000, mode=BATCHED)
+    assert run is not None, "TaggedBatchFirstTag was not caught"
+    assert any("broadcasts the batch" in step for step in run.steps)
+
+
+def test_rst_giving_a_batch_one_matrix_is_caught():
+    run = find_counterexample(RSTBatchOneMatrix, ["liveness"], max_examples=1000, mode=UNICAST)
+    assert run is not None, "RSTBatchOneMatrix was not caught"
+    assert any("sends the batch" in step for step in run.steps)
+
+
+def test_ks_taking_a_batch_for_its_first_message_alone_is_caught():
+    run = find_counterexample(KSBatchFirstOnly, ["fifo", "causal"], max_examples=2000, mode=UNICAST)
+    assert run is not None, "KSBatchFirstOnly was not caught"
+    assert any("sends the batch" in step for step in run.steps)
+
+
+@pytest.mark.parametrize("make", [RST, KS])
+def test_a_batch_leaves_the_state_of_its_single_sends(make):
+    """Some traffic first (held messages included), then three messages to P2 as one
+    batch or as three sends: sender and receiver end in the same state."""
+
+    def run(batch: bool) -> list[Any]:
+        eps = [make(p, 3) for p in range(3)]
+        late = eps[1].send("late", to=2)  # held back: what P0's batch will depend on
+        for t in eps[1].send("b", to=0) + eps[0].send("c", to=1) + eps[0].send("c", to=2):
+            eps[t.to].receive(t.packet)
+        if batch:
+            sends = eps[0].send_many(["d", "e", "f"], to=2)
+        else:
+            sends = [a for x in ("d", "e", "f") for a in eps[0].send(x, to=2)]
+        got = [a for t in sends + late for a in eps[2].receive(t.packet)]
+        assert [a.message.payload for a in got] == ["late", "d", "e", "f"]
+        for t in eps[2].send("g", to=0):
+            eps[0].receive(t.packet)
+        return [ep.snapshot() for ep in eps]
+
+    assert run(batch=True) == run(batch=False)
 
 
 # -- the packets and the capability --------------------------------------------------------
@@ -156,9 +271,18 @@ def test_a_batch_travels_as_one_packet_per_destination_and_step():
 
 
 def test_batch_forms_are_declared_capabilities():
-    for ep in (Fifo(0, 3), Skeen(0, 3), LamportTotalOrder(0, 3), LamportTotalOrder.stack(0, 3)):
+    for ep in (
+        Fifo(0, 3),
+        Skeen(0, 3),
+        LamportTotalOrder(0, 3),
+        LamportTotalOrder.stack(0, 3),
+        TaggedCausalBroadcast(0, 3),
+    ):
         assert "broadcast_many" in capabilities(ep)
     assert "send_many" in capabilities(Fifo(0, 3))
+    assert "send_many" in capabilities(RST(0, 3))
+    assert "send_many" in capabilities(KS(0, 3))
+    assert "send_many" in capabilities(Stack(Reliable(0, 3), RST(0, 3)))
     assert "broadcast_many" not in capabilities(Stack(Fifo(0, 3), Reliable(0, 3)))
     assert "send_many" in capabilities(Stack(Reliable(0, 3), Fifo(0, 3)))
 
@@ -173,6 +297,19 @@ def test_batch_forms_are_declared_capabilities():
         (lambda: LamportTotalOrder(1, 3), LamportBatch(1, 1, 1, ("a",))),  # its own
         (lambda: LamportTotalOrder(1, 3), LamportBatch(0, 1, 1, ())),  # empty
         (lambda: Fifo(1, 3), FifoBatch(0, 2, 1, 1, ("a",))),  # for P2
+        (lambda: RST(1, 3), RSTBatch(0, 2, 1, ((0,) * 3,) * 3, ("a",))),  # for P2
+        (lambda: RST(1, 3), RSTBatch(0, 1, 1, ((0, 0, 0), (0, 1, 0), (0, 0, 0)), ("a",))),
+        (lambda: RST(1, 3), RSTBatch(0, 1, 1, ((0, 1, 0),) * 3, ("a", "b"))),  # seq 1 is 2nd
+        (lambda: RST(1, 3), RSTBatch(0, 1, 1, ((0,) * 3,) * 2, ("a",))),  # wrong size
+        (lambda: KS(1, 3), KSBatch(0, 2, 1, (), ("a",))),  # for P2
+        (lambda: KS(1, 3), KSBatch(0, 1, 2, (6,), ("a",))),  # its own seq 2 as a dependency
+        (lambda: KS(1, 3), KSBatch(0, 1, 1, (0, 3), ("a",))),  # P1's seq 1, never sent
+        (lambda: KS(1, 3), KSBatch(0, 1, 1, (), ())),  # empty
+        (lambda: TaggedCausalBroadcast(1, 3), TaggedBatch(0, (1, 1, 0), ("a",))),  # P1's future
+        (lambda: TaggedCausalBroadcast(1, 3), TaggedBatch(0, (0, 0, 0), ("a",))),  # own entry 0
+        (lambda: TaggedCausalBroadcast(1, 3), TaggedBatch(1, (1, 0, 0), ("a",))),  # never sent
+        (lambda: TaggedCausalBroadcast(1, 3), TaggedBatch(0, (1, 0), ("a",))),  # wrong size
+        (lambda: TaggedCausalBroadcast(1, 3), TaggedBatch(0, (1, 0, 0), ())),  # empty
     ],
 )
 def test_an_impossible_batch_is_a_remote_error_and_changes_nothing(make, packet):
@@ -254,6 +391,9 @@ def test_fifo_refuses_a_malformed_next_packet(packet):
         SkeenBatch(0, 4, 9, (0, 1, 2), ("x", 300), 2),
         SkeenProposalBatch(1, 0, 4, (10, 11, 200)),
         SkeenFinalBatch(0, 4, 2, (10, 12)),
+        TaggedBatch(1, (0, 3, 0, 5), ("a", {"b": [2]})),
+        RSTBatch(2, 0, 4, ((0, 1, 0), (0, 0, 0), (3, 0, 2)), ("x", "y", 7)),
+        KSBatch(1, 0, 5, (0, 3, 11), ("x", None)),
     ],
 )
 def test_batch_packets_encode_as_the_wire_format_says(packet):
@@ -264,6 +404,13 @@ def test_batch_packets_encode_as_the_wire_format_says(packet):
         ()
         if type(packet) in (SkeenProposalBatch, SkeenFinalBatch)
         else tuple(
-            MessageId(packet.sender, packet.first_seq + i) for i in range(len(packet.payloads))
+            MessageId(packet.sender, first_seq(packet) + i) for i in range(len(packet.payloads))
         )
     )
+
+
+def first_seq(packet: Any) -> int:
+    """The seq of a batch's first message: named, or its sender's entry of its stamp."""
+    if hasattr(packet, "first_seq"):
+        return int(packet.first_seq)
+    return int(packet.tag[packet.sender])

@@ -102,7 +102,7 @@ def test_capabilities_are_typed_and_hosts_refuse_the_rest(name: str) -> None:
 
 def test_a_stack_exposes_exactly_its_top_layer() -> None:
     stack = Stack(Reliable(0, 2), RST(0, 2))
-    assert stack.capabilities == {"unicast", "can_send"}
+    assert stack.capabilities == {"unicast", "send_many", "can_send"}
     for call in (
         lambda: stack.broadcast("x"),
         lambda: stack.multicast("x", to=[1]),

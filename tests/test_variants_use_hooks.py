@@ -86,11 +86,11 @@ def test_every_hook_is_documented_as_a_rule() -> None:
         LamportTotalOrder: {"stamp_batch"},
         Fifo: {"deliver_run"},
         Sequencer: {"deliver_order", "deliver_batch"},
-        RST: {"attached", "count_sent"},
-        KS: {"piggyback", "implied_by"},
+        RST: {"attached", "count_sent", "entry_sent"},
+        KS: {"piggyback", "implied_by", "batch_log"},
         CBCAST: {"batch_deliverable"},
         Reliable: {"on_copy"},
-        TaggedCausalBroadcast: {"stamp"},
+        TaggedCausalBroadcast: {"stamp", "entry_tag"},
     }
     for cls, names in expected.items():
         found = hooks(cls)

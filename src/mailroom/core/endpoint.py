@@ -341,6 +341,12 @@ class EndpointBase:
         self.sent_count += 1
         return MessageId(self.pid, self.sent_count)
 
+    def _next_ids(self, size: int) -> MessageId:
+        """The id of the first of ``size`` messages sent now (the others follow it)."""
+        first = self._next_id()
+        self.sent_count += size - 1
+        return first
+
     def _broadcast_chunks(
         self,
         payloads: Sequence[Payload],

@@ -7,9 +7,12 @@ from mailroom.protocols.causal import KS as KS
 from mailroom.protocols.causal import RST as RST
 from mailroom.protocols.causal import CBCASTBatch as CBCASTBatch
 from mailroom.protocols.causal import CBCASTPacket as CBCASTPacket
+from mailroom.protocols.causal import KSBatch as KSBatch
 from mailroom.protocols.causal import KSPacket as KSPacket
+from mailroom.protocols.causal import RSTBatch as RSTBatch
 from mailroom.protocols.causal import RSTPacket as RSTPacket
 from mailroom.protocols.causal import StabilityAck as StabilityAck
+from mailroom.protocols.causal import TaggedBatch as TaggedBatch
 from mailroom.protocols.causal import TaggedCausalBroadcast as TaggedCausalBroadcast
 from mailroom.protocols.causal import TaggedPacket as TaggedPacket
 from mailroom.protocols.detect import CausalityDetector, CausalityViolation, is_violation

@@ -10,6 +10,7 @@ again as if it arrived.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any, ClassVar
 
 from mailroom.core.actions import Action, Deliver
@@ -54,6 +55,20 @@ class BufferedEndpoint(EndpointBase):
             self.duplicates += 1  # a duplicate (or, for a broadcast, our own echo)
             return []
         return self._drain()
+
+    def _take_run(self, packets: Iterable[Any]) -> list[Action]:
+        """The valid packets a batch stands for, as if they arrived one after another:
+        each held and what it releases delivered; a batch that brings nothing new counts
+        as one duplicate."""
+        actions: list[Action] = []
+        fresh = False
+        for p in packets:
+            if self._offer(p):
+                fresh = True
+                actions += self._drain()
+        if not fresh:
+            self.duplicates += 1  # a duplicate of a batch (or of all its messages)
+        return actions
 
     def _drain(self) -> list[Action]:
         """Deliver what the mail room releases, oldest arrival first, counting each."""

@@ -16,6 +16,8 @@ import operator
 from collections.abc import Callable
 from typing import Any
 
+import attrs
+
 from mailroom.core.messages import MessageId
 
 #: A batch packet's ``payloads`` field: its messages' payloads, in order.
@@ -46,6 +48,20 @@ def carries_stamped(stamp: str) -> Carries:
 
     carries.__doc__ = f"The application message this packet carries: (sender, {stamp}[sender])."
     return carries
+
+
+def carries_stamped_batch(
+    stamp: str,
+) -> tuple[Carries, Callable[[Any], tuple[MessageId, ...]]]:
+    """``carries`` and ``carries_all`` of a batch of broadcasts whose vector ``stamp`` is
+    its first message's (message i's seq is ``stamp[sender] + i``), one per payload."""
+    vector = operator.attrgetter(stamp)
+
+    def carries_all(packet: Any) -> tuple[MessageId, ...]:
+        return batch_ids(packet.sender, vector(packet)[packet.sender], packet.payloads)
+
+    carries_all.__doc__ = "Every application message this packet carries, in order."
+    return carries_stamped(stamp), carries_all
 
 
 #: ``carries()`` of a packet that carries message (``sender``, ``seq``).
@@ -89,9 +105,23 @@ def carries_batch(
     return carries_message(origin, first_seq), carries_range(origin, first_seq)
 
 
+@attrs.frozen
+class UnicastBatch:
+    """The first fields of a batch of consecutive messages from ``sender`` to ``dest``
+    alone: message i is (sender, first_seq + i), one per payload. A protocol's batch
+    packet adds its metadata and ``payloads`` (in that order, on the wire too)."""
+
+    sender: int
+    dest: int
+    first_seq: int
+
+    carries, carries_all = carries_batch("sender", "first_seq")
+
+
 __all__ = [
     "Carries",
     "Payloads",
+    "UnicastBatch",
     "batch_ids",
     "carries_batch",
     "carries_message",
@@ -99,4 +129,5 @@ __all__ = [
     "carries_range",
     "carries_seq",
     "carries_stamped",
+    "carries_stamped_batch",
 ]

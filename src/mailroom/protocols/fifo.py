@@ -32,7 +32,7 @@ from mailroom.core.persist import counts
 from mailroom.core.wire import as_row, packet
 from mailroom.protocols._buffer import DependencyBuffer
 from mailroom.protocols._buffered import BufferedEndpoint, mail_room
-from mailroom.protocols._packets import Payloads, carries_batch, carries_seq
+from mailroom.protocols._packets import Payloads, UnicastBatch, carries_seq
 
 _MAX = validate.MAX_COUNTER
 
@@ -53,17 +53,12 @@ class FifoPacket:
 
 @packet
 @attrs.frozen
-class FifoBatch:
+class FifoBatch(UnicastBatch):
     """k consecutive messages on the channel sender -> dest: message i is (sender,
     first_seq + i), the (first_channel + i)-th on the channel."""
 
-    sender: int
-    dest: int
-    first_seq: int
     first_channel: int
     payloads: Payloads = attrs.field(converter=as_row)
-
-    carries, carries_all = carries_batch("sender", "first_seq")
 
 
 class Fifo(BufferedEndpoint):
@@ -93,8 +88,7 @@ class Fifo(BufferedEndpoint):
         return self._send_chunks(payloads, to, self._send_batch)
 
     def _send_batch(self, payloads: tuple[Any, ...], to: int) -> list[Action]:
-        first = self._next_id()
-        self.sent_count += len(payloads) - 1
+        first = self._next_ids(len(payloads))
         start = self.channel_out[to] + 1
         self.channel_out[to] += len(payloads)
         return [Transmit(to, FifoBatch(self.pid, to, first.seq, start, payloads), first)]
@@ -123,8 +117,7 @@ class Fifo(BufferedEndpoint):
         return self._broadcast_chunks(payloads, self._broadcast_batch)
 
     def _broadcast_batch(self, payloads: tuple[Any, ...]) -> list[Action]:
-        first = self._next_id()
-        self.sent_count += len(payloads) - 1
+        first = self._next_ids(len(payloads))
         size = len(payloads)
         actions: list[Action] = []
         for to in range(self.n):
@@ -186,15 +179,10 @@ class Fifo(BufferedEndpoint):
             # each is next on its channel as it arrives and nothing is held to release
             self.delivered[sender] += len(payloads)
             return self.deliver_run(sender, first_seq, payloads)
-        actions: list[Action] = []
-        fresh = False
-        for i, payload in enumerate(payloads):
-            if self._offer(FifoPacket(sender, self.pid, first_seq + i, first + i, payload)):
-                fresh = True
-                actions += self._drain()
-        if not fresh:
-            self.duplicates += 1  # a duplicate of a batch (or of all its messages)
-        return actions
+        return self._take_run(
+            FifoPacket(sender, self.pid, first_seq + i, first + i, payload)
+            for i, payload in enumerate(payloads)
+        )
 
     @hook
     def deliver_run(self, sender: int, first_seq: int, payloads: tuple[Any, ...]) -> list[Action]:

@@ -49,6 +49,30 @@ class RSTColumnOnly(RST):
         )
 
 
+class RSTBatchOneMatrix(RST):
+    """Gives every message of a batch the batch's matrix as it is: each looks like the
+    first message on its channel, so all but the first are dropped as copies and never
+    delivered (liveness)."""
+
+    protocol = "RSTBatchOneMatrix"
+
+    def entry_sent(self, sent: FrozenMatrix, sender: int, dest: int, i: int) -> FrozenMatrix:
+        return sent
+
+
+class KSBatchFirstOnly(KS):
+    """Takes a batch's dependencies to be its first message's alone: the later messages
+    carry an empty log, so while the first waits for a message it depends on they are
+    delivered ahead of it (fifo, causal)."""
+
+    protocol = "KSBatchFirstOnly"
+
+    def batch_log(
+        self, entries: list[Entry], sender: int, dest: int, i: int, first: int
+    ) -> list[Entry]:
+        return entries if i == 0 else []
+
+
 class KSDestOnly(KS):
     """Prunes too eagerly when piggybacking: sends only the log entries that name the
     destination (the KS analogue of RSTColumnOnly). In the Alice/Bob/Carol run m2
@@ -193,6 +217,17 @@ class NaiveTagged(TaggedCausalBroadcast):
 
     def stamp(self) -> Row:
         return self.delivered.entries
+
+
+class TaggedBatchFirstTag(TaggedCausalBroadcast):
+    """Gives every message of a batch the batch's first tag: the second and later
+    messages look like copies of the first and are dropped at every receiver, so they
+    are never delivered there (liveness)."""
+
+    protocol = "TaggedBatchFirstTag"
+
+    def entry_tag(self, tag: Row, sender: int, i: int) -> Row:
+        return tag
 
 
 class CBCASTBatchEager(CBCAST):

@@ -1,13 +1,14 @@
 """Causal order: RST and KS unicast, CBCAST broadcast, tagged causal stable broadcast."""
 
 from mailroom.protocols.causal.broadcast import CBCAST, CBCASTBatch, CBCASTPacket
-from mailroom.protocols.causal.ks import KS, KSPacket
+from mailroom.protocols.causal.ks import KS, KSBatch, KSPacket
 from mailroom.protocols.causal.tagged import (
     StabilityAck,
+    TaggedBatch,
     TaggedCausalBroadcast,
     TaggedPacket,
 )
-from mailroom.protocols.causal.unicast import RST, RSTPacket
+from mailroom.protocols.causal.unicast import RST, RSTBatch, RSTPacket
 
 __all__ = [
     "CBCAST",
@@ -15,9 +16,12 @@ __all__ = [
     "RST",
     "CBCASTBatch",
     "CBCASTPacket",
+    "KSBatch",
     "KSPacket",
+    "RSTBatch",
     "RSTPacket",
     "StabilityAck",
+    "TaggedBatch",
     "TaggedCausalBroadcast",
     "TaggedPacket",
 ]

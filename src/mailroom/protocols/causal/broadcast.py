@@ -40,7 +40,7 @@ from mailroom.core.persist import Field, counts
 from mailroom.core.wire import as_row, packet
 from mailroom.protocols._buffer import DependencyBuffer
 from mailroom.protocols._buffered import BufferedEndpoint, mail_room
-from mailroom.protocols._packets import batch_ids, carries_stamped
+from mailroom.protocols._packets import Payloads, carries_stamped, carries_stamped_batch
 
 _INT = frozenset((int,))
 
@@ -65,13 +65,9 @@ class CBCASTBatch:
 
     sender: int
     vc: Row = attrs.field(converter=as_row)
-    payloads: tuple[Any, ...] = attrs.field(converter=as_row)
+    payloads: Payloads = attrs.field(converter=as_row)
 
-    carries = carries_stamped("vc")
-
-    def carries_all(self) -> tuple[MessageId, ...]:
-        """Every application message this packet carries, in order."""
-        return batch_ids(self.sender, self.vc[self.sender], self.payloads)
+    carries, carries_all = carries_stamped_batch("vc")
 
 
 class CBCAST(BufferedEndpoint):
@@ -108,8 +104,7 @@ class CBCAST(BufferedEndpoint):
         return self._broadcast_chunks(payloads, self._send_batch)
 
     def _send_batch(self, payloads: tuple[Any, ...]) -> list[Action]:
-        first = self._next_id()
-        self.sent_count += len(payloads) - 1
+        first = self._next_ids(len(payloads))
         self._clock[self.pid] += 1
         packet = CBCASTBatch(self.pid, tuple(self._clock), payloads)
         self._clock[self.pid] += len(payloads) - 1

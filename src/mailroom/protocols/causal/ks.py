@@ -76,8 +76,17 @@ destination code is 0 for none, d + 1 for the single destination d, or
 n + len(Dests) followed by Dests in increasing order when there are two or more.
 The encoding changes no entry: it is the same log, written more compactly.
 
-Extension points (``mailroom.core.hooks``): ``piggyback`` (step 1) and ``implied_by``
-(step 2).
+Batch form: ``send_many(payloads, to)`` sends k consecutive messages to one process
+as one ``KSBatch`` carrying the first message's log O_M once. What the later ones
+would carry follows from it: after a send to d every entry has dropped d (step 2),
+so message i > 0 carries O_M with d removed from every entry (entries left empty kept
+only as their source's latest, the sender's own older ones not at all) and the
+sender's entry for message i - 1, (sender, t + i - 1, {d}). The receiver takes each
+message as the ``KSPacket`` it stands for, so its state and snapshot are those of k
+single packets.
+
+Extension points (``mailroom.core.hooks``): ``piggyback`` (step 1), ``implied_by``
+(step 2) and ``batch_log`` (the log of a batch's i-th message).
 """
 
 from __future__ import annotations
@@ -100,7 +109,7 @@ from mailroom.core.pending import Pending, Wait
 from mailroom.core.persist import Field, counts, packets, snap_list
 from mailroom.core.wire import as_row, packet
 from mailroom.protocols._buffer import ArrivalOrder
-from mailroom.protocols._packets import carries_seq
+from mailroom.protocols._packets import Payloads, UnicastBatch, carries_seq
 
 #: One log entry: (source, seq, destinations not yet known settled).
 Entry = tuple[int, int, tuple[int, ...]]
@@ -119,6 +128,30 @@ class KSPacket:
     payload: Any
 
     carries = carries_seq
+
+
+def later_log(entries: list[Entry], sender: int, dest: int) -> list[Entry]:
+    """The log that a message from ``sender`` to ``dest`` alone carries, sent right after
+    one that carried ``entries``, less the sender's entry for that one: every entry
+    drops ``dest`` (step 2); empty ones stay only as their source's latest, and the
+    sender's own not at all (its latest is now the message just sent)."""
+    latest = {s: t for s, t, _ in entries}  # entries are sorted by source and seq
+    out: list[Entry] = []
+    for s, t, ds in entries:
+        rest = tuple(d for d in ds if d != dest)
+        if rest or (s != sender and t == latest[s]):
+            out.append((s, t, rest))
+    return out
+
+
+@packet
+@attrs.frozen
+class KSBatch(UnicastBatch):
+    """k consecutive KS messages from ``sender`` to ``dest`` alone, (sender, first_seq
+    + i), with the first one's log O_M (flat); the others' logs follow from it."""
+
+    log: Row = attrs.field(converter=as_row)
+    payloads: Payloads = attrs.field(converter=as_row)
 
 
 def _code(dests: tuple[int, ...], n: int) -> list[int]:
@@ -327,10 +360,26 @@ class KS(EndpointBase):
         for d in dests:
             log = flatten(self.piggyback(d, dests), self.n)
             actions.append(Transmit(d, KSPacket(self.pid, d, mid.seq, dests, log, payload), mid))
-        self.implied_by(dests)  # step 2
-        self._log[self.pid][mid.seq] = set(dests)  # step 3
-        self._purge(range(self.n))
+        self._sent(mid.seq, dests)
         return actions
+
+    def _sent(self, seq: int, dests: tuple[int, ...]) -> None:
+        """Steps 2 and 3 after sending message ``seq`` to ``dests``."""
+        self.implied_by(dests)  # step 2
+        self._log[self.pid][seq] = set(dests)  # step 3
+        self._purge(range(self.n))
+
+    def send_many(self, payloads: Sequence[Payload], to: int) -> list[Action]:
+        """Send ``payloads`` to ``to`` in order, up to ``BATCH_LIMIT`` in each ``KSBatch``
+        (the deliveries of one ``send`` each, the first one's log carried once)."""
+        return self._send_chunks(payloads, to, self._send_batch)
+
+    def _send_batch(self, payloads: tuple[Any, ...], to: int) -> list[Action]:
+        first = self._next_ids(len(payloads))
+        log = flatten(self.piggyback(to, (to,)), self.n)
+        for i in range(len(payloads)):
+            self._sent(first.seq + i, (to,))
+        return [Transmit(to, KSBatch(self.pid, to, first.seq, log, payloads), first)]
 
     @hook
     def implied_by(self, dests: tuple[int, ...]) -> None:
@@ -385,15 +434,58 @@ class KS(EndpointBase):
         return packet, entries
 
     def receive(self, packet: object) -> list[Action]:
-        if not self._offer(packet):
-            self.duplicates += 1
-            return []
-        return self._drain()
+        if type(packet) is KSBatch:  # each checked first, then each as if it arrived
+            checked = [self._validate(p) for p in self._batch_packets(packet)]
+        else:
+            checked = [self._validate(packet)]
+        actions: list[Action] = []
+        held = 0
+        for p, entries in checked:
+            if self._hold(p, entries):
+                held += 1
+                actions += self._drain()
+        self.duplicates += not held
+        return actions
+
+    def _batch_packets(self, b: KSBatch) -> list[KSPacket]:
+        """The packets a batch stands for, in order; RemoteError if it is malformed."""
+        sender = validate.pid(b.sender, self.n)
+        dest = validate.pid(b.dest, self.n, "dest")
+        payloads = validate.batch_payloads(b.payloads)
+        first = validate.first_of_range(b.first_seq, len(payloads), "seq")
+        entries = parse_log(b.log, self.n)
+        return [
+            KSPacket(
+                sender,
+                dest,
+                first + i,
+                (dest,),
+                flatten(self.batch_log(entries, sender, dest, i, first), self.n),
+                payload,
+            )
+            for i, payload in enumerate(payloads)
+        ]
+
+    @hook
+    def batch_log(
+        self, entries: list[Entry], sender: int, dest: int, i: int, first: int
+    ) -> list[Entry]:
+        """Rule: the log O_M of message i of a batch from ``sender`` to ``dest`` whose
+        first message (seq ``first``) carries ``entries``: those for i = 0; then what
+        the sender's steps 1 and 2 leave of them, and its entry for message i - 1."""
+        if i == 0:
+            return entries
+        own = (sender, first + i - 1, (dest,))
+        return sorted([*later_log(entries, sender, dest), own])
 
     def _offer(self, packet: object) -> bool:
         """Hold ``packet`` (validated) until the log entries it needs are delivered here;
         False if it was delivered or is held already."""
-        p, entries = self._validate(packet)
+        return self._hold(*self._validate(packet))
+
+    def _hold(self, p: KSPacket, entries: list[Entry]) -> bool:
+        """Hold a valid packet whose log is ``entries``: False if it was delivered or is
+        held already."""
         if p.seq <= self._sr[p.sender] or self._buffer.holds(p.sender, p.seq):
             return False
         self._buffer.add(p, [(s, t) for s, t, ds in entries if self.pid in ds])

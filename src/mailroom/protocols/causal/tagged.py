@@ -68,7 +68,14 @@ P_i beyond the messages P_i has sent (a future the sender cannot know) is a
 RemoteError; the state is unchanged. Duplicates, and echoes of this process's
 own broadcasts and acknowledgements, are dropped and counted.
 
-Extension point (``mailroom.core.hooks``): ``stamp``, the tag of a broadcast.
+Batch form: ``broadcast_many`` sends k payloads as one ``TaggedBatch`` per
+destination, carrying the first message's tag once (message i's tag is that tag with
+the sender's entry plus i: nothing is consumed between them); a receiver offers each
+entry as the ``TaggedPacket`` it stands for, so the mail room and the snapshot hold
+single packets only.
+
+Extension points (``mailroom.core.hooks``): ``stamp``, the tag of a broadcast;
+``entry_tag``, the tag of a batch's i-th message.
 """
 
 from __future__ import annotations
@@ -100,7 +107,12 @@ from mailroom.core.persist import (
 from mailroom.core.wire import as_row, packet
 from mailroom.protocols._buffer import DependencyBuffer
 from mailroom.protocols._buffered import BufferedEndpoint, mail_room
-from mailroom.protocols._packets import carries_none, carries_stamped
+from mailroom.protocols._packets import (
+    Payloads,
+    carries_none,
+    carries_stamped,
+    carries_stamped_batch,
+)
 
 
 @packet
@@ -124,6 +136,20 @@ class StabilityAck:
     clock: Row = attrs.field(converter=as_row)
 
     carries = carries_none
+
+
+@packet
+@attrs.frozen
+class TaggedBatch:
+    """k consecutive broadcasts of ``sender`` (``broadcast_many``), carrying a tag once:
+    ``tag`` is the first message's; message i's is ``tag`` with ``tag[sender] + i``, as
+    its sender consumed nothing between them. A receiver takes each as a TaggedPacket."""
+
+    sender: int
+    tag: Row = attrs.field(converter=as_row)
+    payloads: Payloads = attrs.field(converter=as_row)
+
+    carries, carries_all = carries_stamped_batch("tag")
 
 
 #: How a TaggedCausalBroadcast learns that the application took a delivery.
@@ -213,14 +239,19 @@ class TaggedCausalBroadcast(BufferedEndpoint):
         return self.consume_mode == "explicit"
 
     # -- the application's side ---------------------------------------------------
-    def broadcast(self, payload: Payload) -> list[Action]:
-        """Send ``payload`` to every process, tagged now; the sender delivers it at once."""
+    def _check_consumed(self) -> None:
+        """LocalError if deliveries were handed out and nothing consumed since (explicit
+        mode): a tag issued now would miss what the application was handed."""
         if self._unconsumed and self._fresh:
             raise LocalError(
                 f"{len(self._unconsumed)} delivered message(s) not consumed yet "
                 f"(first {self._unconsumed[0][0]}): consume() each delivery before "
                 "broadcasting, or its tag misses what the application was handed"
             )
+
+    def broadcast(self, payload: Payload) -> list[Action]:
+        """Send ``payload`` to every process, tagged now; the sender delivers it at once."""
+        self._check_consumed()
         self._check_payload(payload)
         mid = self._next_id()
         self._clock[self.pid] += 1
@@ -234,6 +265,38 @@ class TaggedCausalBroadcast(BufferedEndpoint):
         ]
         actions.append(Deliver(TaggedMessage(mid, self.pid, payload, VectorClock(tag))))
         return actions + self._stabilize()
+
+    def broadcast_many(self, payloads: Sequence[Payload]) -> list[Action]:
+        """Broadcast ``payloads`` in order, tagged now, one ``TaggedBatch`` per
+        ``BATCH_LIMIT`` of them: the deliveries (and tags) of one ``broadcast`` each."""
+        self._check_consumed()
+        return self._broadcast_chunks(payloads, self._send_batch)
+
+    def _send_batch(self, payloads: tuple[Any, ...]) -> list[Action]:
+        size = len(payloads)
+        first = self._next_ids(size)
+        self._clock[self.pid] += 1
+        self._delivered[self.pid] += 1
+        tag = self.stamp()  # as broadcast stamps the first; the others follow it
+        self._clock[self.pid] += size - 1
+        self._delivered[self.pid] += size - 1
+        self._unannounced = 0
+        batch = TaggedBatch(self.pid, tag, payloads)
+        actions: list[Action] = [
+            Transmit(to, batch, first) for to in range(self.n) if to != self.pid
+        ]
+        for i, payload in enumerate(payloads):
+            mid = MessageId(self.pid, first.seq + i)
+            self._unstable.append(mid)
+            own = VectorClock(self.entry_tag(tag, self.pid, i))
+            actions.append(Deliver(TaggedMessage(mid, self.pid, payload, own)))
+        return actions + self._stabilize()
+
+    @hook
+    def entry_tag(self, tag: Row, sender: int, i: int) -> Row:
+        """Rule: the tag of message i of a batch from ``sender`` whose first tag is
+        ``tag``: the sender consumed nothing in between, so only its own entry moves."""
+        return (*tag[:sender], tag[sender] + i, *tag[sender + 1 :])
 
     def consume(self, message_id: MessageId | None = None) -> list[Action]:
         """The application takes the next delivered message (``message_id``, if given).
@@ -324,6 +387,19 @@ class TaggedCausalBroadcast(BufferedEndpoint):
             )
         return packet
 
+    def _batch_entries(self, b: TaggedBatch) -> list[TaggedPacket]:
+        """The packets a batch stands for, in order; RemoteError if it is malformed."""
+        sender = validate.pid(b.sender, self.n)
+        tag = tuple(validate.vector(b.tag, self.n, "tag"))
+        payloads = validate.batch_payloads(b.payloads)
+        validate.first_of_range(tag[sender], len(payloads), f"tag[{sender}]")
+        last = tag[sender] + len(payloads) - 1 if sender == self.pid else tag[self.pid]
+        self._check_own_entry((*tag[: self.pid], last, *tag[self.pid + 1 :]), "tag")
+        return [
+            TaggedPacket(sender, self.entry_tag(tag, sender, i), payload)
+            for i, payload in enumerate(payloads)
+        ]
+
     def receive(self, packet: object) -> list[Action]:
         if type(packet) is StabilityAck:
             ack = self._validate_ack(packet)
@@ -333,15 +409,28 @@ class TaggedCausalBroadcast(BufferedEndpoint):
             _max_into(self._acks[ack.sender], ack.clock)
             self._use_ack(ack.sender)
             return self._stabilize()
-        if not self._offer(self._validate(packet)):
+        if type(packet) is TaggedBatch:  # each entry as the packet it stands for, arriving
+            entries = self._batch_entries(packet)
+        else:
+            entries = [self._validate(packet)]
+        actions: list[Action] = []
+        fresh = False
+        for entry in entries:
+            if self._offer(entry):
+                fresh = True
+                actions += self._hand_out(self._drain())
+        if not fresh:
             self.duplicates += 1
-            return []
-        actions = self._drain()
-        if not self.needs_consume:
-            actions += self.consume_all()
-        elif actions:
-            self._fresh = True
         return actions
+
+    def _hand_out(self, deliveries: list[Action]) -> list[Action]:
+        """Deliveries just released: consumed at once (consume="delivery"), or marked
+        as handed out and waiting for the application."""
+        if not self.needs_consume:
+            return deliveries + self.consume_all()
+        if deliveries:
+            self._fresh = True
+        return deliveries
 
     def _offer(self, p: TaggedPacket) -> bool:
         """Hold ``p``: the ``tag[sender]``-th from its sender, needing the rest of ``tag``."""

@@ -17,12 +17,20 @@ message that never existed and the process deadlocks.
 SENT_m[j][i] is the number of earlier messages from j to i, so the deliverable
 condition for k = j is FIFO per channel; that number also identifies duplicates.
 
+Batch form: ``send_many(payloads, to)`` sends k consecutive messages to one
+process as one ``RSTBatch``, the matrix attached once: message i's is the first one's
+with SENT[i][to] + i, because nothing else changes between consecutive sends. The
+receiver takes each entry as the ``RSTPacket`` it stands for, so its state and
+snapshot are those of k single packets.
+
 Extension points (``mailroom.core.hooks``): ``attached`` (the metadata a message
-carries) and ``count_sent`` (step 2).
+carries), ``count_sent`` (step 2) and ``entry_sent`` (the matrix of a batch's i-th
+message).
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import attrs
@@ -34,10 +42,10 @@ from mailroom.core.errors import RemoteError
 from mailroom.core.hooks import hook
 from mailroom.core.messages import Message, MessageId, Payload
 from mailroom.core.persist import counts, matrix
-from mailroom.core.wire import as_matrix, packet
+from mailroom.core.wire import as_matrix, as_row, packet
 from mailroom.protocols._buffer import DependencyBuffer
 from mailroom.protocols._buffered import BufferedEndpoint, mail_room
-from mailroom.protocols._packets import carries_seq
+from mailroom.protocols._packets import Payloads, UnicastBatch, carries_seq
 
 
 @packet
@@ -52,6 +60,16 @@ class RSTPacket:
     payload: Any
 
     carries = carries_seq
+
+
+@packet
+@attrs.frozen
+class RSTBatch(UnicastBatch):
+    """k consecutive RST messages from ``sender`` to ``dest``, (sender, first_seq + i),
+    with one matrix: the first one's SENT; message i's has SENT[sender][dest] + i."""
+
+    sent: FrozenMatrix = attrs.field(converter=as_matrix)
+    payloads: Payloads = attrs.field(converter=as_row)
 
 
 class RST(BufferedEndpoint):
@@ -81,6 +99,25 @@ class RST(BufferedEndpoint):
         self.sent.increment(self.pid, to)
         return [Transmit(to, packet, mid)]
 
+    def send_many(self, payloads: Sequence[Payload], to: int) -> list[Action]:
+        """Send ``payloads`` to ``to`` in order, up to ``BATCH_LIMIT`` in each ``RSTBatch``
+        (the deliveries of one ``send`` each, the matrix attached once per packet)."""
+        return self._send_chunks(payloads, to, self._send_batch)
+
+    def _send_batch(self, payloads: tuple[Any, ...], to: int) -> list[Action]:
+        first = self._next_ids(len(payloads))
+        packet = RSTBatch(self.pid, to, first.seq, self.attached(to), payloads)
+        self.sent._rows[self.pid][to] += len(payloads)
+        return [Transmit(to, packet, first)]
+
+    @hook
+    def entry_sent(self, sent: FrozenMatrix, sender: int, dest: int, i: int) -> FrozenMatrix:
+        """Rule: the matrix of message i of a batch from ``sender`` to ``dest`` whose
+        first message carries ``sent``: the sender counted the i before it, nothing else."""
+        row = sent[sender]
+        mine = (*row[:dest], row[dest] + i, *row[dest + 1 :])
+        return (*sent[:sender], mine, *sent[sender + 1 :])
+
     # -- receiving -------------------------------------------------------------
     def _validate(self, packet: object) -> RSTPacket:
         validate.expect_type(packet, RSTPacket, "RST")
@@ -109,7 +146,23 @@ class RST(BufferedEndpoint):
         return self._buffer.offer(p.sender, p.sent[p.sender][i], [row[i] for row in p.sent], p)
 
     def receive(self, packet: object) -> list[Action]:
+        if type(packet) is RSTBatch:
+            return self._take_run(self._batch_entries(packet))
         return self._take(self._validate(packet))
+
+    def _batch_entries(self, b: RSTBatch) -> list[RSTPacket]:
+        """The packets a batch stands for, each checked; RemoteError if any is malformed."""
+        payloads = validate.batch_payloads(b.payloads)
+        first = validate.first_of_range(b.first_seq, len(payloads), "seq")
+        sender = validate.pid(b.sender, self.n)
+        dest = validate.pid(b.dest, self.n)
+        sent: FrozenMatrix = tuple(map(tuple, validate.matrix(b.sent, self.n, "SENT")))
+        return [
+            self._validate(
+                RSTPacket(sender, dest, first + i, self.entry_sent(sent, sender, dest, i), x)
+            )
+            for i, x in enumerate(payloads)
+        ]
 
     def _drain(self) -> list[Action]:
         actions: list[Action] = []

@@ -147,8 +147,7 @@ class LamportTotalOrder(EndpointBase):
         return self._broadcast_chunks(payloads, self._broadcast_batch)
 
     def _broadcast_batch(self, payloads: tuple[Any, ...]) -> list[Action]:
-        first = self._next_id()
-        self.sent_count += len(payloads) - 1
+        first = self._next_ids(len(payloads))
         ts = self.stamp_batch(len(payloads))
         batch = LamportBatch(self.pid, first.seq, ts, payloads)
         actions: list[Action] = [Transmit(q, batch, first) for q in range(self.n) if q != self.pid]
