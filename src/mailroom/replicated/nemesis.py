@@ -71,10 +71,8 @@ def operation(pid: int, k: int) -> tuple[str, list[Any]]:
 async def one_call(replica: AsyncReplica, pid: int, k: int) -> None:
     """One call; its outcome is in the history (a result row), whatever it is."""
     method, args = operation(pid, k)
-    try:
-        await replica.call(method, *args)
-    except (MailroomError, asyncio.CancelledError):
-        pass  # unknown or refused: the history says which
+    with contextlib.suppress(MailroomError, asyncio.CancelledError):
+        await replica.call(method, *args)  # unknown or refused: the history says which
 
 
 async def run_member(args: argparse.Namespace) -> int:
@@ -84,12 +82,13 @@ async def run_member(args: argparse.Namespace) -> int:
     peers = PeerTable.load(args.peers)
     key = load_key(peers.key_file)
     n = peers.n
-    endpoint = group_endpoint(args.protocol, args.pid, n, members=range(n), safe=True,
-                              heartbeat=args.heartbeat, suspect_after=args.suspect_after)  # fmt: skip
+    detector = {"heartbeat": args.heartbeat, "suspect_after": args.suspect_after}
+    endpoint = group_endpoint(args.protocol, args.pid, n, members=range(n), safe=True, **detector)
     history = HistoryFile(history_path)
+    others = [p for p in range(n) if p != args.pid]
     replica = AsyncReplica(ReplDict(), endpoint, peers, key, safe=True, history=history,
                            checkpoint=args.checkpoint, trace=args.trace, sync=args.sync,
-                           rejoin=[p for p in range(n) if p != args.pid])  # fmt: skip
+                           rejoin=others)  # fmt: skip
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):

@@ -39,8 +39,16 @@ from mailroom.testing.nemesis.replicated import ReplicatedGroup
 from mailroom.testing.nemesis.report import findings, load_results, table
 from mailroom.testing.nemesis.runner import Judged, RunResult, Timing, run_schedule
 
-SYSTEMS = ("cbcast", "sequencer", "skeen", "lamport", "fifo", "pysyncobj", "replicated",
-           "replicated-skeen")
+SYSTEMS = (
+    "cbcast",
+    "sequencer",
+    "skeen",
+    "lamport",
+    "fifo",
+    "pysyncobj",
+    "replicated",
+    "replicated-skeen",
+)
 #: What a fault costs on top of its hold, for sizing the workload (s): the harness's gap
 #: and a recovery of a few suspicion timeouts.
 PER_FAULT = 6.0
@@ -56,12 +64,11 @@ def make_system(name: str, n: int, folder: Path, count: int, interval: float,
                 suspect_after: float) -> Judged:  # fmt: skip
     if name == "pysyncobj":
         return RaftGroup(n, folder, count=count, interval=interval)
-    if name.startswith("replicated"):
-        protocol = name.partition("-")[2] or "sequencer"
-        return ReplicatedGroup(protocol, n, folder, count=count, interval=interval,
-                               heartbeat=suspect_after / 10, suspect_after=suspect_after)  # fmt: skip
-    return MailroomGroup(name, n, folder, count=count, interval=interval,
-                         heartbeat=suspect_after / 10, suspect_after=suspect_after)  # fmt: skip
+    kind = ReplicatedGroup if name.startswith("replicated") else MailroomGroup
+    # "replicated" (sequencer) or "replicated-PROTOCOL"; otherwise the name is the protocol
+    protocol = (name.partition("-")[2] or "sequencer") if kind is ReplicatedGroup else name
+    return kind(protocol, n, folder, count=count, interval=interval,
+                heartbeat=suspect_after / 10, suspect_after=suspect_after)  # fmt: skip
 
 
 def _say(text: str) -> None:
