@@ -20,17 +20,14 @@ import sys
 import attrs
 
 from mailroom.testing.nemesis.group import MailroomGroup
-from mailroom.testing.nemesis.progress import Progress, Record
+from mailroom.testing.nemesis.progress import Progress, Record, json_object
 from mailroom.testing.nemesis.verdict import Verdict, run_check
 
 
 def history_record(line: bytes) -> Record | None:
     """A history row as a progress record: a call is a send, an apply a delivery."""
-    try:
-        row = json.loads(line)
-    except ValueError:
-        return None
-    if not isinstance(row, dict) or row.get("row") not in ("call", "apply"):
+    row = json_object(line)
+    if row is None or row.get("row") not in ("call", "apply"):
         return None
     op = row.get("op")
     if not isinstance(op, list) or len(op) != 2:
