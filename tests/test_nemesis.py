@@ -22,6 +22,7 @@ import pytest
 
 from mailroom.core.actions import View
 from mailroom.protocols.membership import Group
+from mailroom.replicated.nemesis import close_killed_life
 from mailroom.sim import Simulation, view_of
 from mailroom.testing.nemesis import (
     KINDS,
@@ -40,6 +41,7 @@ from mailroom.testing.nemesis.group import delivered_by_survivors, final_states
 from mailroom.testing.nemesis.progress import Progress, Tail, trace_record
 from mailroom.testing.nemesis.proxy import Links, _serve_link
 from mailroom.testing.nemesis.raft import judge_raft, read_raft_log, to_trace
+from mailroom.testing.nemesis.replicated import ReplicatedGroup, history_record
 from mailroom.testing.nemesis.report import table
 from mailroom.testing.nemesis.runner import Timing
 from mailroom.testing.nemesis.verdict import judge_states
@@ -421,6 +423,48 @@ def test_pysyncobj_replicas_under_kill_partition_and_pause(tmp_path: Path) -> No
     assert v.acked > 0 and (tmp_path / "raft-trace.jsonl").exists()
     assert v.violations["diverged"] == v.violations["applied_twice"] == 0, v.notes
     assert v.lost == 0 and v.violations["integrity"] == v.violations["total"] == 0, v.notes
+
+
+@needs_root
+@pytest.mark.nemesis
+@pytest.mark.slow
+@pytest.mark.usefixtures("sigterm_unwinds")
+def test_replicated_objects_with_safe_delivery_under_kill_partition_and_pause(
+    tmp_path: Path,
+) -> None:
+    """Three ReplDict replicas (safe delivery, checkpoints): a kill -9 and restart, a
+    partition that excludes a member, a pause past the suspicion timeout; the history
+    checker and ``mailroom check`` judge the run."""
+    faults = parse_schedule("kill 1 for 2; partition 0 | 1,2 for 4; pause 2 for 4")
+    group = ReplicatedGroup("sequencer", 3, tmp_path, count=300, interval=0.1, heartbeat=0.2,
+                            suspect_after=2.0)  # fmt: skip
+    result = run_schedule(group, faults, seed=1, timing=Timing(recover=30.0, settle=120.0))
+    assert not _our_namespaces()
+    assert not _our_processes(tmp_path)
+    v = result.verdict
+    assert v.checked[-1] == "history" and (tmp_path / "judge.json").exists()
+    assert not any(v.violations.values()), (v.violations, v.notes)
+    assert v.lost == 0 and v.acked > 0, v.notes
+    assert result.formed and result.settled, v.notes
+    assert v.divergent == 0, v.notes  # the replicas alive at the end are equal
+
+
+def test_a_killed_life_is_closed_before_the_restart_and_history_rows_are_progress(
+    tmp_path: Path,
+) -> None:
+    rows = [{"row": "start", "replica": 1, "inc": 0, "applied": 0, "view": 1, "members": [0, 1]},
+            {"row": "call", "replica": 1, "inc": 0, "op": [1, 1], "payload": None},
+            {"row": "apply", "replica": 1, "inc": 0, "op": [1, 1], "index": 0}]  # fmt: skip
+    path = tmp_path / "history1"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows) + '{"row": "ca')
+    assert close_killed_life(path, 1) == 1  # one call made before the kill
+    lines = [json.loads(line) for line in path.read_text().splitlines()]
+    assert lines[:3] == rows and lines[3] == {"row": "crash", "replica": 1, "inc": 0}
+    assert close_killed_life(path, 1) == 1 and len(path.read_text().splitlines()) == 4
+    assert close_killed_life(tmp_path / "none", 0) == 0
+    assert [history_record(json.dumps(r).encode()) for r in rows] == [
+        None, ("send", 1, 1), ("deliver", 1, 1)]  # fmt: skip
+    assert history_record(b"not json") is None
 
 
 # -- what the nemesis found, pinned in the simulator (docs/faults.md, "Findings") ---------

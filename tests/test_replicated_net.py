@@ -97,6 +97,45 @@ def test_calls_reads_a_joiner_an_exclusion_and_a_restart(tmp_path: Path, safe: b
     assert report.acknowledged >= 7
 
 
+def test_a_replica_that_rejoins_after_a_kill_records_no_start_for_its_old_life(
+    tmp_path: Path,
+) -> None:
+    """Restarted from its checkpoint to rejoin (as after ``kill -9``), a replica is its
+    next incarnation once the state arrives: its killed life must not start again in
+    the history (the nemesis found the checker then counting that life alive at the
+    end, and every later operation "lost" at it)."""
+    socks = listening_sockets(2)
+    peers = table_of(socks)
+    history = History()
+
+    def replica(p: int, **options: Any) -> AsyncReplica:
+        group = Group(p, 2, "sequencer", members=[0, 1], reliable=True, retry=0.1, safe=True)
+        return AsyncReplica(ReplDict(), group, peers, KEY, listen=socks[p], history=history,
+                            safe=True, checkpoint=tmp_path / f"ckpt{p}", **options)  # fmt: skip
+
+    async def main() -> None:
+        r = [replica(p) for p in (0, 1)]
+        for x in r:
+            await x.start()
+        assert await r[0].call("set", "a", 1) is None
+        await until(lambda: r[1].local("get", "a") == 1, "P1 to apply it")
+        for x in r:
+            await x.close()
+
+    try:
+        asyncio.run(main())
+        before = len(history.rows)
+        again = replica(1, rejoin=[0])
+        assert again.replica.view is None  # it waits for the state as its next incarnation
+        assert [row["row"] for row in history.rows[before:]] == []
+        resumed = replica(0)  # resumed in place (no rejoin): its life starts again
+        assert resumed.replica.view is not None
+        assert [row["row"] for row in history.rows[before:]] == ["start"]
+    finally:
+        for s in socks:
+            s.close()
+
+
 def test_a_replica_needs_a_total_order_group() -> None:
     socks = listening_sockets(1)
     try:

@@ -117,9 +117,12 @@ class AsyncReplica:
         rejoins (then it waits for the state by transfer)."""
         group = group_of(self.node.endpoint)
         assert group is not None
-        self.replica = Replica.restart(self._obj, group.pid, data, history=self._history)
-        if not group.joined:
+        if group.joined:
+            self.replica = Replica.restart(self._obj, group.pid, data, history=self._history)
+        else:  # it rejoins: its old life records no new start (it ended with the kill)
+            self.replica = Replica.restart(self._obj, group.pid, data)
             self.replica.view = None
+            self.replica._history = self._history
         self.replica.incarnation = group.incarnation
 
     # -- life cycle ----------------------------------------------------------------------

@@ -17,6 +17,7 @@ from mailroom.testing.nemesis.faults import (
 )
 from mailroom.testing.nemesis.group import MailroomGroup
 from mailroom.testing.nemesis.network import Cut, Network, missing_support
+from mailroom.testing.nemesis.replicated import ReplicatedGroup
 from mailroom.testing.nemesis.runner import FaultResult, RunResult, Timing, run_schedule
 from mailroom.testing.nemesis.verdict import Verdict
 
@@ -28,6 +29,7 @@ __all__ = [
     "FaultResult",
     "MailroomGroup",
     "Network",
+    "ReplicatedGroup",
     "RunResult",
     "ScheduleError",
     "System",

@@ -9,6 +9,8 @@
     python -m mailroom.testing.nemesis matrix --per-kind 5 --mixed 20 --seed 1 --out runs/long
     # the results table of finished runs
     python -m mailroom.testing.nemesis table runs/long
+    # the replicated objects (a ReplDict, safe delivery on) under kills and restarts
+    python -m mailroom.testing.nemesis run --system replicated --kinds kill --faults 10 --out runs/r
 
 Needs root, ``ip netns`` and ``nft``; clock faults need libfaketime (Debian
 ``faketime``), PySyncObj runs need ``pip install 'mailroom[nemesis]'``.
@@ -33,10 +35,20 @@ from mailroom.testing.nemesis.faults import (
 from mailroom.testing.nemesis.group import MailroomGroup
 from mailroom.testing.nemesis.network import missing_support
 from mailroom.testing.nemesis.raft import RaftGroup
+from mailroom.testing.nemesis.replicated import ReplicatedGroup
 from mailroom.testing.nemesis.report import findings, load_results, table
 from mailroom.testing.nemesis.runner import Judged, RunResult, Timing, run_schedule
 
-SYSTEMS = ("cbcast", "sequencer", "skeen", "lamport", "fifo", "pysyncobj")
+SYSTEMS = (
+    "cbcast",
+    "sequencer",
+    "skeen",
+    "lamport",
+    "fifo",
+    "pysyncobj",
+    "replicated",
+    "replicated-skeen",
+)
 #: What a fault costs on top of its hold, for sizing the workload (s): the harness's gap
 #: and a recovery of a few suspicion timeouts.
 PER_FAULT = 6.0
@@ -52,8 +64,11 @@ def make_system(name: str, n: int, folder: Path, count: int, interval: float,
                 suspect_after: float) -> Judged:  # fmt: skip
     if name == "pysyncobj":
         return RaftGroup(n, folder, count=count, interval=interval)
-    return MailroomGroup(name, n, folder, count=count, interval=interval,
-                         heartbeat=suspect_after / 10, suspect_after=suspect_after)  # fmt: skip
+    kind = ReplicatedGroup if name.startswith("replicated") else MailroomGroup
+    # "replicated" (sequencer) or "replicated-PROTOCOL"; otherwise the name is the protocol
+    protocol = (name.partition("-")[2] or "sequencer") if kind is ReplicatedGroup else name
+    return kind(protocol, n, folder, count=count, interval=interval,
+                heartbeat=suspect_after / 10, suspect_after=suspect_after)  # fmt: skip
 
 
 def _say(text: str) -> None:

@@ -50,13 +50,19 @@ class Tail:
         return [line for line in data[:end].split(b"\n") if line.strip()]
 
 
-def trace_record(line: bytes) -> Record | None:
-    """A mailroom trace line as a record (send or deliver), else None."""
+def json_object(line: bytes) -> dict[str, Any] | None:
+    """A history line as a JSON object, or None (a line cut short, or not an object)."""
     try:
         row = json.loads(line)
     except ValueError:
         return None
-    kind = row.get("kind") if isinstance(row, dict) else None
+    return row if isinstance(row, dict) else None
+
+
+def trace_record(line: bytes) -> Record | None:
+    """A mailroom trace line as a record (send or deliver), else None."""
+    row = json_object(line) or {}
+    kind = row.get("kind")
     msg = row.get("message") if kind in ("send", "deliver") else None
     if not isinstance(msg, list) or len(msg) != 2:
         return None
@@ -132,4 +138,4 @@ class Progress:
         return {"sends": dict(self.sends), "deliveries": dict(self.deliveries)}
 
 
-__all__ = ["Progress", "Record", "Tail", "trace_record"]
+__all__ = ["Progress", "Record", "Tail", "json_object", "trace_record"]

@@ -26,7 +26,7 @@ from typing import Any
 
 import attrs
 
-from mailroom.testing.nemesis.progress import Progress, Record
+from mailroom.testing.nemesis.progress import Progress, Record, json_object
 from mailroom.testing.nemesis.verdict import MessageKey, Verdict, run_check
 
 PORT = 7100
@@ -36,11 +36,8 @@ TRUNCATING = re.compile(r"truncating already-applied log entries")
 
 def raft_record(line: bytes) -> Record | None:
     """A replica log line as a progress record: a call is a send, an apply a delivery."""
-    try:
-        row = json.loads(line)
-    except ValueError:
-        return None
-    if not isinstance(row, dict) or row.get("kind") not in ("call", "apply"):
+    row = json_object(line)
+    if row is None or row.get("kind") not in ("call", "apply"):
         return None
     kind = "send" if row["kind"] == "call" else "deliver"
     return kind, int(row["origin"]), int(row["seq"])

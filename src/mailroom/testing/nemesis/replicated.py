@@ -1,0 +1,89 @@
+"""The replicated objects (safe delivery on) under the nemesis.
+
+Member ``i`` is ``python -m mailroom.replicated.nemesis member``: a ``ReplDict``
+replica over ``mailroom.net`` in a ``Group(safe=True)``, with its node's checkpoint
+and trace, its client calling its own replica; its history file (one across its
+restarts) is its client's history: every call, every result it was told (or
+``unknown``), every operation its replica applied, every view. Restarted after a
+``kill -9``, it resumes from its checkpoint and rejoins. At the end the replicated
+history checker judges every file (nothing acknowledged lost, replicas' applied
+sequences prefixes of one, results equal to a replay of that order, replicas alive
+at the end equal) and ``mailroom check`` the nodes' traces (total order and views).
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import attrs
+
+from mailroom.testing.nemesis.group import MailroomGroup
+from mailroom.testing.nemesis.progress import Progress, Record, json_object
+from mailroom.testing.nemesis.verdict import Verdict, run_check
+
+
+def history_record(line: bytes) -> Record | None:
+    """A history row as a progress record: a call is a send, an apply a delivery."""
+    row = json_object(line)
+    if row is None or row.get("row") not in ("call", "apply"):
+        return None
+    op = row.get("op")
+    if not isinstance(op, list) or len(op) != 2:
+        return None
+    return ("send" if row["row"] == "call" else "deliver"), int(op[0]), int(op[1])
+
+
+@attrs.define
+class ReplicatedGroup(MailroomGroup):
+    """``n`` replicas of a ``ReplDict`` under safe delivery, their clients, in ``folder``."""
+
+    sync: bool = True
+
+    @property
+    def name(self) -> str:
+        return f"replicated {self.protocol} (safe)"
+
+    def command(self, i: int, restart: bool) -> list[str]:
+        # the same command either way: a checkpoint there is resumed from
+        return [
+            sys.executable, "-m", "mailroom.replicated.nemesis", "member", "--pid", str(i),
+            "--peers", str(self.folder / "peers.toml"), "--protocol", self.protocol,
+            "--history", str(self.path("history", i)), "--checkpoint", str(self.path("ckpt", i)),
+            "--trace", str(self.path("trace", i)), "--count", str(self.count),
+            "--interval", str(self.interval), "--heartbeat", str(self.heartbeat),
+            "--suspect-after", str(self.suspect_after), *([] if self.sync else ["--no-sync"]),
+        ]  # fmt: skip
+
+    def progress(self) -> Progress:
+        paths = [self.path("history", i) for i in range(self.n)]
+        return Progress.of(paths, history_record, self.count)
+
+    def verdict(self) -> Verdict:
+        """The history checker on the histories, then ``mailroom check`` on the traces."""
+        histories = [self.path("history", i) for i in range(self.n)]
+        out = self.folder / "judge.json"
+        cmd = [sys.executable, "-m", "mailroom.replicated.nemesis", "judge", "--out", str(out),
+               *[str(h) for h in histories if h.exists()]]  # fmt: skip
+        done = subprocess.run(cmd, capture_output=True, text=True, timeout=1800, check=False)
+        notes: list[str] = []
+        try:
+            judged = json.loads(out.read_text())
+        except (OSError, ValueError):
+            judged = {"counts": {"unreadable": 1}, "lost": 0, "acknowledged": 0, "divergent": 0}
+            notes.append(f"the history judge failed: {(done.stderr or done.stdout)[-300:]}")
+        history = {f"history {k}": int(v) for k, v in judged["counts"].items()}
+        traces = [self.path("trace", i) for i in range(self.n)]
+        checked, shown = run_check([t for t in traces if t.exists()], self.properties(),
+                                   self.folder / "check")  # fmt: skip
+        notes += [str(p) for p in judged.get("problems", [])[:10]]
+        if judged.get("summary"):
+            notes.append(f"history: {judged['summary']}; replicas end at {judged.get('ends')}")
+        lost = int(judged["lost"])
+        violations = {**checked, **{k: v for k, v in history.items() if k != "history lost"}}
+        return Verdict([*self.properties(), "history"], violations, int(judged["acknowledged"]),
+                       lost, 0, int(judged["divergent"]), 0, notes, shown)  # fmt: skip
+
+
+__all__ = ["ReplicatedGroup", "history_record"]
