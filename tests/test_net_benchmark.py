@@ -244,6 +244,9 @@ def test_bench_delivery_prints_every_protocol_against_a_no_op(tmp_path: Path) ->
 @pytest.mark.slow
 def test_one_command_writes_every_table(tmp_path: Path) -> None:
     run("figures.py", "--smoke", "--load-policy", "flag", "--out", str(tmp_path))
-    for name in ("bench_delivery", "net_throughput", "replicated_throughput"):
+    names = ["bench_delivery", "net_throughput", "replicated_throughput"]
+    if pysyncobj_missing():  # the replicated step needs its peer: one line instead
+        assert "replicated_throughput skipped:" in (tmp_path / f"{names.pop()}.txt").read_text()
+    for name in names:
         assert (tmp_path / f"{name}.txt").read_text().strip()
         assert json.loads((tmp_path / f"{name}.json").read_text())
