@@ -11,7 +11,7 @@ Group variants must be caught, and the strategy must reach the hard cases.
 from __future__ import annotations
 
 import pytest
-from hypothesis import HealthCheck, find, given, settings
+from hypothesis import find, given, settings
 from hypothesis import strategies as st
 
 from mailroom.core.messages import MessageId
@@ -32,23 +32,12 @@ from mailroom.testing.membership import (
 )
 from mailroom.trace.events import Event
 
+from .budgets import SEARCH, examples
+
 BROADCAST = ("cbcast", "tagged", "sequencer", "skeen", "lamport")
 PROTOCOLS = (*BROADCAST, "rst", "ks")
 
 
-def examples(k: int) -> int:
-    """``k`` examples on the ci profile; a fifth of the profile's count when it asks for more
-    (the thorough profile runs 1,000 per test)."""
-    return max(k, settings.default.max_examples // 5)
-
-
-SEARCH = settings(
-    max_examples=1000,
-    database=None,
-    derandomize=True,
-    deadline=None,
-    suppress_health_check=list(HealthCheck),
-)
 #: The hard cases (a crash in the middle of a flush) are found about once in a thousand
 #: or two; Hypothesis also biases its choices with the literals of every loaded module,
 #: so a budget near that rate finds them or not depending on unrelated code. The search

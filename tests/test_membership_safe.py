@@ -13,7 +13,7 @@ asking again after a lost report, the flush, snapshots, batches).
 from __future__ import annotations
 
 import pytest
-from hypothesis import HealthCheck, find, given, settings
+from hypothesis import find, given, settings
 from hypothesis import strategies as st
 
 from mailroom.core.actions import Deliver, Transmit, View, ViewChange
@@ -45,23 +45,11 @@ from mailroom.testing.membership import (
 )
 from mailroom.trace.events import Event
 
+from .budgets import SEARCH, examples
+
 BROADCAST = ("cbcast", "tagged", "sequencer", "skeen", "lamport")
 SAFE = variant_factory(Group, safe=True)
 SAFE_RELIABLE = variant_factory(Group, safe=True, reliable=True)
-
-
-def examples(k: int) -> int:
-    """``k`` examples on the ci profile; a fifth of a larger profile's count."""
-    return max(k, settings.default.max_examples // 5)
-
-
-SEARCH = settings(
-    max_examples=1000,
-    database=None,
-    derandomize=True,
-    deadline=None,
-    suppress_health_check=list(HealthCheck),
-)
 
 
 # -- every membership property, and uniform agreement, under Hypothesis ----------------------
