@@ -4,8 +4,11 @@ process each (see ``peer_run`` for a run's life), as ``examples/kv`` runs them.
 Each member is an ``AsyncReplica`` of a ``ReplCounter`` over ``mailroom.net``: a
 ``Group`` over the Sequencer protocol (total order; P0 is the sequencer and the
 group's coordinator) with safe (uniform) delivery, under a heartbeat detector
-(``--heartbeat``, ``--suspect-after``: the example's 0.5 s and 2 s), HMAC-SHA256
-frames. With ``--sync`` the node keeps a checkpoint (the replica's base and log ride
+(``--heartbeat``, ``--suspect-after``: the driver's ``Setup`` gives 0.1 s and 0.4 s,
+PySyncObj's own defaults: it sends append entries every 0.1 s and a follower starts
+an election after 0.4 to 1.4 s without them), HMAC-SHA256 frames. Each member
+gathers the calls of one turn of its event loop into one group message (a batch),
+as ``AsyncReplica`` always does. With ``--sync`` the node keeps a checkpoint (the replica's base and log ride
 in it) and ``fsync``s it at every step, as the example does; without it there is no
 checkpoint at all (PySyncObj's default keeps its log in memory too).
 
@@ -170,6 +173,9 @@ class Setup:
 
     in_flight: int = 1
     sync: bool = False
+    #: the failure detector's timings (PySyncObj's: appendEntriesPeriod, raftMinTimeout)
+    heartbeat: float = 0.1
+    suspect_after: float = 0.4
 
     @property
     def name(self) -> str:
@@ -190,7 +196,9 @@ class Members:
             self.socks.append(s)
         ports = ",".join(str(s.getsockname()[1]) for s in self.socks)
         common = ["--role", "mailroom", "--n", str(n), "--ports", ports, "--dir", self.dir,
-                  "--in-flight", str(setup.in_flight), *(["--sync"] * setup.sync)]  # fmt: skip
+                  "--in-flight", str(setup.in_flight), *(["--sync"] * setup.sync),
+                  "--heartbeat", repr(setup.heartbeat),
+                  "--suspect-after", repr(setup.suspect_after)]  # fmt: skip
         common += extra
         script = os.path.abspath(__file__)
         cmds = [[sys.executable, script, "--pid", str(p), "--fd", str(s.fileno()), *common]

@@ -28,9 +28,12 @@ completed call; *RSS MB*: the largest member's peak resident memory (VmHWM) at t
 end of the run. *Fail-over*: every member calls at ``--failover-rate`` per second;
 ``--kill-at`` seconds in, the driver kills (SIGKILL) PySyncObj's leader or
 mailroom's P0 (the sequencer and the group's coordinator); the time from the kill
-to the first completed call made after it, at any survivor (mailroom's members
-suspect after ``--suspect-after`` s of silence, heartbeats every 0.5 s, as
-``examples/kv``'s defaults; PySyncObj elects with its default timeouts).
+to the first completed call made after it, at any survivor. Both detect the loss
+with PySyncObj's default timings: its leader sends append entries every 0.1 s and a
+follower starts an election after 0.4 to 1.4 s without them (``raftMinTimeout``,
+``raftMaxTimeout``); mailroom's members send heartbeats every 0.1 s and suspect a
+member after 0.4 s of silence (``peer_replicated.Setup``; ``examples/kv`` runs with
+0.5 s and 2 s, for machines under load).
 
 **Discipline** (``rounds.py``): ``--rounds`` (5) alternating rounds per n, every row
 once per round in the same order, fail-overs included (one kill per system per

@@ -29,6 +29,7 @@ from mailroom.replicated import (
     SimGroup,
     replicated,
 )
+from mailroom.replicated.operations import cut_batches
 from mailroom.replicated.state import put_state, take_state
 
 VIEW = View(1, (0, 1))
@@ -133,12 +134,50 @@ def test_a_method_that_raises_leaves_every_replica_as_it_was() -> None:
 
 def test_a_malformed_operation_is_an_error_everywhere_and_changes_nothing() -> None:
     r = pair()
-    for payload in (["c", 0, "add"], ["z"], "add", ["c", -1, "add", []], ["c", 0, "count", []]):
+    singles = (["c", 0, "add"], ["z"], ["c", -1, "add", []], ["c", 0, "count", []], 7)
+    # a string is a batch's text: one that is not a list of operations counts as one
+    batches = ("add", "[]", "[1]", '[["c",0,"add",["x"]]', "[NaN]", '[["c",0,"add",[1e400]]]')
+    for payload in (*singles, *batches):
         mid = MessageId(1, r[1].applied + 1)
-        r[1].pending[mid] = "c"
-        outcome = [x.deliver(Message(mid, 1, payload)) for x in r][1][0]
-        assert outcome.error is not None
-    assert [x.read("lines") for x in r] == [[], []] and r[0].applied == 5
+        key = (1, mid.seq) if type(payload) is not str else (1, mid.seq, 0)
+        r[1].pending[key] = "c"
+        outcomes = [x.deliver(Message(mid, 1, payload)) for x in r]
+        assert outcomes[0] == [] and len(outcomes[1]) == 1, payload
+        assert outcomes[1][0].error is not None and outcomes[1][0].key == key, payload
+    assert [x.read("lines") for x in r] == [[], []]
+    assert [x.applied for x in r] == [len(singles) + len(batches)] * 2
+
+
+def test_a_batch_applies_its_operations_in_order_each_with_its_own_outcome() -> None:
+    r = pair()
+    calls = [r[0].prepare("add", "a"), r[0].prepare("add", ""), r[0].prepare_read("count")]
+    calls.append(r[0].prepare("add", "b", strict=True))
+    with pytest.raises(LocalError, match="is not @replicated"):
+        r[0].prepare("count")  # refused at the call: nothing is sent
+    mid = MessageId(0, 1)
+    payload = r[0].batch(mid, calls)
+    assert type(payload) is str and json.loads(payload) == [c.payload for c in calls]
+    with pytest.raises(LocalError, match="already a pending call"):
+        r[0].batch(mid, calls)
+    outcomes = [x.deliver(Message(mid, 0, payload)) for x in r]
+    assert outcomes[1] == []  # P1 made none of them
+    assert [(o.part, o.value) for o in outcomes[0]] == [(0, 1), (1, 2), (2, 2), (3, 3)]
+    assert [o.key for o in outcomes[0]] == [(0, 1, k) for k in range(4)]
+    assert [x.read("lines") for x in r] == [["a", "", "b"]] * 2 and r[0].applied == 4
+    failing = [r[1].prepare("add", "c"), r[1].prepare("add", "", strict=True)]
+    failing.append(r[1].prepare("add", "d"))
+    payload = r[1].batch(MessageId(1, 1), failing)
+    outcomes = [x.deliver(Message(MessageId(1, 1), 1, payload)) for x in r]
+    assert [type(o.error).__name__ for o in outcomes[1]] == ["NoneType", "ValueError", "NoneType"]
+    assert [x.read("lines") for x in r] == [["a", "", "b", "c", "d"]] * 2  # the raise undone
+
+
+def test_batches_are_cut_at_their_byte_limit_and_a_long_operation_goes_alone() -> None:
+    assert cut_batches([]) == []
+    texts = ["x" * 10] * 5
+    assert cut_batches(texts, limit=23) == [slice(0, 2), slice(2, 4), slice(4, 5)]
+    assert cut_batches(["x" * 50, "y"], limit=23) == [slice(0, 1), slice(1, 2)]
+    assert all(len("[" + ",".join(texts[run]) + "]") <= 23 for run in cut_batches(texts, limit=23))
 
 
 def test_a_caller_method_gets_the_calling_member() -> None:

@@ -97,6 +97,51 @@ def test_calls_reads_a_joiner_an_exclusion_and_a_restart(tmp_path: Path, safe: b
     assert report.acknowledged >= 7
 
 
+def test_the_calls_of_one_turn_go_out_as_one_batch_each_with_its_own_result() -> None:
+    socks = listening_sockets(2)
+    peers = table_of(socks)
+    history = History()
+
+    async def main() -> None:
+        r = [
+            AsyncReplica(
+                store(),
+                Group(p, 2, "sequencer", members=[0, 1], reliable=True, retry=0.1, safe=True),
+                peers,
+                KEY,
+                listen=socks[p],
+                history=history,
+                safe=True,
+            )
+            for p in (0, 1)
+        ]
+        for x in r:
+            await x.start()
+        assert await r[1].call.kv.incr("n", 0) == 0
+        sent = r[1].node.endpoint.sent_count
+        calls = [r[1].call.kv.incr("n") for _ in range(300)]
+        calls[10:10] = [r[1].call.kv.pop("missing"), r[1].call.kv.set("x", {1, 2})]
+        tasks = [asyncio.ensure_future(c) for c in calls]
+        tasks[20].cancel()  # cancelled before the end of the turn: never sent
+        told = await asyncio.gather(*tasks, return_exceptions=True)
+        assert r[1].node.endpoint.sent_count == sent + 1  # one group message for them all
+        assert isinstance(told[10], KeyError) and isinstance(told[11], LocalError)
+        assert isinstance(told[20], asyncio.CancelledError)
+        assert [t for t in told if type(t) is int] == list(range(1, 300))  # in call order
+        await until(lambda: r[0].local("kv.get", "n") == 299, "P0 to apply the batch")
+        for x in r:
+            await x.close()
+
+    try:
+        asyncio.run(main())
+    finally:
+        for s in socks:
+            s.close()
+    report = check_history(history.rows, store)
+    assert report.ok, [p.explain() for p in report.problems]
+    assert report.acknowledged == 1 + 299 + 1  # the pop's KeyError is an answer too
+
+
 def test_a_replica_that_rejoins_after_a_kill_records_no_start_for_its_old_life(
     tmp_path: Path,
 ) -> None:

@@ -32,6 +32,7 @@ from mailroom.replicated.testing import (
     NoRollback,
     ReplicaCall,
     ReplicaScenario,
+    ReversedBatches,
     arrival_order,
     lock_problems,
     replay_replicas,
@@ -197,6 +198,14 @@ def test_replicas_that_apply_in_arrival_order_are_caught() -> None:
     caught(replica_scenarios(DICT_CALLS, kinds=()), diverges)
 
 
+def test_replicas_that_apply_a_batch_in_another_order_are_caught() -> None:
+    def diverges(s: ReplicaScenario) -> bool:
+        run = replay_replicas(s, ReplDict, replica=ReversedBatches)
+        return any("[prefix]" in p or "[equal]" in p for p in run_problems(run, ReplDict))
+
+    caught(replica_scenarios(DICT_CALLS, kinds=(), joins=False), diverges)
+
+
 def test_a_replica_that_does_not_roll_back_is_caught() -> None:
     def wrong(s: ReplicaScenario) -> bool:
         run = replay_replicas(s, Ledger, replica=NoRollback)
@@ -220,7 +229,8 @@ def test_a_lock_released_at_every_view_change_is_caught() -> None:
 
 
 def test_the_strategy_reaches_the_hard_cases() -> None:
-    """Crashes, exclusions (false suspicion or partition), partitions and joins all occur."""
+    """Crashes, exclusions (false suspicion or partition), partitions, joins and calls
+    sent as one batch all occur."""
     seen: set[str] = set()
 
     @settings(max_examples=150, derandomize=True, database=None, deadline=None)
@@ -229,7 +239,7 @@ def test_the_strategy_reaches_the_hard_cases() -> None:
         seen.update(replay_replicas(s, ReplDict).notes)
 
     collect()
-    assert seen >= {"crash", "exclusion", "partition", "join", "false suspicion"}, seen
+    assert seen >= {"crash", "exclusion", "partition", "join", "false suspicion", "batch"}, seen
 
 
 def test_a_view_is_installed_at_the_same_point_everywhere() -> None:

@@ -11,7 +11,13 @@ around one: ``mailroom.net.membership.group_endpoint``) and wires its callbacks 
 
 and from any other thread ``r.sync.add(5)`` (blocks until applied; ``timeout``).
 ``safe=True`` refuses a Group that does not deliver safely (uniformly). A
-call waits until the replica is a member and the node can send (``Busy``). With
+call waits until the replica is a member and the node can send (``Busy``).
+
+Calls are checked at once (a ``LocalError`` there means nothing is sent) and
+gathered: the calls made in one turn of the event loop go out as one batch, one
+group message (cut at ``MAX_BATCH_BYTES``), so that the group orders and confirms
+one message for all of them. A lone call goes out in the next iteration of the loop,
+as before: nothing waits for a timer. With
 ``checkpoint=`` the replica's base and log ride in the node's checkpoint
 (``app_state``), and a restart resumes from them; a process that rejoins gets the
 state by transfer instead. ``history=`` takes a ``History`` or ``HistoryFile``.
@@ -31,7 +37,8 @@ from mailroom.core.registry import entry
 from mailroom.net import Node, PeerTable
 from mailroom.net.membership import group_of
 from mailroom.net.node import Busy
-from mailroom.replicated.replica import Outcome, OutcomeUnknown, Replica, Row
+from mailroom.replicated.operations import cut_batches
+from mailroom.replicated.replica import OpKey, Outcome, OutcomeUnknown, Prepared, Replica, Row
 
 
 class _Calls:
@@ -87,7 +94,10 @@ class AsyncReplica:
         self.timeout = timeout
         self._obj = obj
         self._history = history
-        self._futures: dict[MessageId, asyncio.Future[Any]] = {}
+        self._futures: dict[OpKey, asyncio.Future[Any]] = {}
+        #: calls checked and not sent yet (the lot), and the task that sends them
+        self._lot: list[tuple[Prepared, asyncio.Future[Any]]] = []
+        self._sender: asyncio.Task[None] | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._joined: asyncio.Event | None = None
         view, incarnation = (group.view if group.joined else None), group.incarnation
@@ -134,8 +144,15 @@ class AsyncReplica:
         await self.node.start()
 
     async def close(self) -> None:
-        """Close the node; calls still pending get OutcomeUnknown."""
+        """Close the node; calls still pending get OutcomeUnknown (calls not sent yet,
+        a LocalError)."""
+        if self._sender is not None:
+            self._sender.cancel()
         await self.node.close()
+        lot, self._lot = self._lot, []
+        for _, future in lot:
+            if not future.done():
+                future.set_exception(LocalError("the replica closed before the call was sent"))
         self._fail(OutcomeUnknown("the replica closed before the call was applied here"))
 
     async def __aenter__(self) -> AsyncReplica:
@@ -153,34 +170,63 @@ class AsyncReplica:
 
     # -- calls ----------------------------------------------------------------------------
     async def _call(self, method: str, *args: Any, **kwargs: Any) -> Any:
-        return await self._issue(lambda mid: self.replica.submit(mid, method, *args, **kwargs))
+        await self.wait_joined()
+        return await self._enqueue(self.replica.prepare(method, *args, **kwargs))
 
     async def _ordered(self, method: str, *args: Any, **kwargs: Any) -> Any:
-        return await self._issue(lambda mid: self.replica.submit_read(mid, method, *args, **kwargs))
+        await self.wait_joined()
+        return await self._enqueue(self.replica.prepare_read(method, *args, **kwargs))
 
     def replica_read(self, method: str, *args: Any, **kwargs: Any) -> Any:
         """A local read (sequentially consistent: this replica, now)."""
         return self.replica.read(method, *args, **kwargs)
 
-    async def _issue(self, submit: Callable[[MessageId], Payload]) -> Any:
-        await self.wait_joined()
-        while True:
-            await self.node.wait_can_send()
-            mid = MessageId(self.node.pid, self.node.endpoint.sent_count + 1)
-            payload = submit(mid)
-            future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
-            self._futures[mid] = future
-            try:
-                self.node.broadcast(payload)
-            except Busy:
-                self.replica.withdraw(mid)
-                del self._futures[mid]
-                continue
-            except LocalError:
-                self.replica.withdraw(mid)
-                del self._futures[mid]
-                raise
-            return await future
+    async def _enqueue(self, call: Prepared) -> Any:
+        """``call`` into the lot, sent at the end of this turn; its outcome."""
+        future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        self._lot.append((call, future))
+        if self._sender is None:
+            self._sender = asyncio.create_task(self._send_lots())
+        return await future
+
+    async def _send_lots(self) -> None:
+        """Send the lot as batches whenever the node can send, until it is empty."""
+        try:
+            while self._lot:
+                await self.node.wait_can_send()
+                lot = [(c, f) for c, f in self._lot if not f.done()]  # cancelled: not sent
+                self._lot = []
+                runs = cut_batches([call.text for call, _ in lot])
+                for k, run in enumerate(runs):
+                    if not self._send_batch(lot[run]):  # busy: the rest waits
+                        self._lot = [x for r in runs[k:] for x in lot[r]] + self._lot
+                        break
+        finally:
+            self._sender = None
+
+    def _send_batch(self, part: list[tuple[Prepared, asyncio.Future[Any]]]) -> bool:
+        """One batch broadcast now; False if the node is busy (nothing sent)."""
+        mid = MessageId(self.node.pid, self.node.endpoint.sent_count + 1)
+        try:
+            payload = self.replica.batch(mid, [call for call, _ in part])
+        except LocalError as exc:  # left the group since the call: not sent
+            for _, future in part:
+                future.set_exception(exc)
+            return True
+        keys = [(mid.origin, mid.seq, k) for k in range(len(part))]
+        for key, (_, future) in zip(keys, part, strict=True):
+            self._futures[key] = future
+        try:
+            self.node.broadcast(payload)
+        except (Busy, LocalError) as exc:
+            self.replica.withdraw(mid)
+            for key in keys:
+                del self._futures[key]
+            if isinstance(exc, Busy):
+                return False
+            for _, future in part:
+                future.set_exception(exc)
+        return True
 
     def _blocking(self, method: str, *args: Any, **kwargs: Any) -> Any:
         """``call`` from another thread: blocks until applied (or ``timeout``)."""
@@ -233,7 +279,7 @@ class AsyncReplica:
 
     def _resolve(self, outcomes: list[Outcome]) -> None:
         for outcome in outcomes:
-            future = self._futures.pop(outcome.id, None)
+            future = self._futures.pop(outcome.key, None)
             if future is None or future.done():
                 continue
             if outcome.error is not None:

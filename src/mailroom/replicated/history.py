@@ -4,7 +4,8 @@ One row per event, as JSON Lines; every row names its ``replica`` (pid) and ``in
 (incarnation): together, one replica's life.
 
 - ``start``: it holds the state after ``applied`` operations, in ``view`` (``members``);
-- ``call``: it sent operation ``op`` (``[origin, seq]``) with ``payload``;
+- ``call``: it sent operation ``op`` (``[origin, seq]``, or ``[origin, seq, k]`` for
+  the k-th operation of a batch) with ``payload``;
 - ``result``: its caller was told ``value``, or ``error`` (``[type, message]``), or
   the outcome is ``unknown`` (it left the group first), or ``withdrawn`` (never sent);
 - ``apply``: it applied ``op`` as operation number ``index`` (0, 1, ...);
@@ -115,9 +116,9 @@ def _checked(row: object, where: str) -> Row:
             raise TraceError(f"{where}: {name} must be a non-negative int")
     op = row.get("op")
     if op is not None and not (
-        type(op) is list and len(op) == 2 and all(type(v) is int and v >= 0 for v in op)
+        type(op) is list and len(op) in (2, 3) and all(type(v) is int and v >= 0 for v in op)
     ):
-        raise TraceError(f"{where}: op must be [origin, seq]")
+        raise TraceError(f"{where}: op must be [origin, seq] or [origin, seq, part]")
     if row["row"] in ("call", "result", "apply") and op is None:
         raise TraceError(f"{where}: a {row['row']} row names its op")
     if row["row"] == "view" and type(row.get("members")) is not list:
@@ -131,10 +132,10 @@ class Problem:
 
     property: str
     reason: str
-    op: tuple[int, int] | None = None
+    op: tuple[int, ...] | None = None
 
     def explain(self) -> str:
-        at = f" (op {self.op[0]}.{self.op[1]})" if self.op else ""
+        at = f" (op {'.'.join(map(str, self.op))})" if self.op else ""
         return f"[{self.property}] {self.reason}{at}"
 
 
@@ -162,7 +163,8 @@ class HistoryReport:
 
 
 Life = tuple[int, int]
-Op = tuple[int, int]
+#: (origin, seq) of an operation sent alone, (origin, seq, k) for one of a batch
+Op = tuple[int, ...]
 
 
 @attrs.define
@@ -195,7 +197,7 @@ def _gather(rows: Sequence[Row], safe: bool) -> _Seen:
     for row in rows:
         life, kind = (row["replica"], row["inc"]), row["row"]
         seen.lives.add(life)
-        op: Op = (row["op"][0], row["op"][1]) if "op" in row else (-1, -1)
+        op: Op = tuple(row["op"]) if "op" in row else (-1, -1)
         if kind == "start":
             settled[life] = row["applied"]
             runs[life].append((row["applied"], []))
@@ -236,7 +238,7 @@ def _gather(rows: Sequence[Row], safe: bool) -> _Seen:
 
 
 def _apply_row(seen: _Seen, expected: int | None, life: Life, row: Row) -> None:
-    op: Op = (row["op"][0], row["op"][1])
+    op: Op = tuple(row["op"])
     index = row["index"]
     if expected is not None and index != expected:
         reason = f"P{life[0]}.{life[1]} applied #{index} after #{expected - 1}"
@@ -267,7 +269,7 @@ def check_history(
     sequence = [seen.order[k] for k in range(len(seen.order)) if k in seen.order]
     if len(sequence) != len(seen.order):
         problems.append(Problem("integrity", "some operation numbers were applied by no replica"))
-    where: dict[tuple[int, int], int] = {}
+    where: dict[Op, int] = {}
     for k, op in enumerate(sequence):
         if op in where:
             problems.append(Problem("once", f"applied as #{where[op]} and again as #{k}", op))
@@ -292,9 +294,7 @@ def check_history(
     return HistoryReport(tuple(problems), len(sequence), len(acked), len(seen.lives))
 
 
-def _replay(
-    seen: _Seen, sequence: list[tuple[int, int]], factory: Callable[[], object]
-) -> list[Problem]:
+def _replay(seen: _Seen, sequence: list[Op], factory: Callable[[], object]) -> list[Problem]:
     """Apply ``sequence`` to a fresh object, views at their places; compare results."""
     if seen.first is None:
         return [Problem("integrity", "no replica started from the beginning: nothing to replay")]
@@ -315,7 +315,7 @@ def _replay(
         if op not in seen.payloads:
             problems.append(Problem("integrity", f"#{k} was applied but never sent", op))
             break
-        outcome = replica.replay(Message(MessageId(*op), op[0], seen.payloads[op]))
+        outcome = replica.replay(Message(MessageId(op[0], op[1]), op[0], seen.payloads[op]))
         told = seen.told.get(op)
         if told is not None and not _same(outcome, told[1]):
             problems.append(Problem("results", _differs(outcome, told[1]), op))

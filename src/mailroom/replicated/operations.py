@@ -7,6 +7,14 @@ Wire form (a Group message's payload; its message id names the operation)::
     ["r", incarnation, method, args(, kwargs)]  # an ordered read
     ["h", incarnation]                          # a rejoined member says which incarnation it is
 
+A *batch* carries several operations of one member in one Group message: its
+payload is a string, the compact JSON text of the list of their payloads
+(``'[["c",0,"add",[1]],["c",0,"add",[2]]]'``); operation ``k`` of message
+``(origin, seq)`` is ``(origin, seq, k)``. A host gathers the calls of one turn of
+its event loop into a batch, so the group orders (and, under safe delivery,
+confirms) one message for all of them; a string travels through the codec in one
+piece and is parsed by the C ``json`` module, which a list of lists does not.
+
 ``incarnation`` is the calling member's (a process that rejoins is its next one),
 so every replica learns, at the same point of the order, that an older incarnation
 is gone. Arguments must be what the codec carries: JSON data (None, bool, int,
@@ -28,6 +36,8 @@ from mailroom.core.messages import Payload, check_payload
 
 #: The longest operation (compact JSON text of its payload, in bytes) a replica sends.
 MAX_OPERATION_BYTES = 64 * 1024
+#: A batch's text is cut at this many bytes (a longer operation travels alone).
+MAX_BATCH_BYTES = 64 * 1024
 CALL, READ, HELLO = "c", "r", "h"
 _KINDS = (CALL, READ, HELLO)
 _INT_LIMIT = 1 << 64
@@ -109,14 +119,57 @@ def parse(payload: Payload) -> Operation:
     return Operation(kind, payload[1], method, args, kwargs)
 
 
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON data the codec carries")
+
+
+def parse_batch(text: str) -> list[Any]:
+    """The operation payloads a batch's text holds; RemoteError if it is not a
+    non-empty JSON list of lists the codec could carry."""
+    try:
+        ops = json.loads(text, parse_constant=_no_constant)
+    except (ValueError, RecursionError) as exc:
+        raise RemoteError(f"a batch is not JSON text: {exc}") from None
+    if type(ops) is not list or not ops or any(type(op) is not list for op in ops):
+        raise RemoteError("a batch is a non-empty JSON list of operations")
+    try:
+        check_payload(ops)  # depth, finite floats, str keys: what a checkpoint keeps
+        if _LONG_DIGITS.search(text):
+            _check_ints(ops)
+    except LocalError as exc:
+        raise RemoteError(f"a batch holds what the codec cannot carry: {exc}") from None
+    return ops
+
+
+def cut_batches(texts: list[str], limit: int = MAX_BATCH_BYTES) -> list[slice]:
+    """Consecutive runs of ``texts`` (operations' JSON texts) whose batch text is at
+    most ``limit`` bytes long (an operation longer than that is a run of its own)."""
+    runs: list[slice] = []
+    start, size = 0, 1
+    for k, text in enumerate(texts):
+        cost = len(text) + 1  # its comma or the closing bracket
+        if k > start and size + cost > limit:
+            runs.append(slice(start, k))
+            start, size = k, 1
+        size += cost
+    if start < len(texts):
+        runs.append(slice(start, len(texts)))
+    return runs
+
+
 _SCALARS = (str, int, float, bool, type(None))
+
+
+def scalars_only(args: list[Any], kwargs: dict[str, Any]) -> bool:
+    """No keyword arguments, and positional ones that are all scalars (nothing to copy)."""
+    return not kwargs and all(type(a) in _SCALARS for a in args)
 
 
 def owned(op: Operation) -> tuple[list[Any], dict[str, Any], int]:
     """The operation's arguments as copies no one else holds, and the size of its
     payload in bytes (exact when the arguments hold lists or dicts, else close)."""
     args, kwargs = op.args, op.kwargs
-    if all(type(a) in _SCALARS for a in args) and not kwargs:
+    if scalars_only(args, kwargs):
         return list(args), {}, 16 + len(op.method) + sum(len(str(a)) + 3 for a in args)
     text = json.dumps([args, kwargs], separators=(",", ":"))
     copy = json.loads(text)
@@ -132,4 +185,12 @@ def private_copy(value: Any) -> Any:
     return value
 
 
-__all__ = ["MAX_OPERATION_BYTES", "Operation", "carried_text", "parse"]
+__all__ = [
+    "MAX_BATCH_BYTES",
+    "MAX_OPERATION_BYTES",
+    "Operation",
+    "carried_text",
+    "cut_batches",
+    "parse",
+    "parse_batch",
+]

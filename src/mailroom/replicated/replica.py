@@ -9,6 +9,10 @@ I/O; the replica only turns calls into payloads and deliveries into outcomes:
   host broadcasts as message ``mid`` (the id the group will give it: the endpoint's
   ``sent_count + 1``). Nothing is sent when it raises. ``submit_read`` does the same
   for an ordered read; ``read`` is a local read, at once.
+- ``prepare("add", 5)`` (``prepare_read``) checks a call the same way without an id;
+  ``batch(mid, calls)`` is then the payload of message ``mid`` carrying several
+  prepared calls (operation ``k`` of it is ``(origin, seq, k)``): how a host sends
+  the calls of one turn as one group message.
 - ``deliver(message)``: applies the operation (every replica, in delivery order) and
   returns the ``Outcome`` of this replica's own calls: the method's result, or the
   exception it raised. A method that raises leaves the object as it was on every
@@ -27,7 +31,7 @@ I/O; the replica only turns calls into payloads and deliveries into outcomes:
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import attrs
@@ -47,6 +51,8 @@ from mailroom.replicated.operations import (
     carried_text,
     owned,
     parse,
+    parse_batch,
+    scalars_only,
 )
 from mailroom.replicated.state import put_state, take_state
 
@@ -58,13 +64,28 @@ class OutcomeUnknown(MailroomError):
     delivered here: the others may or may not have applied it. Read the state to know."""
 
 
+#: An operation's key: (origin, seq) of the message carrying it alone, or (origin,
+#: seq, k) for operation k of a batch (the ``op`` of history rows).
+OpKey = tuple[int, ...]
+
+
+def op_key(mid: MessageId, part: int | None) -> OpKey:
+    return (mid.origin, mid.seq) if part is None else (mid.origin, mid.seq, part)
+
+
 @attrs.frozen
 class Outcome:
-    """What the caller of operation ``id`` is told: ``value``, or ``error`` raised."""
+    """What the caller of operation ``id`` is told: ``value``, or ``error`` raised;
+    ``part`` is the operation's place in its batch (None: the message held it alone)."""
 
     id: MessageId
     value: Any = None
     error: BaseException | None = None
+    part: int | None = None
+
+    @property
+    def key(self) -> OpKey:
+        return op_key(self.id, self.part)
 
     def result(self) -> Any:
         """The value, or raise the error."""
@@ -97,6 +118,17 @@ def error_data(error: BaseException) -> list[str]:
     return [type(error).__name__, str(error)]
 
 
+@attrs.frozen
+class Prepared:
+    """A call (or ordered read) checked at the caller and not sent yet: its kind and
+    method, its payload (a copy the caller does not hold) and that payload's JSON text."""
+
+    kind: str
+    method: str
+    payload: list[Any]
+    text: str
+
+
 class Replica:
     """Replica ``pid`` of ``obj``: a member of ``view`` (a founder) or, with ``view``
     None, a joiner waiting for the group's state."""
@@ -122,8 +154,8 @@ class Replica:
         self.applied = 0
         #: the latest incarnation applied of each pid (0 if none was seen)
         self.incarnations: dict[int, int] = {}
-        #: this replica's calls sent and not yet applied: message id -> kind
-        self.pending: dict[MessageId, str] = {}
+        #: this replica's calls sent and not yet applied: operation key -> kind
+        self.pending: dict[OpKey, str] = {}
         #: a rejoined member owes the group a hello (``hello()``)
         self._owes_hello = False
         self._history = history
@@ -136,28 +168,50 @@ class Replica:
     # -- the caller's side ----------------------------------------------------------------
     def submit(self, mid: MessageId, method: str, *args: Any, **kwargs: Any) -> Payload:
         """The payload to broadcast as message ``mid`` for the call ``method(*args)``."""
+        return self._expect(mid, self.prepare(method, *args, **kwargs))
+
+    def submit_read(self, mid: MessageId, method: str, *args: Any, **kwargs: Any) -> Payload:
+        """The payload of an ordered read: evaluated here at its place in the order."""
+        return self._expect(mid, self.prepare_read(method, *args, **kwargs))
+
+    def prepare(self, method: str, *args: Any, **kwargs: Any) -> Prepared:
+        """The call ``method(*args)`` checked, for ``batch`` (LocalError: not sendable)."""
         fn, spec = self._method(method)
         if spec is None:
             raise LocalError(
                 f"{method} is not @replicated", hint="read it with read() or an ordered read"
             )
-        return self._expect(mid, CALL, method, bind(fn, spec, args, kwargs))
+        return self._prepared(CALL, method, bind(fn, spec, args, kwargs))
 
-    def submit_read(self, mid: MessageId, method: str, *args: Any, **kwargs: Any) -> Payload:
-        """The payload of an ordered read: evaluated here at its place in the order."""
+    def prepare_read(self, method: str, *args: Any, **kwargs: Any) -> Prepared:
+        """An ordered read checked, for ``batch``: evaluated here at its place in the order."""
         fn, spec = self._method(method)
         if spec is not None:
             raise LocalError(f"{method} is @replicated: it is a call, not a read")
         if not callable(fn):
             if args or kwargs:
                 raise LocalError(f"{method} is an attribute: it takes no arguments")
-            return self._expect(mid, READ, method, ([], {}))
-        return self._expect(mid, READ, method, bind(fn, None, args, kwargs))
+            return self._prepared(READ, method, ([], {}))
+        return self._prepared(READ, method, bind(fn, None, args, kwargs))
+
+    def batch(self, mid: MessageId, calls: Sequence[Prepared]) -> Payload:
+        """The payload of message ``mid`` carrying ``calls`` (operation k is ``calls[k]``):
+        a batch's text. The host cuts its calls with ``cut_batches`` to keep it short."""
+        if not calls:
+            raise LocalError("a batch carries at least one call")
+        keys = [(mid.origin, mid.seq, k) for k in range(len(calls))]
+        if (mid.origin, mid.seq) in self.pending or keys[0] in self.pending:
+            raise LocalError(f"{mid} is already a pending call")
+        for key, call in zip(keys, calls, strict=True):
+            self.pending[key] = call.kind
+            self._note("call", op=list(key), payload=call.payload)
+        return "[" + ",".join(call.text for call in calls) + "]"
 
     def withdraw(self, mid: MessageId) -> None:
-        """The host could not send ``mid``: forget the call."""
-        if self.pending.pop(mid, None) is not None:
-            self._note("result", op=[mid.origin, mid.seq], withdrawn=True)
+        """The host could not send ``mid``: forget its call (or the calls of its batch)."""
+        for key in [k for k in self.pending if k[0] == mid.origin and k[1] == mid.seq]:
+            del self.pending[key]
+            self._note("result", op=list(key), withdrawn=True)
 
     def read(self, method: str, *args: Any, **kwargs: Any) -> Any:
         """A local read: ``method(*args)`` (or the attribute ``method``) on this replica now.
@@ -176,47 +230,68 @@ class Replica:
         fn = resolve(self.obj, method)
         return fn, spec_of(fn)
 
-    def _expect(
-        self, mid: MessageId, kind: str, method: str, bound: tuple[list[Any], dict[str, Any]]
-    ) -> Payload:
-        if mid in self.pending:
-            raise LocalError(f"{mid} is already a pending call")
+    def _prepared(
+        self, kind: str, method: str, bound: tuple[list[Any], dict[str, Any]]
+    ) -> Prepared:
         op = Operation(kind, self.incarnation, method, *bound)
-        text = carried_text(op.payload(), f"the call {method}", self.max_operation_bytes)
-        payload = json.loads(text)  # the caller may change its arguments afterwards
-        self.pending[mid] = kind
-        self._note("call", op=[mid.origin, mid.seq], payload=payload)
-        return payload
+        payload = op.payload()
+        text = carried_text(payload, f"the call {method}", self.max_operation_bytes)
+        if not scalars_only(*bound):
+            payload = json.loads(text)  # the caller may change its arguments afterwards
+        return Prepared(kind, method, payload, text)
+
+    def _expect(self, mid: MessageId, call: Prepared) -> Payload:
+        """``call`` as message ``mid`` alone."""
+        key = (mid.origin, mid.seq)
+        if key in self.pending or (*key, 0) in self.pending:
+            raise LocalError(f"{mid} is already a pending call")
+        self.pending[key] = call.kind
+        self._note("call", op=list(key), payload=call.payload)
+        return call.payload
 
     # -- the group's side -----------------------------------------------------------------------
     def deliver(self, message: Message) -> list[Outcome]:
-        """Apply the delivered operation; the outcome if it is one of this replica's calls."""
+        """Apply the delivered operation (each of a batch's, in order); the outcomes of
+        those that are this replica's calls."""
         if self.view is None:
             raise LocalError(f"replica P{self.pid} got a delivery while not a member")
-        mid = message.id
-        kind = self.pending.pop(mid, None)
-        value, error, entry, size = self._apply(mid, message.payload, kind == READ)
+        mid, payload = message.id, message.payload
+        if type(payload) is not str:
+            return self._deliver_one(mid, None, payload)
+        try:
+            ops: list[Any] = parse_batch(payload)
+        except RemoteError:
+            ops = [None]  # one operation that changes nothing, at every replica alike
+        out: list[Outcome] = []
+        for part, op in enumerate(ops):
+            out += self._deliver_one(mid, part, op)
+        return out
+
+    def _deliver_one(self, mid: MessageId, part: int | None, payload: Payload) -> list[Outcome]:
+        key = op_key(mid, part)
+        kind = self.pending.pop(key, None)
+        value, error, entry, size = self._apply(mid, payload, kind == READ)
         index = self.applied
         self.applied += 1
         self.journal.add(entry, size)
-        self._note("apply", index=index, op=[mid.origin, mid.seq])
+        self._note("apply", index=index, op=list(key))
         if self.journal.due():
             self.journal.rebase(*self._base())
         if kind is None:
             return []
         if error is not None:
-            self._note("result", op=[mid.origin, mid.seq], error=error_data(error))
+            self._note("result", op=list(key), error=error_data(error))
         else:
-            self._note("result", op=[mid.origin, mid.seq], value=jsonable(value))
-        return [Outcome(mid, value, error)]
+            self._note("result", op=list(key), value=jsonable(value))
+        return [Outcome(mid, value, error, part)]
 
     def replay(self, message: Message) -> Outcome:
         """Apply ``message`` as if this replica had made the call, and return its outcome
         (how the history checker replays a delivered order)."""
         payload = message.payload
         read = type(payload) is list and payload[:1] == [READ]
-        self.pending[message.id] = READ if read else CALL
-        return self.deliver(message)[0]
+        self.pending[(message.id.origin, message.id.seq)] = READ if read else CALL
+        return self._deliver_one(message.id, None, payload)[0]
 
     def _apply(
         self, mid: MessageId, payload: Payload, evaluate: bool
@@ -320,10 +395,14 @@ class Replica:
         """This member is out of the group: its pending calls' outcome is unknown."""
         self.view = None
         out = []
-        for mid in self.pending:
-            error = OutcomeUnknown(f"P{self.pid} left the group before {mid} was delivered here")
-            out.append(Outcome(mid, None, error))
-            self._note("result", op=[mid.origin, mid.seq], unknown=True)
+        for key in self.pending:
+            mid = MessageId(key[0], key[1])
+            part = key[2] if len(key) > 2 else None
+            error = OutcomeUnknown(
+                f"P{self.pid} left the group before operation {key} was delivered here"
+            )
+            out.append(Outcome(mid, None, error, part))
+            self._note("result", op=list(key), unknown=True)
         self.pending = {}
         self._note("out")
         return out
@@ -413,4 +492,4 @@ class Replica:
             self._history({"row": row, "replica": self.pid, "inc": self.incarnation, **fields})
 
 
-__all__ = ["Members", "Outcome", "OutcomeUnknown", "Replica"]
+__all__ = ["Members", "OpKey", "Outcome", "OutcomeUnknown", "Prepared", "Replica", "op_key"]

@@ -5,7 +5,9 @@ total-order protocol and wires its hooks: each delivery is applied by the proces
 replica, each ``ViewChange`` installed (a joiner's carries the state), each
 ``StateRequest`` answered with the replica's state, each exclusion fails the
 replica's pending calls. ``call``/``ordered`` return a ``SimCall`` that is done once
-the operation is applied at the caller's replica; ``read`` is a local read. Faults go
+the operation is applied at the caller's replica (``call_many``: several calls as
+one batch, one group message, as ``AsyncReplica`` sends a turn's calls); ``read``
+is a local read. Faults go
 through the same object (``crash``, ``suspect``, ``partition``, ``join``), or through
 ``sim`` directly; ``history`` keeps every replica's rows for the history checker.
 """
@@ -24,7 +26,8 @@ from mailroom.core.registry import entry
 from mailroom.net.membership import group_of
 from mailroom.protocols.membership import Group
 from mailroom.replicated.history import History
-from mailroom.replicated.replica import Outcome, Replica
+from mailroom.replicated.operations import cut_batches
+from mailroom.replicated.replica import OpKey, Outcome, Replica, op_key
 from mailroom.replicated.state import take_state
 from mailroom.sim import Simulation, view_of
 
@@ -54,6 +57,12 @@ class SimCall:
     done: bool = False
     lost: bool = False
     outcome: Outcome | None = None
+    #: its place in its batch (None: its message carries it alone)
+    part: int | None = None
+
+    @property
+    def key(self) -> OpKey:
+        return op_key(self.id, self.part)
 
     def result(self) -> Any:
         """The method's value, or raise its error; LocalError while not done."""
@@ -96,7 +105,7 @@ class SimGroup:
         self.replicas: list[Replica | None] = [
             self._replica(p, View(1, first)) if p in first else None for p in range(n)
         ]
-        self.calls: dict[MessageId, SimCall] = {}
+        self.calls: dict[OpKey, SimCall] = {}
         #: called with (pid, ViewChange) after the replica at pid installed it
         self.on_view: Callable[[int, ViewChange], None] | None = None
         self._excluded = 0
@@ -122,6 +131,23 @@ class SimGroup:
         """An ordered (linearizable) read at replica ``pid``."""
         return self._issue(pid, method, lambda r, mid: r.submit_read(mid, method, *args, **kwargs))
 
+    def call_many(self, pid: int, calls: Sequence[Sequence[Any]]) -> list[SimCall]:
+        """Replica ``pid`` makes ``calls`` (each ``(method, *args)``) as one batch (cut
+        at ``MAX_BATCH_BYTES`` into several when long): LocalError, and nothing sent,
+        if any of them is refused."""
+        replica = self._live(pid)
+        prepared = [replica.prepare(str(c[0]), *c[1:]) for c in calls]
+        out: list[SimCall] = []
+        for run in cut_batches([p.text for p in prepared]):
+            part = prepared[run]
+            mid = MessageId(pid, self.sim.endpoints[pid].sent_count + 1)
+            payload = replica.batch(mid, part)
+            made = [SimCall(pid, mid, p.method, part=k) for k, p in enumerate(part)]
+            self.calls.update((c.key, c) for c in made)
+            self._send(pid, replica, mid, payload, made)
+            out += made
+        return out
+
     def read(self, pid: int, method: str, *args: Any, **kwargs: Any) -> Any:
         """A local read at replica ``pid``."""
         return self._live(pid).read(method, *args, **kwargs)
@@ -134,16 +160,22 @@ class SimGroup:
         mid = MessageId(pid, self.sim.endpoints[pid].sent_count + 1)
         payload = submit(replica, mid)
         call = SimCall(pid, mid, method)
-        self.calls[mid] = call
+        self.calls[call.key] = call
+        self._send(pid, replica, mid, payload, [call])
+        return call
+
+    def _send(
+        self, pid: int, replica: Replica, mid: MessageId, payload: Payload, calls: list[SimCall]
+    ) -> None:
         try:
             sent = self.sim.broadcast(pid, payload)
         except LocalError:
             replica.withdraw(mid)
-            del self.calls[mid]
+            for call in calls:
+                del self.calls[call.key]
             raise
         if sent != mid:  # pragma: no cover - the endpoint broke the message-id rule
             raise LocalError(f"P{pid}'s endpoint numbered the call {sent}, not {mid}")
-        return call
 
     def _live(self, pid: int) -> Replica:
         self._sync()
@@ -200,7 +232,7 @@ class SimGroup:
 
     def _resolve(self, outcomes: list[Outcome]) -> None:
         for outcome in outcomes:
-            call = self.calls.pop(outcome.id, None)
+            call = self.calls.pop(outcome.key, None)
             if call is not None:
                 call.done, call.outcome = True, outcome
 
@@ -214,7 +246,7 @@ class SimGroup:
             self.history({"row": "crash", "replica": pid, "inc": replica.incarnation})
         for call in [c for c in self.calls.values() if c.pid == pid]:
             call.lost = True
-            del self.calls[call.id]
+            del self.calls[call.key]
 
     def suspect(self, pid: int, who: int) -> None:
         self._sync()

@@ -26,6 +26,7 @@ that is no longer a member.
 
 from __future__ import annotations
 
+import json
 from collections import defaultdict
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -35,9 +36,10 @@ from hypothesis import strategies as st
 
 from mailroom.core.actions import View, ViewChange
 from mailroom.core.errors import LocalError
+from mailroom.core.messages import Message
 from mailroom.replicated.history import Row, check_history
 from mailroom.replicated.lock import ReplLockManager
-from mailroom.replicated.replica import Members, Replica
+from mailroom.replicated.replica import Members, Outcome, Replica
 from mailroom.replicated.simhost import EndpointFactory, SimCall, SimGroup, group_factory
 from mailroom.sim import view_of
 
@@ -48,12 +50,15 @@ FAULTS = ("crash", "suspect", "partition")
 
 @attrs.frozen
 class ReplicaCall:
-    """Process ``pid`` calls ``method(*args)`` (an ordered read with ``ordered``)."""
+    """Process ``pid`` calls ``method(*args)`` (an ordered read with ``ordered``);
+    ``with_next``: in one batch (one group message) with the next call, if that is a
+    call by the same process too (as ``AsyncReplica`` sends the calls of one turn)."""
 
     pid: int
     method: str
     args: tuple[Any, ...]
     ordered: bool = False
+    with_next: bool = False
 
     def describe(self) -> str:
         kind = "reads (ordered)" if self.ordered else "calls"
@@ -101,7 +106,7 @@ def replica_scenarios(
         pid = draw(st.integers(0, size + spares - 1))
         ordered = reads is not None and draw(st.booleans())
         method, args = draw(reads if ordered and reads is not None else calls)
-        made.append(ReplicaCall(pid, method, tuple(args), ordered))
+        made.append(ReplicaCall(pid, method, tuple(args), ordered, draw(st.booleans())))
     faults = draw(st.integers(0, (size - 1) // 2)) if kinds else 0
     length = draw(st.integers(0, max_choices))
     choices = draw(st.lists(st.integers(0, 255), min_size=length, max_size=length))
@@ -122,7 +127,8 @@ class ReplicaRun:
     steps: tuple[str, ...] = ()
     #: per scenario call, what it became (None: skipped, its process was not a member)
     calls: tuple[SimCall | None, ...] = ()
-    #: what happened, for coverage: crash, exclusion, false suspicion, partition, join
+    #: what happened, for coverage: crash, exclusion, false suspicion, partition, join,
+    #: batch (several calls in one message)
     notes: frozenset[str] = frozenset()
 
     def describe(self) -> str:
@@ -201,7 +207,7 @@ class _Driver:
         return events
 
     def act(self, kind: str, arg: Any) -> None:
-        if kind == "call":
+        if kind == "call":  # with the calls in one batch with it
             self.call(self.s.calls[arg])
         elif kind == "arrive":
             self.sim.arrive(arg)
@@ -219,10 +225,30 @@ class _Driver:
             self.join(arg)
         self.steps.append(f"{kind} {arg}")
 
+    def batch(self) -> list[ReplicaCall]:
+        """The next scenario call, with those that go in one batch with it."""
+        first = len(self.calls)
+        run = [self.s.calls[first]]
+        while run[-1].with_next and not run[-1].ordered and first + len(run) < len(self.s.calls):
+            nxt = self.s.calls[first + len(run)]
+            if nxt.pid != run[0].pid or nxt.ordered:
+                break
+            run.append(nxt)
+        return run
+
     def call(self, c: ReplicaCall) -> None:
         replica = self.g.replicas[c.pid]
         if replica is None or replica.view is None:
             self.calls.append(None)
+            return
+        run = self.batch()
+        if len(run) > 1:
+            self.notes.add("batch")
+            try:
+                self.calls += self.g.call_many(c.pid, [(x.method, *x.args) for x in run])
+            except LocalError as exc:  # one of them refused: none is sent
+                self.calls += [None] * len(run)
+                self.steps.append(f"a batch of {len(run)} refused: {exc}")
             return
         issue = self.g.ordered if c.ordered else self.g.call
         try:
@@ -438,6 +464,22 @@ class NoRollback(Replica):
         return None
 
 
+class ReversedBatches(Replica):
+    """Applies the operations of another member's batch in reverse order (the caller
+    applies them in order): the batch's order is not the same everywhere."""
+
+    def deliver(self, message: Message) -> list[Outcome]:
+        payload = message.payload
+        if type(payload) is str and message.id.origin != self.pid:
+            try:
+                ops = json.loads(payload)
+            except ValueError:
+                ops = None
+            if type(ops) is list:
+                message = Message(message.id, message.sender, json.dumps(ops[::-1]))
+        return super().deliver(message)
+
+
 __all__ = [
     "EagerLock",
     "ForgetfulLock",
@@ -445,6 +487,7 @@ __all__ = [
     "ReplicaCall",
     "ReplicaRun",
     "ReplicaScenario",
+    "ReversedBatches",
     "arrival_order",
     "lock_problems",
     "replay_replicas",

@@ -25,12 +25,13 @@ from mailroom.testing.nemesis.verdict import Verdict, run_check
 
 
 def history_record(line: bytes) -> Record | None:
-    """A history row as a progress record: a call is a send, an apply a delivery."""
+    """A history row as a progress record: a call is a send, an apply a delivery (of
+    the message carrying it: a batch's operations count as their message)."""
     row = json_object(line)
     if row is None or row.get("row") not in ("call", "apply"):
         return None
     op = row.get("op")
-    if not isinstance(op, list) or len(op) != 2:
+    if not isinstance(op, list) or len(op) not in (2, 3):
         return None
     return ("send" if row["row"] == "call" else "deliver"), int(op[0]), int(op[1])
 
