@@ -8,9 +8,9 @@ group's coordinator) with safe (uniform) delivery, under a heartbeat detector
 PySyncObj's own defaults: it sends append entries every 0.1 s and a follower starts
 an election after 0.4 to 1.4 s without them), HMAC-SHA256 frames. Each member
 gathers the calls of one turn of its event loop into one group message (a batch),
-as ``AsyncReplica`` always does. With ``--sync`` the node keeps a checkpoint (the replica's base and log ride
-in it) and ``fsync``s it at every step, as the example does; without it there is no
-checkpoint at all (PySyncObj's default keeps its log in memory too).
+as ``AsyncReplica`` always does. With ``--sync`` the node keeps a checkpoint (the
+replica's base and log ride in it) and ``fsync``s it at every step, as the example
+does; without it there is no checkpoint at all (PySyncObj's default keeps its log in memory too).
 
 Every member is a client of its own replica: ``--in-flight W`` coroutines, each
 calling ``await r.call.add(1)`` one after the other (W = 1: one call at a time), so
