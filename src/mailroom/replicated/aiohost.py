@@ -170,7 +170,9 @@ class AsyncReplica:
 
     # -- calls ----------------------------------------------------------------------------
     async def _call(self, method: str, *args: Any, **kwargs: Any) -> Any:
-        await self.wait_joined()
+        joined = self._joined
+        if joined is None or not joined.is_set():
+            await self.wait_joined()
         return await self._enqueue(self.replica.prepare(method, *args, **kwargs))
 
     async def _ordered(self, method: str, *args: Any, **kwargs: Any) -> Any:
@@ -181,13 +183,13 @@ class AsyncReplica:
         """A local read (sequentially consistent: this replica, now)."""
         return self.replica.read(method, *args, **kwargs)
 
-    async def _enqueue(self, call: Prepared) -> Any:
-        """``call`` into the lot, sent at the end of this turn; its outcome."""
+    def _enqueue(self, call: Prepared) -> asyncio.Future[Any]:
+        """``call`` into the lot, sent at the end of this turn: its outcome to come."""
         future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
         self._lot.append((call, future))
         if self._sender is None:
             self._sender = asyncio.create_task(self._send_lots())
-        return await future
+        return future
 
     async def _send_lots(self) -> None:
         """Send the lot as batches whenever the node can send, until it is empty."""

@@ -17,7 +17,7 @@ same on every replica, given the same state and arguments.
 from __future__ import annotations
 
 import inspect
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, TypeVar, overload
 
 import attrs
@@ -84,14 +84,29 @@ def spec_of(method: object) -> MethodSpec | None:
     return spec if isinstance(spec, MethodSpec) else None
 
 
-def resolve(obj: object, path: object) -> Any:
-    """The attribute ``path`` (dotted) of ``obj``; LocalError if it is not a public one."""
+#: Names already found public, split into their parts (bounded: a peer names methods).
+_paths: dict[str, tuple[str, ...]] = {}
+_PATHS_KEPT = 4096
+
+
+def _parts(path: object) -> tuple[str, ...]:
+    """``path``'s parts; LocalError unless it is a dotted public name."""
     if type(path) is not str or not path:
         raise LocalError(f"a method is named by a non-empty string, not {path!r}")
-    target: Any = obj
-    for part in path.split("."):
-        if not part.isidentifier() or part.startswith("_"):
+    parts = _paths.get(path)
+    if parts is None:
+        parts = tuple(path.split("."))
+        if not all(part.isidentifier() and not part.startswith("_") for part in parts):
             raise LocalError(f"{path!r} is not a public method name")
+        if len(_paths) < _PATHS_KEPT:
+            _paths[path] = parts
+    return parts
+
+
+def resolve(obj: object, path: object) -> Any:
+    """The attribute ``path`` (dotted) of ``obj``; LocalError if it is not a public one."""
+    target: Any = obj
+    for part in _parts(path):
         try:
             target = getattr(target, part)
         except AttributeError:
@@ -121,6 +136,8 @@ def bind(
     position do); LocalError if the call does not fit the method's signature."""
     if spec is not None and spec.caller and CALLER in kwargs:
         raise LocalError("'caller' is filled in by the replica, not by the caller")
+    if not kwargs and fits(method, spec, args, {}):  # by position alone: as bind gives it
+        return list(args), {}
     try:
         bound = _signature(method, spec).bind(*args, **kwargs)
     except TypeError as exc:
@@ -160,7 +177,7 @@ class _Arity:
             any(p.kind is kinds.VAR_KEYWORD for p in params),
         )
 
-    def fits(self, args: list[Any], kwargs: dict[str, Any]) -> bool:
+    def fits(self, args: Sequence[Any], kwargs: dict[str, Any]) -> bool:
         """True if a call of ``args`` (positional) and ``kwargs`` binds, as ``bind`` left
         them (keywords that could go by position went by position)."""
         if len(args) < self.required or 0 <= self.positional < len(args):
@@ -173,7 +190,7 @@ class _Arity:
 _arities: dict[Any, _Arity] = {}
 
 
-def fits(method: Any, spec: MethodSpec | None, args: list[Any], kwargs: dict[str, Any]) -> bool:
+def fits(method: Any, spec: MethodSpec | None, args: Sequence[Any], kwargs: dict[str, Any]) -> bool:
     """Do ``args`` and ``kwargs``, as ``bind`` returns them, fit the method (cached)?"""
     key = getattr(method, "__func__", method)
     arity = _arities.get(key)

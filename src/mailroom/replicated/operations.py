@@ -26,6 +26,7 @@ are refused at the call, with LocalError, before anything is sent.
 from __future__ import annotations
 
 import json
+import math
 import re
 from typing import Any
 
@@ -64,6 +65,19 @@ class Operation:
         return out
 
 
+_SCALARS = (str, int, float, bool, type(None))
+
+
+def scalars_only(args: list[Any], kwargs: dict[str, Any]) -> bool:
+    """No keyword arguments, and positional ones that are all scalars (nothing to copy)."""
+    if kwargs:
+        return False
+    for a in args:  # noqa: SIM110 - a loop, not all(genexpr): it runs per operation per replica
+        if type(a) not in _SCALARS:
+            return False
+    return True
+
+
 def _check_ints(value: Any) -> None:
     """LocalError if ``value`` holds an int the codec cannot carry (beyond 64 bits)."""
     kind = type(value)
@@ -78,14 +92,20 @@ def _check_ints(value: Any) -> None:
             _check_ints(item)
 
 
-def carried_text(value: Any, what: str, limit: int | None = None) -> str:
+def carried_text(value: Any, what: str, limit: int | None = None, *, scalars: bool = False) -> str:
     """The compact JSON text of ``value``; LocalError unless the codec can carry it
-    (and, with ``limit``, unless the text is at most ``limit`` bytes long)."""
+    (and, with ``limit``, unless the text is at most ``limit`` bytes long).
+    ``scalars``: ``value`` holds only str, int, float, bool and None (in lists), so
+    JSON's own refusal of a float that is not finite is the only check left."""
+    if not scalars:
+        try:
+            check_payload(value)
+        except LocalError as exc:
+            raise LocalError(f"{what}: {exc}", hint=exc.hint) from None
     try:
-        check_payload(value)
-    except LocalError as exc:
-        raise LocalError(f"{what}: {exc}", hint=exc.hint) from None
-    text = json.dumps(value, separators=(",", ":"), allow_nan=False)
+        text = json.dumps(value, separators=(",", ":"), allow_nan=False)
+    except ValueError as exc:
+        raise LocalError(f"{what}: a float that is not finite ({exc})") from None
     if limit is not None and len(text) > limit:
         raise LocalError(
             f"{what} is {len(text)} bytes, above the limit of {limit}",
@@ -123,17 +143,27 @@ def _no_constant(name: str) -> Any:
     raise ValueError(f"{name} is not JSON data the codec carries")
 
 
+def _finite(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise ValueError(f"{text} is not a finite float")
+    return value
+
+
 def parse_batch(text: str) -> list[Any]:
     """The operation payloads a batch's text holds; RemoteError if it is not a
-    non-empty JSON list of lists the codec could carry."""
+    non-empty JSON list of lists the codec could carry (what a checkpoint keeps:
+    finite floats, ints of 64 bits, at most 64 levels deep; JSON's keys are strings)."""
     try:
-        ops = json.loads(text, parse_constant=_no_constant)
+        ops = json.loads(text, parse_constant=_no_constant, parse_float=_finite)
     except (ValueError, RecursionError) as exc:
         raise RemoteError(f"a batch is not JSON text: {exc}") from None
     if type(ops) is not list or not ops or any(type(op) is not list for op in ops):
         raise RemoteError("a batch is a non-empty JSON list of operations")
     try:
-        check_payload(ops)  # depth, finite floats, str keys: what a checkpoint keeps
+        for op in ops:  # an operation of scalar arguments is two levels deep: nothing to see
+            if len(op) != 4 or type(op[3]) is not list or not scalars_only(op[3], {}):
+                check_payload(op, 1)
         if _LONG_DIGITS.search(text):
             _check_ints(ops)
     except LocalError as exc:
@@ -155,14 +185,6 @@ def cut_batches(texts: list[str], limit: int = MAX_BATCH_BYTES) -> list[slice]:
     if start < len(texts):
         runs.append(slice(start, len(texts)))
     return runs
-
-
-_SCALARS = (str, int, float, bool, type(None))
-
-
-def scalars_only(args: list[Any], kwargs: dict[str, Any]) -> bool:
-    """No keyword arguments, and positional ones that are all scalars (nothing to copy)."""
-    return not kwargs and all(type(a) in _SCALARS for a in args)
 
 
 def owned(op: Operation) -> tuple[list[Any], dict[str, Any], int]:

@@ -204,7 +204,8 @@ class Replica:
             raise LocalError(f"{mid} is already a pending call")
         for key, call in zip(keys, calls, strict=True):
             self.pending[key] = call.kind
-            self._note("call", op=list(key), payload=call.payload)
+            if self._history is not None:
+                self._note("call", op=list(key), payload=call.payload)
         return "[" + ",".join(call.text for call in calls) + "]"
 
     def withdraw(self, mid: MessageId) -> None:
@@ -235,8 +236,11 @@ class Replica:
     ) -> Prepared:
         op = Operation(kind, self.incarnation, method, *bound)
         payload = op.payload()
-        text = carried_text(payload, f"the call {method}", self.max_operation_bytes)
-        if not scalars_only(*bound):
+        scalars = scalars_only(*bound)
+        text = carried_text(
+            payload, f"the call {method}", self.max_operation_bytes, scalars=scalars
+        )
+        if not scalars:
             payload = json.loads(text)  # the caller may change its arguments afterwards
         return Prepared(kind, method, payload, text)
 
@@ -274,14 +278,16 @@ class Replica:
         index = self.applied
         self.applied += 1
         self.journal.add(entry, size)
-        self._note("apply", index=index, op=list(key))
+        noted = self._history is not None
+        if noted:
+            self._note("apply", index=index, op=list(key))
         if self.journal.due():
             self.journal.rebase(*self._base())
         if kind is None:
             return []
-        if error is not None:
+        if noted and error is not None:
             self._note("result", op=list(key), error=error_data(error))
-        else:
+        elif noted:
             self._note("result", op=list(key), value=jsonable(value))
         return [Outcome(mid, value, error, part)]
 
@@ -322,7 +328,7 @@ class Replica:
         except LocalError as exc:
             return None, exc, skip, 16
         try:
-            value, size = self._call(fn, spec, Caller(mid.origin, op.incarnation), op)
+            value, size = self._call(fn, spec, mid.origin, op)
         except Exception as exc:
             if not spec.checks_first:
                 self.rebuild()
@@ -331,11 +337,11 @@ class Replica:
         return value, None, ["m", mid.origin, mid.seq, payload], size
 
     @staticmethod
-    def _call(fn: Any, spec: MethodSpec, caller: Caller, op: Operation) -> tuple[Any, int]:
-        """Apply ``op``: the method's value and the size of the operation."""
+    def _call(fn: Any, spec: MethodSpec, origin: int, op: Operation) -> tuple[Any, int]:
+        """Apply ``op`` of member ``origin``: the method's value and the operation's size."""
         args, kwargs, size = owned(op)
         if spec.caller:
-            kwargs[CALLER] = caller
+            kwargs[CALLER] = Caller(origin, op.incarnation)
         return fn(*args, **kwargs), size
 
     def _meet(self, pid: int, incarnation: int) -> None:
@@ -451,7 +457,7 @@ class Replica:
             if op.kind == CALL:
                 fn, spec = self._method(op.method)
                 assert spec is not None
-                self._call(fn, spec, Caller(entry[1], op.incarnation), op)
+                self._call(fn, spec, entry[1], op)
 
     def checkpoint(self) -> dict[str, Any]:
         """Base plus log, as data: ``Replica.restart`` resumes from it."""
