@@ -20,12 +20,14 @@ BLOCK = re.compile(r"```python\n(.*?)```", re.S)
 FILE = re.compile(r"# file: (\w+)\.py\n")
 
 
-def _blocks() -> list[tuple[str, int, str]]:
-    found = []
+def _blocks() -> list[object]:
+    """Every block to run; one that starts Spark is ``slow`` (the quick tier skips it)."""
+    found: list[object] = []
     for page in PAGES:
         for i, code in enumerate(BLOCK.findall(page.read_text(encoding="utf-8"))):
             if not code.startswith("# not run"):
-                found.append((page.name, i, code))
+                marks = [pytest.mark.slow] if "mailroom.spark" in code else []
+                found.append(pytest.param(page.name, i, code, marks=marks))
     return found
 
 

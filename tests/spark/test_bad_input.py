@@ -15,6 +15,10 @@ from mailroom.trace.events import Event
 from mailroom.trace.jsonl import write_jsonl
 from mailroom.trace.parquet import write_parquet
 
+#: error paths on both engines, each a Spark job or several: the full suite runs them,
+#: the quick tier keeps the engines' exact-value tests (test_differential, ...)
+pytestmark = pytest.mark.slow
+
 GOOD = [
     Event("r", 0, 1, "send", MessageId(0, 1), 0, (1,), {0: 1}),
     Event("r", 0, 2, "send", MessageId(0, 2), 0, (1,), {0: 2}),

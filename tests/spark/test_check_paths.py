@@ -18,6 +18,10 @@ from mailroom.trace.jsonl import write_jsonl
 from mailroom.trace.parquet import write_parquet
 from mailroom.trace.shiviz import SHIVIZ_PARSER
 
+#: error paths on both engines, each a Spark job or several: the full suite runs them,
+#: the quick tier keeps the engines' exact-value tests (test_differential, ...)
+pytestmark = pytest.mark.slow
+
 ENGINES = ("reference", "spark")
 
 #: P1 delivers P0#2 before P0#1 (fifo, causal), and P0#9, which nobody sent.
