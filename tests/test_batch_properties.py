@@ -177,44 +177,34 @@ def test_ks_and_rst_with_batches_deliver_the_same_in_the_same_order(s):
 # -- and the property tests can fail -------------------------------------------------------
 
 
-def test_fifo_delivering_a_batch_backwards_is_caught():
-    run = find_counterexample(
-        FifoBatchReversed, ["fifo"], max_examples=1000, mode=("unicast", "unicast_batch")
-    )
-    assert run is not None, "FifoBatchReversed was not caught"
-    assert any("sends the batch" in step for step in run.steps)
+#: each known-buggy batch form: the properties it breaks, the search's budget, the
+#: scenario modes, and the step that shows it used its batch form
+BUGGY_BATCHES = [
+    (FifoBatchReversed, ["fifo"], 1000, ("unicast", "unicast_batch"), "sends the batch"),
+    (SkeenBatchLearnsFirst, ["total"], 2000, BATCHED, "broadcasts the batch"),
+    (over(Fifo)(LamportBatchOneTick), ["fifo", "total"], 1000, BATCHED, "broadcasts the batch"),
+    (TaggedBatchFirstTag, ["liveness"], 1000, BATCHED, "broadcasts the batch"),
+    (RSTBatchOneMatrix, ["liveness"], 1000, UNICAST, "sends the batch"),
+    (KSBatchFirstOnly, ["fifo", "causal"], 2000, UNICAST, "sends the batch"),
+]
 
 
-def test_skeen_learning_one_final_number_per_batch_is_caught():
-    run = find_counterexample(SkeenBatchLearnsFirst, ["total"], max_examples=2000, mode=BATCHED)
-    assert run is not None, "SkeenBatchLearnsFirst was not caught"
-    assert any("broadcasts the batch" in step for step in run.steps)
-
-
-def test_lamport_ticking_once_per_batch_is_caught():
-    run = find_counterexample(
-        over(Fifo)(LamportBatchOneTick), ["fifo", "total"], max_examples=1000, mode=BATCHED
-    )
-    assert run is not None, "LamportBatchOneTick was not caught"
-    assert any("broadcasts the batch" in step for step in run.steps)
-
-
-def test_tagged_giving_a_batch_its_first_tag_throughout_is_caught():
-    run = find_counterexample(TaggedBatchFirstTag, ["liveness"], max_examples=1000, mode=BATCHED)
-    assert run is not None, "TaggedBatchFirstTag was not caught"
-    assert any("broadcasts the batch" in step for step in run.steps)
-
-
-def test_rst_giving_a_batch_one_matrix_is_caught():
-    run = find_counterexample(RSTBatchOneMatrix, ["liveness"], max_examples=1000, mode=UNICAST)
-    assert run is not None, "RSTBatchOneMatrix was not caught"
-    assert any("sends the batch" in step for step in run.steps)
-
-
-def test_ks_taking_a_batch_for_its_first_message_alone_is_caught():
-    run = find_counterexample(KSBatchFirstOnly, ["fifo", "causal"], max_examples=2000, mode=UNICAST)
-    assert run is not None, "KSBatchFirstOnly was not caught"
-    assert any("sends the batch" in step for step in run.steps)
+@pytest.mark.parametrize(
+    "make, properties, budget, mode, shown",
+    BUGGY_BATCHES,
+    ids=[
+        "fifo-reversed",
+        "skeen-learns-first",
+        "lamport-one-tick",
+        "tagged-first-tag",
+        "rst-one-matrix",
+        "ks-first-only",
+    ],
+)
+def test_a_known_buggy_batch_form_is_caught(make, properties, budget, mode, shown):
+    run = find_counterexample(make, properties, max_examples=budget, mode=mode)
+    assert run is not None, f"{make} was not caught"
+    assert any(shown in step for step in run.steps)
 
 
 @pytest.mark.parametrize("make", [RST, KS])

@@ -35,6 +35,18 @@ async def until(predicate: Any, what: str, timeout: float = 30.0) -> None:
         await asyncio.sleep(0.01)
 
 
+def replica_at(
+    p: int, obj: object, socks: list[Any], peers: Any, history: History, *, safe: bool = True,
+    members: Any = (0, 1), contacts: Any = (), **options: Any,
+) -> AsyncReplica:  # fmt: skip
+    """Replica ``p`` of ``obj`` over a reliable Sequencer group, one slot per socket
+    (``peers``: their table, taken while they are all open)."""
+    group = Group(p, len(socks), "sequencer", members=members, contacts=contacts,
+                  reliable=True, retry=0.1, safe=safe)  # fmt: skip
+    return AsyncReplica(obj, group, peers, KEY, listen=socks[p], history=history,
+                        safe=safe, **options)  # fmt: skip
+
+
 @pytest.mark.parametrize("safe", [False, True])
 def test_calls_reads_a_joiner_an_exclusion_and_a_restart(tmp_path: Path, safe: bool) -> None:
     socks = listening_sockets(3)
@@ -42,12 +54,8 @@ def test_calls_reads_a_joiner_an_exclusion_and_a_restart(tmp_path: Path, safe: b
     history = History()
 
     def replica(p: int, *, members: Any = None, **options: Any) -> AsyncReplica:
-        group = Group(
-            p, 3, "sequencer", members=members, contacts=[0, 1], reliable=True, retry=0.1, safe=safe
-        )
-        return AsyncReplica(
-            store(), group, peers, KEY, listen=socks[p], history=history, safe=safe, **options
-        )
+        return replica_at(p, store(), socks, peers, history, safe=safe, members=members,
+                          contacts=[0, 1], **options)  # fmt: skip
 
     async def main() -> list[AsyncReplica]:
         r = [replica(p, members=[0, 1], checkpoint=tmp_path / f"ckpt{p}") for p in (0, 1)]
@@ -103,18 +111,7 @@ def test_the_calls_of_one_turn_go_out_as_one_batch_each_with_its_own_result() ->
     history = History()
 
     async def main() -> None:
-        r = [
-            AsyncReplica(
-                store(),
-                Group(p, 2, "sequencer", members=[0, 1], reliable=True, retry=0.1, safe=True),
-                peers,
-                KEY,
-                listen=socks[p],
-                history=history,
-                safe=True,
-            )
-            for p in (0, 1)
-        ]
+        r = [replica_at(p, store(), socks, peers, history) for p in (0, 1)]
         for x in r:
             await x.start()
         assert await r[1].call.kv.incr("n", 0) == 0
@@ -154,9 +151,8 @@ def test_a_replica_that_rejoins_after_a_kill_records_no_start_for_its_old_life(
     history = History()
 
     def replica(p: int, **options: Any) -> AsyncReplica:
-        group = Group(p, 2, "sequencer", members=[0, 1], reliable=True, retry=0.1, safe=True)
-        return AsyncReplica(ReplDict(), group, peers, KEY, listen=socks[p], history=history,
-                            safe=True, checkpoint=tmp_path / f"ckpt{p}", **options)  # fmt: skip
+        return replica_at(p, ReplDict(), socks, peers, history, checkpoint=tmp_path / f"ckpt{p}",
+                          **options)  # fmt: skip
 
     async def main() -> None:
         r = [replica(p) for p in (0, 1)]

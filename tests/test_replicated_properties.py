@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from hypothesis import HealthCheck, find, given, settings
+from hypothesis import find, given, settings
 from hypothesis import strategies as st
 
 from mailroom.core.actions import View
@@ -39,6 +39,9 @@ from mailroom.replicated.testing import (
     replica_scenarios,
     run_problems,
 )
+
+from .budgets import SEARCH as SHARED_SEARCH
+from .budgets import examples
 
 PROTOCOLS = ("sequencer", "skeen", "lamport")
 KEYS = st.sampled_from(["a", "b"])
@@ -78,18 +81,8 @@ LEDGER_CALLS = st.tuples(st.just("move"), st.tuples(st.integers(-3, 3)))
 LEDGER_READS = st.tuples(st.just("total"), st.just(()))
 
 
-def examples(k: int) -> int:
-    """``k`` examples on the ci profile, a fifth of a larger profile's count."""
-    return max(k, settings.default.max_examples // 5)
-
-
-SEARCH = settings(
-    max_examples=600,
-    database=None,
-    derandomize=True,
-    deadline=None,
-    suppress_health_check=list(HealthCheck),
-)
+#: the shared derandomized search, with this file's budget
+SEARCH = settings(SHARED_SEARCH, max_examples=600)
 
 
 def assert_run(s: ReplicaScenario, factory: Any, **options: Any) -> Any:

@@ -117,11 +117,7 @@ class Outgoing:
         payloads.append(payload)
         mid = MessageId(self.pid, self.base + len(payloads))
         self.stats.sent += 1
-        self.count += 1
-        if self.count >= LOT_LIMIT:
-            self.flush()
-        elif not self._due:
-            self._schedule()
+        self._added(1)
         return mid
 
     def send(self, payload: Payload, to: int) -> MessageId:

@@ -17,8 +17,9 @@ Calls are checked at once (a ``LocalError`` there means nothing is sent) and
 gathered: the calls made in one turn of the event loop go out as one batch, one
 group message (cut at ``MAX_BATCH_BYTES``), so that the group orders and confirms
 one message for all of them. A lone call goes out in the next iteration of the loop,
-as before: nothing waits for a timer. With
-``checkpoint=`` the replica's base and log ride in the node's checkpoint
+as before: nothing waits for a timer.
+
+With ``checkpoint=`` the replica's base and log ride in the node's checkpoint
 (``app_state``), and a restart resumes from them; a process that rejoins gets the
 state by transfer instead. ``history=`` takes a ``History`` or ``HistoryFile``.
 """
@@ -38,7 +39,15 @@ from mailroom.net import Node, PeerTable
 from mailroom.net.membership import group_of
 from mailroom.net.node import Busy
 from mailroom.replicated.operations import cut_batches
-from mailroom.replicated.replica import OpKey, Outcome, OutcomeUnknown, Prepared, Replica, Row
+from mailroom.replicated.replica import (
+    OpKey,
+    Outcome,
+    OutcomeUnknown,
+    Prepared,
+    Replica,
+    Row,
+    op_key,
+)
 
 
 class _Calls:
@@ -170,14 +179,18 @@ class AsyncReplica:
 
     # -- calls ----------------------------------------------------------------------------
     async def _call(self, method: str, *args: Any, **kwargs: Any) -> Any:
-        joined = self._joined
-        if joined is None or not joined.is_set():
+        if not self._is_joined():
             await self.wait_joined()
         return await self._enqueue(self.replica.prepare(method, *args, **kwargs))
 
     async def _ordered(self, method: str, *args: Any, **kwargs: Any) -> Any:
-        await self.wait_joined()
+        if not self._is_joined():
+            await self.wait_joined()
         return await self._enqueue(self.replica.prepare_read(method, *args, **kwargs))
+
+    def _is_joined(self) -> bool:
+        """A member holding the state now (a call need not wait: no coroutine to await)."""
+        return self._joined is not None and self._joined.is_set()
 
     def replica_read(self, method: str, *args: Any, **kwargs: Any) -> Any:
         """A local read (sequentially consistent: this replica, now)."""
@@ -215,7 +228,7 @@ class AsyncReplica:
             for _, future in part:
                 future.set_exception(exc)
             return True
-        keys = [(mid.origin, mid.seq, k) for k in range(len(part))]
+        keys = [op_key(mid, k) for k in range(len(part))]
         for key, (_, future) in zip(keys, part, strict=True):
             self._futures[key] = future
         try:

@@ -199,13 +199,9 @@ class Replica:
         a batch's text. The host cuts its calls with ``cut_batches`` to keep it short."""
         if not calls:
             raise LocalError("a batch carries at least one call")
-        keys = [(mid.origin, mid.seq, k) for k in range(len(calls))]
-        if (mid.origin, mid.seq) in self.pending or keys[0] in self.pending:
-            raise LocalError(f"{mid} is already a pending call")
-        for key, call in zip(keys, calls, strict=True):
-            self.pending[key] = call.kind
-            if self._history is not None:
-                self._note("call", op=list(key), payload=call.payload)
+        self._check_unused(mid)
+        for part, call in enumerate(calls):
+            self._pend(op_key(mid, part), call)
         return "[" + ",".join(call.text for call in calls) + "]"
 
     def withdraw(self, mid: MessageId) -> None:
@@ -246,12 +242,19 @@ class Replica:
 
     def _expect(self, mid: MessageId, call: Prepared) -> Payload:
         """``call`` as message ``mid`` alone."""
-        key = (mid.origin, mid.seq)
-        if key in self.pending or (*key, 0) in self.pending:
-            raise LocalError(f"{mid} is already a pending call")
-        self.pending[key] = call.kind
-        self._note("call", op=list(key), payload=call.payload)
+        self._check_unused(mid)
+        self._pend(op_key(mid, None), call)
         return call.payload
+
+    def _check_unused(self, mid: MessageId) -> None:
+        """LocalError if message ``mid`` already carries a pending call (alone, or a batch)."""
+        if op_key(mid, None) in self.pending or op_key(mid, 0) in self.pending:
+            raise LocalError(f"{mid} is already a pending call")
+
+    def _pend(self, key: OpKey, call: Prepared) -> None:
+        self.pending[key] = call.kind
+        if self._history is not None:
+            self._note("call", op=list(key), payload=call.payload)
 
     # -- the group's side -----------------------------------------------------------------------
     def deliver(self, message: Message) -> list[Outcome]:
@@ -278,25 +281,22 @@ class Replica:
         index = self.applied
         self.applied += 1
         self.journal.add(entry, size)
-        noted = self._history is not None
-        if noted:
+        if self._history is not None:  # (the rows are built only for a history)
             self._note("apply", index=index, op=list(key))
+            if kind is not None and error is not None:
+                self._note("result", op=list(key), error=error_data(error))
+            elif kind is not None:
+                self._note("result", op=list(key), value=jsonable(value))
         if self.journal.due():
             self.journal.rebase(*self._base())
-        if kind is None:
-            return []
-        if noted and error is not None:
-            self._note("result", op=list(key), error=error_data(error))
-        elif noted:
-            self._note("result", op=list(key), value=jsonable(value))
-        return [Outcome(mid, value, error, part)]
+        return [] if kind is None else [Outcome(mid, value, error, part)]
 
     def replay(self, message: Message) -> Outcome:
         """Apply ``message`` as if this replica had made the call, and return its outcome
         (how the history checker replays a delivered order)."""
         payload = message.payload
         read = type(payload) is list and payload[:1] == [READ]
-        self.pending[(message.id.origin, message.id.seq)] = READ if read else CALL
+        self.pending[op_key(message.id, None)] = READ if read else CALL
         return self._deliver_one(message.id, None, payload)[0]
 
     def _apply(

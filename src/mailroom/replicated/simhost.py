@@ -136,7 +136,7 @@ class SimGroup:
         at ``MAX_BATCH_BYTES`` into several when long): LocalError, and nothing sent,
         if any of them is refused."""
         replica = self._live(pid)
-        prepared = [replica.prepare(str(c[0]), *c[1:]) for c in calls]
+        prepared = [replica.prepare(c[0], *c[1:]) for c in calls]
         out: list[SimCall] = []
         for run in cut_batches([p.text for p in prepared]):
             part = prepared[run]
