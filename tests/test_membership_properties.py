@@ -117,6 +117,7 @@ def test_the_strategy_reaches(note: str) -> None:
     assert note in run.notes
 
 
+@pytest.mark.slow  # a search: the full tier runs it
 def test_the_strategy_reaches_a_state_that_arrives_during_a_further_flush() -> None:
     """A joiner that issued a message without the state gets the state while it is
     frozen in the next flush, and a correct group survives it."""

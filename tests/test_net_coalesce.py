@@ -433,8 +433,9 @@ def test_a_crash_before_the_turn_ends_loses_the_lot_as_if_never_sent(tmp_path: P
     assert written == [(kind, f"kept {k}") for kind in ("send", "deliver") for k in range(5)]
 
     async def again() -> Node:
+        # the peers are away: the restart hears nobody for the handshake's time
         node = Node(_stack("cbcast", 0), table, KEY, listen=socks[0], checkpoint=ckpt,
-                    trace=trace)  # fmt: skip
+                    trace=trace, handshake_timeout=0.5)  # fmt: skip
         assert (node.stats.sent, node.endpoint.sent_count) == (5, 5)  # the lot never was
         await node.start()
         assert node.broadcast("after the crash") == MessageId(0, 6)

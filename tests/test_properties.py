@@ -3,6 +3,7 @@ duplication), the reference checkers judge the trace."""
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -124,6 +125,7 @@ def test_cbcast_without_one_greater_is_caught() -> None:
     assert replay(CBCAST, run.scenario).violations(CAUSAL) == []
 
 
+@pytest.mark.slow  # a search: the full tier runs it
 def test_cbcast_delivering_batches_eagerly_is_caught() -> None:
     """A batch sent after delivering m reaches a process before m, which delivers it."""
     run = find_counterexample(

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
 from hypothesis import find, given, settings
 from hypothesis import strategies as st
 
@@ -214,6 +215,7 @@ def test_a_lock_that_forgets_view_changes_is_caught() -> None:
     caught(replica_scenarios(ACQUIRES, kinds=("crash",), spares=0, joins=False), kept)
 
 
+@pytest.mark.slow  # a search: the full tier runs it
 def test_a_lock_released_at_every_view_change_is_caught() -> None:
     def twice(s: ReplicaScenario) -> bool:
         return any("held by" in p for p in lock_problems(replay_replicas(s, EagerLock)))

@@ -32,7 +32,8 @@ def _verdict(text: str) -> list[str]:
     return [line for line in text.splitlines() if not line.startswith(skip)]
 
 
-@pytest.mark.parametrize("mode", ["summary", "full"])
+# full mode in the full tier (the quick tier has it in test_differential)
+@pytest.mark.parametrize("mode", ["summary", pytest.param("full", marks=pytest.mark.slow)])
 def test_reference_and_spark_agree_in_numbers_and_words(
     spark: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str], mode: str
 ) -> None:
@@ -61,6 +62,7 @@ def test_reference_and_spark_agree_in_numbers_and_words(
     assert any(line.startswith("causal") and unit in line for line in verdicts["spark"])
 
 
+@pytest.mark.slow  # the full tier: the quick tier's bad rows are test_cli_check's
 def test_spark_writes_no_report_without_out_and_refuses_bad_rows_like_the_reference(
     spark: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:

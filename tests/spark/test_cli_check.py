@@ -183,7 +183,10 @@ def test_reference_engine_still_works(tmp_path: Path, capsys: pytest.CaptureFixt
     assert "fifo       1 violating delivery" in capsys.readouterr().out
 
 
-@pytest.mark.parametrize("propagation", ["sequential", "iterative"])
+# iterative in the full tier (the quick tier has it in test_iterative_clocks)
+@pytest.mark.parametrize(
+    "propagation", ["sequential", pytest.param("iterative", marks=pytest.mark.slow)]
+)
 def test_a_trace_without_clocks_gets_them_either_way(
     spark: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str], propagation: str
 ) -> None:

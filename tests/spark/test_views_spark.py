@@ -184,6 +184,7 @@ def test_view_rows_load_from_jsonl_and_parquet_and_bad_ones_are_invalid(
     assert loaded.invalid.count() == 0
 
 
+@pytest.mark.slow  # the full tier: the quick tier compares the views' rules alone
 def test_mailroom_check_on_spark_prints_what_the_reference_prints(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
