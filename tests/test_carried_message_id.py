@@ -18,9 +18,10 @@ from mailroom.core.actions import Transmit
 from mailroom.core.endpoint import capabilities
 from mailroom.core.messages import MessageId
 from mailroom.core.registry import PROTOCOLS
-from mailroom.core.wire import carried_message_id
+from mailroom.core.wire import carried_high_ids, carried_message_id, carried_message_ids
 from mailroom.lab.matrix import VARIANTS as MATRIX_VARIANTS
-from mailroom.protocols import CBCASTPacket, ReliableAck, ReliablePacket
+from mailroom.protocols import CBCASTBatch, CBCASTPacket, ReliableAck, ReliablePacket
+from mailroom.protocols.total.sequencer import SequencerOrderBatch
 from mailroom.sim import NetworkModel, Simulation
 from mailroom.testing import variants, variants_total
 
@@ -94,3 +95,52 @@ def test_a_stacked_packet_is_looked_inside_and_control_packets_carry_nothing() -
 def test_a_malformed_packet_names_no_message_id() -> None:
     with pytest.raises(RemoteError, match="CBCASTPacket names no well-formed message id"):
         carried_message_id(CBCASTPacket(7, (0, 0, 1), "x"))  # no vc entry for P7
+
+
+def _highest(ids: tuple[MessageId, ...]) -> set[MessageId]:
+    """Each origin's highest id among ``ids``."""
+    high: dict[int, MessageId] = {}
+    for m in ids:
+        if m.origin not in high or m.seq > high[m.origin].seq:
+            high[m.origin] = m
+    return set(high.values())
+
+
+BATCHING = sorted(
+    name for name in CASES if not name.startswith(("variant:", "lab:")) and name != "reliable"
+)
+
+
+@pytest.mark.parametrize("name", BATCHING)
+@given(seed=st.integers(0, 2**16), sizes=st.lists(st.integers(1, 5), min_size=1, max_size=4))
+def test_the_high_ids_of_every_packet_bound_what_it_carries(
+    name: str, seed: int, sizes: list[int]
+) -> None:
+    """What a runtime records as seen (``carried_high_ids``: a batch's last id alone) is
+    each origin's highest id among everything the packet carries, batches included."""
+    n = 3
+    seen: list[Transmit] = []
+    sim = Simulation(
+        [CASES[name](p, n) for p in range(n)],
+        NetworkModel(delay=(0.1, 3.0)),
+        seed=seed,
+        on_transmit=lambda _s, _p, t: seen.append(t),
+    )
+    if "broadcast" not in capabilities(sim.endpoints[0]):
+        pytest.skip("a unicast protocol: its batches are covered by its own tests")
+    for k, size in enumerate(sizes):
+        p = (k + seed) % n
+        sim.schedule(k * 0.3, lambda s, p=p, k=k, size=size: s.broadcast_many(p, [k] * size))
+    sim.run(until=200.0)
+    for t in seen:
+        assert set(carried_high_ids(t.packet)) == _highest(carried_message_ids(t.packet))
+
+
+def test_a_malformed_batch_names_no_high_id() -> None:
+    batch = CBCASTBatch(1, (0, 4, 0), "not a tuple")
+    with pytest.raises(RemoteError, match="CBCASTBatch names no well-formed message ids"):
+        carried_high_ids(batch)
+    assert carried_high_ids(CBCASTBatch(1, (0, 4, 0), ())) == ()
+    assert carried_high_ids(CBCASTBatch(1, (0, 4, 0), ("a", "b"))) == (MessageId(1, 5),)
+    inner = SequencerOrderBatch(9, 2, 7, ("a", "b", "c"))
+    assert carried_high_ids(ReliablePacket(1, 0, 3, 7, 0, inner)) == (MessageId(2, 9),)

@@ -115,6 +115,24 @@ def carried_message_ids(packet: object) -> tuple[MessageId, ...]:
         raise RemoteError(f"{name} names no well-formed message ids: {exc}") from None
 
 
+def carried_high_ids(packet: object) -> tuple[MessageId, ...]:
+    """The ids that bound what ``packet`` carries: a batch class with ``carries_last()``
+    (consecutive ids from one origin) gives its last alone, without building the others;
+    any other packet every id, as ``carried_message_ids``. RemoteError if malformed."""
+    inner = getattr(packet, "payload", None)
+    if is_packet(inner) and not getattr(type(packet), "names_its_message", False):
+        return carried_high_ids(inner)
+    method = getattr(type(packet), "carries_last", None)
+    if method is None:
+        return carried_message_ids(packet)
+    try:
+        last: MessageId | None = method(packet)
+    except (TypeError, IndexError, ValueError) as exc:
+        name = type(packet).__name__
+        raise RemoteError(f"{name} names no well-formed message ids: {exc}") from None
+    return () if last is None else (last,)
+
+
 def plain(value: Any) -> Any:
     """Tuples (vectors, matrices) become lists; everything else is already JSON data."""
     if isinstance(value, tuple):
@@ -174,6 +192,7 @@ __all__ = [
     "PACKET_TYPES",
     "as_matrix",
     "as_row",
+    "carried_high_ids",
     "carried_message_id",
     "carried_message_ids",
     "carried_problem",

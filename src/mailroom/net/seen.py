@@ -19,7 +19,7 @@ from typing import Any
 
 from mailroom.core.errors import LocalError, RemoteError
 from mailroom.core.messages import MessageId
-from mailroom.core.wire import carried_message_ids, is_packet
+from mailroom.core.wire import carried_high_ids, is_packet
 
 
 class Seen:
@@ -39,7 +39,7 @@ class Seen:
             high[mid.origin] = mid.seq
         if packet is not None and _batch(packet):
             try:
-                mids = carried_message_ids(packet)
+                mids = carried_high_ids(packet)  # a batch's last id alone
             except RemoteError:
                 return
             for m in mids:

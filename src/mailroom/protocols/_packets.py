@@ -5,9 +5,11 @@
 name its message with one line: ``carries = carries_message("origin", "seq")``,
 ``carries = carries_seq`` (the common (``sender``, ``seq``)), ``carries =
 carries_stamped("vc")`` (a broadcast whose seq is its stamp's entry for the sender) or
-``carries = carries_none`` (a control packet); a batch adds ``carries_all =
-carries_range(...)``. These are methods, not a base class: a packet class with one more
-base costs every packet a little more to create and free, on the per-packet path.
+``carries = carries_none`` (a control packet); a batch adds ``carries_all`` and
+``carries_last`` (its highest id alone, for a receiver that needs no more, without
+building the others): ``carries_batch`` and ``carries_stamped_batch`` give all three.
+These are methods, not a base class: a packet class with one more base costs every
+packet a little more to create and free, on the per-packet path.
 """
 
 from __future__ import annotations
@@ -25,6 +27,9 @@ Payloads = tuple[Any, ...]
 
 #: A packet class's ``carries`` method.
 Carries = Callable[[Any], MessageId | None]
+
+#: A batch packet class's ``carries_all`` method.
+CarriesAll = Callable[[Any], tuple[MessageId, ...]]
 
 
 def carries_message(origin: str, seq: str) -> Carries:
@@ -50,18 +55,21 @@ def carries_stamped(stamp: str) -> Carries:
     return carries
 
 
-def carries_stamped_batch(
-    stamp: str,
-) -> tuple[Carries, Callable[[Any], tuple[MessageId, ...]]]:
-    """``carries`` and ``carries_all`` of a batch of broadcasts whose vector ``stamp`` is
-    its first message's (message i's seq is ``stamp[sender] + i``), one per payload."""
+def carries_stamped_batch(stamp: str) -> tuple[Carries, CarriesAll, Carries]:
+    """``carries``, ``carries_all`` and ``carries_last`` of a batch of broadcasts whose
+    vector ``stamp`` is its first message's (message i's seq is ``stamp[sender] + i``),
+    one per payload."""
     vector = operator.attrgetter(stamp)
 
     def carries_all(packet: Any) -> tuple[MessageId, ...]:
         return batch_ids(packet.sender, vector(packet)[packet.sender], packet.payloads)
 
+    def carries_last(packet: Any) -> MessageId | None:
+        return last_id(packet.sender, vector(packet)[packet.sender], packet.payloads)
+
     carries_all.__doc__ = "Every application message this packet carries, in order."
-    return carries_stamped(stamp), carries_all
+    carries_last.__doc__ = "The last application message this packet carries (None: none)."
+    return carries_stamped(stamp), carries_all, carries_last
 
 
 #: ``carries()`` of a packet that carries message (``sender``, ``seq``).
@@ -83,6 +91,16 @@ def batch_ids(origin: int, first_seq: object, payloads: object) -> tuple[Message
     return tuple(MessageId(origin, first_seq + i) for i in range(len(payloads)))
 
 
+def last_id(origin: int, first_seq: object, payloads: object) -> MessageId | None:
+    """The id of a batch's last message, (origin, first_seq + len(payloads) - 1), without
+    building the others (None if it carries none); TypeError if malformed, as ``batch_ids``."""
+    if not isinstance(payloads, tuple | list):
+        raise TypeError(f"payloads is a {type(payloads).__name__}, not a sequence")
+    if type(first_seq) is not int:
+        raise TypeError(f"first_seq is a {type(first_seq).__name__}, not an int")
+    return MessageId(origin, first_seq + len(payloads) - 1) if payloads else None
+
+
 def carries_range(origin: str, first_seq: str) -> Callable[[Any], tuple[MessageId, ...]]:
     """``carries_all()`` of a batch whose fields ``origin`` and ``first_seq`` name its
     first message, one message per payload (its ``carries()`` is ``carries_message``
@@ -96,13 +114,27 @@ def carries_range(origin: str, first_seq: str) -> Callable[[Any], tuple[MessageI
     return carries_all
 
 
-def carries_batch(
-    origin: str, first_seq: str
-) -> tuple[Carries, Callable[[Any], tuple[MessageId, ...]]]:
-    """``carries`` and ``carries_all`` of a batch whose fields ``origin`` and ``first_seq``
-    name its first message, one message per payload: ``carries, carries_all =
-    carries_batch("sender", "first_seq")``."""
-    return carries_message(origin, first_seq), carries_range(origin, first_seq)
+def carries_range_last(origin: str, first_seq: str) -> Carries:
+    """``carries_last()`` of a batch whose fields ``origin`` and ``first_seq`` name its
+    first message, one message per payload."""
+    fields = operator.attrgetter(origin, first_seq, "payloads")
+
+    def carries_last(packet: Any) -> MessageId | None:
+        return last_id(*fields(packet))
+
+    carries_last.__doc__ = "The last application message this packet carries (None: none)."
+    return carries_last
+
+
+def carries_batch(origin: str, first_seq: str) -> tuple[Carries, CarriesAll, Carries]:
+    """``carries``, ``carries_all`` and ``carries_last`` of a batch whose fields ``origin``
+    and ``first_seq`` name its first message, one message per payload: ``carries,
+    carries_all, carries_last = carries_batch("sender", "first_seq")``."""
+    return (
+        carries_message(origin, first_seq),
+        carries_range(origin, first_seq),
+        carries_range_last(origin, first_seq),
+    )
 
 
 @attrs.frozen
@@ -115,11 +147,12 @@ class UnicastBatch:
     dest: int
     first_seq: int
 
-    carries, carries_all = carries_batch("sender", "first_seq")
+    carries, carries_all, carries_last = carries_batch("sender", "first_seq")
 
 
 __all__ = [
     "Carries",
+    "CarriesAll",
     "Payloads",
     "UnicastBatch",
     "batch_ids",
@@ -127,7 +160,9 @@ __all__ = [
     "carries_message",
     "carries_none",
     "carries_range",
+    "carries_range_last",
     "carries_seq",
     "carries_stamped",
     "carries_stamped_batch",
+    "last_id",
 ]

@@ -67,7 +67,7 @@ class CBCASTBatch:
     vc: Row = attrs.field(converter=as_row)
     payloads: Payloads = attrs.field(converter=as_row)
 
-    carries, carries_all = carries_stamped_batch("vc")
+    carries, carries_all, carries_last = carries_stamped_batch("vc")
 
 
 class CBCAST(BufferedEndpoint):

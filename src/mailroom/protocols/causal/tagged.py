@@ -149,7 +149,7 @@ class TaggedBatch:
     tag: Row = attrs.field(converter=as_row)
     payloads: Payloads = attrs.field(converter=as_row)
 
-    carries, carries_all = carries_stamped_batch("tag")
+    carries, carries_all, carries_last = carries_stamped_batch("tag")
 
 
 #: How a TaggedCausalBroadcast learns that the application took a delivery.

@@ -88,7 +88,7 @@ class LamportBatch:
     first_ts: int
     payloads: Payloads = attrs.field(converter=as_row)
 
-    carries, carries_all = carries_batch("sender", "first_seq")
+    carries, carries_all, carries_last = carries_batch("sender", "first_seq")
 
 
 @packet

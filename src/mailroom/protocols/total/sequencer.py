@@ -90,7 +90,7 @@ class SequencerRequestBatch:
     first_seq: int
     payloads: tuple[Any, ...] = attrs.field(converter=as_row)
 
-    carries, carries_all = carries_batch("sender", "first_seq")
+    carries, carries_all, carries_last = carries_batch("sender", "first_seq")
 
 
 @packet
@@ -103,7 +103,7 @@ class SequencerOrderBatch:
     first_seq: int
     payloads: tuple[Any, ...] = attrs.field(converter=as_row)
 
-    carries, carries_all = carries_batch("origin", "first_seq")
+    carries, carries_all, carries_last = carries_batch("origin", "first_seq")
 
 
 class Sequencer(EndpointBase):

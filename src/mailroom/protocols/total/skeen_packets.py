@@ -88,7 +88,7 @@ class SkeenBatch:
     payloads: Payloads = attrs.field(converter=as_row)
     first_index: int
 
-    carries, carries_all = carries_batch("sender", "first_seq")
+    carries, carries_all, carries_last = carries_batch("sender", "first_seq")
 
 
 @packet
