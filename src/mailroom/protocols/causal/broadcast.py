@@ -165,6 +165,20 @@ class CBCAST(BufferedEndpoint):
         )
 
     def _validate(self, packet: object) -> CBCASTPacket:
+        if type(packet) is CBCASTPacket:  # the common case inline: the rules below, no calls
+            who, stamp = packet.sender, packet.vc
+            if (
+                type(who) is int
+                and 0 <= who < self.n
+                and type(stamp) is tuple
+                and len(stamp) == self.n
+                and _INT.issuperset(map(type, stamp))
+                and 0 <= min(stamp)
+                and max(stamp) <= validate.MAX_COUNTER
+                and stamp[who] > 0
+                and stamp[self.pid] <= self._clock[self.pid]
+            ):
+                return packet
         validate.expect_type(packet, CBCASTPacket, "CBCAST")
         assert isinstance(packet, CBCASTPacket)
         sender = validate.pid(packet.sender, self.n)
