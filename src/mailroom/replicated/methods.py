@@ -23,6 +23,7 @@ from typing import Any, TypeVar, overload
 import attrs
 
 from mailroom.core.errors import LocalError
+from mailroom.replicated.operations import CALL, scalars_only
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -190,13 +191,80 @@ class _Arity:
 _arities: dict[Any, _Arity] = {}
 
 
-def fits(method: Any, spec: MethodSpec | None, args: Sequence[Any], kwargs: dict[str, Any]) -> bool:
-    """Do ``args`` and ``kwargs``, as ``bind`` returns them, fit the method (cached)?"""
+def _arity(method: Any, spec: MethodSpec | None) -> _Arity:
+    """What ``method``'s signature accepts (cached per function)."""
     key = getattr(method, "__func__", method)
     arity = _arities.get(key)
     if arity is None:
         arity = _arities[key] = _Arity.of(_signature(method, spec))
-    return arity.fits(args, kwargs)
+    return arity
 
 
-__all__ = ["Caller", "MethodSpec", "replicated", "resolve", "spec_of"]
+def fits(method: Any, spec: MethodSpec | None, args: Sequence[Any], kwargs: dict[str, Any]) -> bool:
+    """Do ``args`` and ``kwargs``, as ``bind`` returns them, fit the method (cached)?"""
+    return _arity(method, spec).fits(args, kwargs)
+
+
+class MethodTable:
+    """``obj``'s methods by name, a replicated one found once: a replica looks the method
+    of every operation up, so a name's checks, the lookup and the signature's arity are
+    paid at its first operation (bounded: a peer names methods). A dotted name, a read
+    and a method the instance itself holds are looked up each time."""
+
+    def __init__(self, obj: object) -> None:
+        self.obj = obj
+        self._found: dict[str, tuple[Any, MethodSpec, _Arity]] = {}
+
+    def find(self, path: object) -> tuple[Any, MethodSpec | None]:
+        """The attribute ``path`` of the object and its spec (None: not @replicated)."""
+        hit = self._found.get(path) if type(path) is str else None
+        if hit is not None:
+            return hit[0], hit[1]
+        fn = resolve(self.obj, path)
+        spec = spec_of(fn)
+        if spec is not None and self._keeps(path, fn):
+            assert type(path) is str
+            self._found[path] = (fn, spec, _arity(fn, spec))
+        return fn, spec
+
+    def plain(self, payload: object) -> tuple[Any, MethodSpec] | None:
+        """The method and spec of ``payload`` if it is the common operation, a call
+        ``[CALL, incarnation, name, args]`` of scalar arguments that fit a replicated
+        method found before, which takes no caller; else None (the general path, which
+        parses and checks it, decides)."""
+        if type(payload) is not list or len(payload) != 4 or payload[0] != CALL:
+            return None
+        incarnation, path, args = payload[1], payload[2], payload[3]
+        hit = self._found.get(path) if type(path) is str else None
+        if (
+            hit is None
+            or hit[1].caller
+            or type(incarnation) is not int
+            or incarnation < 0
+            or type(args) is not list
+            or not scalars_only(args, {})
+            or not hit[2].fits(args, {})
+        ):
+            return None
+        return hit[0], hit[1]
+
+    def fits(self, path: str, args: Sequence[Any], kwargs: dict[str, Any]) -> bool:
+        """Do ``args`` and ``kwargs`` fit the replicated method ``path`` (found by ``find``)?"""
+        hit = self._found.get(path)
+        if hit is not None:
+            return hit[2].fits(args, kwargs)
+        fn, spec = self.find(path)
+        return fits(fn, spec, args, kwargs)
+
+    def _keeps(self, path: object, fn: Any) -> bool:
+        """Keep ``fn``: a plain name, a method of the object's class, room in the table."""
+        return (
+            type(path) is str
+            and "." not in path
+            and getattr(fn, "__self__", None) is self.obj
+            and path not in getattr(self.obj, "__dict__", {})
+            and len(self._found) < _PATHS_KEPT
+        )
+
+
+__all__ = ["Caller", "MethodSpec", "MethodTable", "replicated", "resolve", "spec_of"]

@@ -44,6 +44,8 @@ _KINDS = (CALL, READ, HELLO)
 _INT_LIMIT = 1 << 64
 #: An int of 20 digits or more in the JSON text may be beyond the codec's 64 bits.
 _LONG_DIGITS = re.compile(r"\d{20,}")
+#: The compact JSON of operations, built once (``json.dumps`` with options builds one a call).
+_COMPACT = json.JSONEncoder(separators=(",", ":"), allow_nan=False)
 
 
 @attrs.frozen
@@ -103,7 +105,7 @@ def carried_text(value: Any, what: str, limit: int | None = None, *, scalars: bo
         except LocalError as exc:
             raise LocalError(f"{what}: {exc}", hint=exc.hint) from None
     try:
-        text = json.dumps(value, separators=(",", ":"), allow_nan=False)
+        text = _COMPACT.encode(value)
     except ValueError as exc:
         raise LocalError(f"{what}: a float that is not finite ({exc})") from None
     if limit is not None and len(text) > limit:
@@ -192,10 +194,15 @@ def owned(op: Operation) -> tuple[list[Any], dict[str, Any], int]:
     payload in bytes (exact when the arguments hold lists or dicts, else close)."""
     args, kwargs = op.args, op.kwargs
     if scalars_only(args, kwargs):
-        return list(args), {}, 16 + len(op.method) + sum(len(str(a)) + 3 for a in args)
+        return list(args), {}, scalar_size(op.method, args)
     text = json.dumps([args, kwargs], separators=(",", ":"))
     copy = json.loads(text)
     return copy[0], copy[1], 16 + len(op.method) + len(text)
+
+
+def scalar_size(method: str, args: list[Any]) -> int:
+    """The size in bytes of an operation of scalar arguments, close enough for the journal."""
+    return 16 + len(method) + sum(len(str(a)) + 3 for a in args)
 
 
 def private_copy(value: Any) -> Any:

@@ -41,7 +41,7 @@ from mailroom.core.errors import LocalError, MailroomError, RemoteError
 from mailroom.core.messages import Message, MessageId, Payload
 from mailroom.replicated.journal import COMPACT_BYTES, Entry, OperationLog, checked_base
 from mailroom.replicated.journal import checked_checkpoint as _checkpoint_parts
-from mailroom.replicated.methods import CALLER, Caller, MethodSpec, bind, fits, resolve, spec_of
+from mailroom.replicated.methods import CALLER, Caller, MethodSpec, MethodTable, bind
 from mailroom.replicated.operations import (
     CALL,
     HELLO,
@@ -52,6 +52,7 @@ from mailroom.replicated.operations import (
     owned,
     parse,
     parse_batch,
+    scalar_size,
     scalars_only,
 )
 from mailroom.replicated.state import put_state, take_state
@@ -147,6 +148,7 @@ class Replica:
         if type(max_operation_bytes) is not int or max_operation_bytes < 16:
             raise LocalError(f"max_operation_bytes must be an int >= 16: {max_operation_bytes!r}")
         self.obj = obj
+        self._methods = MethodTable(obj)
         self.pid = pid
         self.incarnation = incarnation
         self.max_operation_bytes = max_operation_bytes
@@ -224,8 +226,7 @@ class Replica:
                 f"replica P{self.pid} is not a member of the group now",
                 hint="wait until it has joined (its first ViewChange brings the state)",
             )
-        fn = resolve(self.obj, method)
-        return fn, spec_of(fn)
+        return self._methods.find(method)
 
     def _prepared(
         self, kind: str, method: str, bound: tuple[list[Any], dict[str, Any]]
@@ -303,6 +304,17 @@ class Replica:
         self, mid: MessageId, payload: Payload, evaluate: bool
     ) -> tuple[Any, BaseException | None, Entry, int]:
         """Apply one operation: (value, error, journal entry, its size in bytes)."""
+        plain = self._methods.plain(payload) if self.view is not None else None
+        if plain is not None:  # the common call, checked by ``plain``: parse's rules hold
+            assert type(payload) is list
+            method, how = plain
+            self._meet(mid.origin, payload[1])
+            try:
+                value = method(*payload[3])
+            except Exception as exc:
+                self._raised(how, mid.origin, payload[1])
+                return None, exc, ["x", mid.origin, mid.seq, payload[1]], 16
+            return value, None, ["m", mid.origin, mid.seq, payload], scalar_size(*payload[2:])
         try:
             op = parse(payload)
         except RemoteError as exc:
@@ -322,7 +334,7 @@ class Replica:
             fn, spec = self._method(op.method)
             if spec is None:
                 raise LocalError(f"{op.method} is not @replicated")
-            if not fits(fn, spec, op.args, op.kwargs):
+            if not self._methods.fits(op.method, op.args, op.kwargs):
                 bind(fn, spec, tuple(op.args), op.kwargs)  # raises, saying why
                 raise LocalError(f"{op.method} does not take {op.args!r:.60}, {op.kwargs!r:.60}")
         except LocalError as exc:
@@ -330,11 +342,15 @@ class Replica:
         try:
             value, size = self._call(fn, spec, mid.origin, op)
         except Exception as exc:
-            if not spec.checks_first:
-                self.rebuild()
-                self._meet(mid.origin, op.incarnation)
+            self._raised(spec, mid.origin, op.incarnation)
             return None, exc, skip, 16
         return value, None, ["m", mid.origin, mid.seq, payload], size
+
+    def _raised(self, spec: MethodSpec, origin: int, incarnation: int) -> None:
+        """A method raised: undo what it changed (unless it checks before it changes)."""
+        if not spec.checks_first:
+            self.rebuild()
+            self._meet(origin, incarnation)
 
     @staticmethod
     def _call(fn: Any, spec: MethodSpec, origin: int, op: Operation) -> tuple[Any, int]:

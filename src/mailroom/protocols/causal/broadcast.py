@@ -173,7 +173,7 @@ class CBCAST(BufferedEndpoint):
                 and type(stamp) is tuple
                 and len(stamp) == self.n
                 and _INT.issuperset(map(type, stamp))
-                and 0 <= min(stamp)
+                and min(stamp) >= 0
                 and max(stamp) <= validate.MAX_COUNTER
                 and stamp[who] > 0
                 and stamp[self.pid] <= self._clock[self.pid]
