@@ -17,6 +17,7 @@ same on every replica, given the same state and arguments.
 from __future__ import annotations
 
 import inspect
+import sys
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar, overload
 
@@ -213,7 +214,9 @@ class MethodTable:
 
     def __init__(self, obj: object) -> None:
         self.obj = obj
-        self._found: dict[str, tuple[Any, MethodSpec, _Arity]] = {}
+        #: name -> (method, spec, lo, hi): a call of lo..hi scalar arguments by position
+        #: alone fits it (lo > hi: none goes the fast way, a ``caller`` or keyword needed)
+        self._found: dict[str, tuple[Any, MethodSpec, int, int]] = {}
 
     def find(self, path: object) -> tuple[Any, MethodSpec | None]:
         """The attribute ``path`` of the object and its spec (None: not @replicated)."""
@@ -224,7 +227,11 @@ class MethodTable:
         spec = spec_of(fn)
         if spec is not None and self._keeps(path, fn):
             assert type(path) is str
-            self._found[path] = (fn, spec, _arity(fn, spec))
+            arity = _arity(fn, spec)
+            hi = arity.positional if arity.positional >= 0 else sys.maxsize
+            if spec.caller or arity.needed:
+                hi = -1
+            self._found[path] = (fn, spec, arity.required, hi)
         return fn, spec
 
     def plain(self, payload: object) -> tuple[Any, MethodSpec] | None:
@@ -238,21 +245,17 @@ class MethodTable:
         hit = self._found.get(path) if type(path) is str else None
         if (
             hit is None
-            or hit[1].caller
             or type(incarnation) is not int
             or incarnation < 0
             or type(args) is not list
+            or not hit[2] <= len(args) <= hit[3]
             or not scalars_only(args, {})
-            or not hit[2].fits(args, {})
         ):
             return None
         return hit[0], hit[1]
 
     def fits(self, path: str, args: Sequence[Any], kwargs: dict[str, Any]) -> bool:
-        """Do ``args`` and ``kwargs`` fit the replicated method ``path`` (found by ``find``)?"""
-        hit = self._found.get(path)
-        if hit is not None:
-            return hit[2].fits(args, kwargs)
+        """Do ``args`` and ``kwargs`` fit the replicated method ``path``?"""
         fn, spec = self.find(path)
         return fits(fn, spec, args, kwargs)
 

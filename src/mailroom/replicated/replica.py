@@ -308,7 +308,8 @@ class Replica:
         if plain is not None:  # the common call, checked by ``plain``: parse's rules hold
             assert type(payload) is list
             method, how = plain
-            self._meet(mid.origin, payload[1])
+            if payload[1] > self.incarnations.get(mid.origin, 0):
+                self._meet(mid.origin, payload[1])
             try:
                 value = method(*payload[3])
             except Exception as exc:
