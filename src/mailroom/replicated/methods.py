@@ -254,6 +254,12 @@ class MethodTable:
             return None
         return hit[0], hit[1]
 
+    def takes(self, path: str, count: int) -> bool:
+        """Does the replicated method ``path``, found before, take ``count`` arguments by
+        position alone (and no ``caller``)? False: ask ``bind``."""
+        hit = self._found.get(path)
+        return hit is not None and hit[2] <= count <= hit[3]
+
     def fits(self, path: str, args: Sequence[Any], kwargs: dict[str, Any]) -> bool:
         """Do ``args`` and ``kwargs`` fit the replicated method ``path``?"""
         fn, spec = self.find(path)

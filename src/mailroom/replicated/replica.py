@@ -183,6 +183,8 @@ class Replica:
             raise LocalError(
                 f"{method} is not @replicated", hint="read it with read() or an ordered read"
             )
+        if not kwargs and self._methods.takes(method, len(args)):
+            return self._prepared(CALL, method, (list(args), {}))  # as bind gives it
         return self._prepared(CALL, method, bind(fn, spec, args, kwargs))
 
     def prepare_read(self, method: str, *args: Any, **kwargs: Any) -> Prepared:
