@@ -59,12 +59,19 @@ class Operation:
     kwargs: dict[str, Any] = attrs.field(factory=dict)
 
     def payload(self) -> list[Any]:
-        if self.kind == HELLO:
-            return [HELLO, self.incarnation]
-        out: list[Any] = [self.kind, self.incarnation, self.method, self.args]
-        if self.kwargs:
-            out.append(self.kwargs)
-        return out
+        return operation_payload(self.kind, self.incarnation, self.method, self.args, self.kwargs)
+
+
+def operation_payload(
+    kind: str, incarnation: int, method: str, args: list[Any], kwargs: dict[str, Any]
+) -> list[Any]:
+    """An operation as a message carries it (what ``parse`` reads back)."""
+    if kind == HELLO:
+        return [HELLO, incarnation]
+    out: list[Any] = [kind, incarnation, method, args]
+    if kwargs:
+        out.append(kwargs)
+    return out
 
 
 _SCALARS = (str, int, float, bool, type(None))

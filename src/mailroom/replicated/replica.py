@@ -49,6 +49,7 @@ from mailroom.replicated.operations import (
     READ,
     Operation,
     carried_text,
+    operation_payload,
     owned,
     parse,
     parse_batch,
@@ -233,8 +234,7 @@ class Replica:
     def _prepared(
         self, kind: str, method: str, bound: tuple[list[Any], dict[str, Any]]
     ) -> Prepared:
-        op = Operation(kind, self.incarnation, method, *bound)
-        payload = op.payload()
+        payload = operation_payload(kind, self.incarnation, method, *bound)
         scalars = scalars_only(*bound)
         text = carried_text(
             payload, f"the call {method}", self.max_operation_bytes, scalars=scalars
