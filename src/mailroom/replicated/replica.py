@@ -267,32 +267,40 @@ class Replica:
             raise LocalError(f"replica P{self.pid} got a delivery while not a member")
         mid, payload = message.id, message.payload
         if type(payload) is not str:
-            return self._deliver_one(mid, None, payload)
-        try:
-            ops: list[Any] = parse_batch(payload)
-        except RemoteError:
-            ops = [None]  # one operation that changes nothing, at every replica alike
-        out: list[Outcome] = []
-        for part, op in enumerate(ops):
-            out += self._deliver_one(mid, part, op)
+            out = self._deliver_one(mid, None, payload)
+        else:
+            try:
+                ops: list[Any] = parse_batch(payload)
+            except RemoteError:
+                ops = [None]  # one operation that changes nothing, at every replica alike
+            mine = mid.origin == self.pid  # another's batch holds none of this one's calls
+            out = []
+            for part, op in enumerate(ops):
+                out += self._deliver_one(mid, part, op, mine)
+        self._compact_if_due()
         return out
 
-    def _deliver_one(self, mid: MessageId, part: int | None, payload: Payload) -> list[Outcome]:
-        key = op_key(mid, part)
-        kind = self.pending.pop(key, None)
+    def _deliver_one(
+        self, mid: MessageId, part: int | None, payload: Payload, mine: bool = True
+    ) -> list[Outcome]:
+        kind = self.pending.pop(op_key(mid, part), None) if mine else None
         value, error, entry, size = self._apply(mid, payload, kind == READ)
         index = self.applied
         self.applied += 1
         self.journal.add(entry, size)
         if self._history is not None:  # (the rows are built only for a history)
+            key = op_key(mid, part)
             self._note("apply", index=index, op=list(key))
             if kind is not None and error is not None:
                 self._note("result", op=list(key), error=error_data(error))
             elif kind is not None:
                 self._note("result", op=list(key), value=jsonable(value))
+        return [] if kind is None else [Outcome(mid, value, error, part)]
+
+    def _compact_if_due(self) -> None:
+        """The log as large as its base: the state now is the new base (after a message)."""
         if self.journal.due():
             self.journal.rebase(*self._base())
-        return [] if kind is None else [Outcome(mid, value, error, part)]
 
     def replay(self, message: Message) -> Outcome:
         """Apply ``message`` as if this replica had made the call, and return its outcome
@@ -300,7 +308,9 @@ class Replica:
         payload = message.payload
         read = type(payload) is list and payload[:1] == [READ]
         self.pending[op_key(message.id, None)] = READ if read else CALL
-        return self._deliver_one(message.id, None, payload)[0]
+        outcome = self._deliver_one(message.id, None, payload)[0]
+        self._compact_if_due()
+        return outcome
 
     def _apply(
         self, mid: MessageId, payload: Payload, evaluate: bool
