@@ -25,6 +25,7 @@ from __future__ import annotations
 import argparse
 import concurrent.futures
 import contextlib
+import gc
 import json
 import os
 import subprocess
@@ -138,8 +139,16 @@ def rss_mb() -> float:
     return float("nan")
 
 
+#: Set in a benchmark child's environment: freeze its heap (``gc.freeze()``) before the
+#: measured window, as a long-running service does once it has started, so that the
+#: collector's full passes skip what start-up made (``--gc-freeze``).
+GC_FREEZE = "MAILROOM_BENCH_GC_FREEZE"
+
+
 def start_signal(extra: str = "") -> float:
     """Say ``ready`` to the driver, read the common start time, sleep until then."""
+    if os.environ.get(GC_FREEZE):  # every process of every row alike (--gc-freeze)
+        gc.freeze()
     print(f"ready {extra}".rstrip(), flush=True)
     start = float(sys.stdin.readline())
     time.sleep(max(0.0, start - time.monotonic()))

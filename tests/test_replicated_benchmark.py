@@ -38,11 +38,12 @@ def positive(spread: dict[str, float]) -> bool:
 def test_the_smoke_run_prints_a_full_table_of_positive_figures(tmp_path: Path) -> None:
     out = subprocess.run(
         [sys.executable, str(SCRIPT), "--smoke", "--in-flight", "1,4", "--nobatch-at", "1",
-         "--load-policy", "flag", "--json", str(tmp_path / "r.json")],
+         "--load-policy", "flag", "--json", str(tmp_path / "r.json"), "--gc-freeze"],
         capture_output=True, text=True, timeout=900, check=True,
     ).stdout  # fmt: skip
     figures: dict[str, Any] = json.loads((tmp_path / "r.json").read_text())
     assert figures["protocol"] == "sequencer" and list(figures["n"]) == ["3"]
+    assert figures["gc_freeze"] and "freezes its heap after start-up" in out
     assert "FLAGGED" in figures["flag"]  # one round: never quotable
     at3 = figures["n"]["3"]
     summary = at3["summary"]
