@@ -141,7 +141,8 @@ def test_the_reference_clock_check_gives_the_same_rows_in_the_same_words(
     assert got == {(v.run, v.positions, v.reason) for v in ref}
 
 
-@pytest.mark.parametrize("hb", ["auto", "given", "compute"])
+# "given" in the full tier: "auto" takes the given clocks when the trace has them
+@pytest.mark.parametrize("hb", ["auto", pytest.param("given", marks=pytest.mark.slow), "compute"])
 @pytest.mark.parametrize("properties", [("clock",), ("fifo",), ("integrity", "causal")])
 def test_the_report_counts_every_event_and_run_however_clocks_come(
     spark: Any, events: list[Event], hb: str, properties: tuple[str, ...]

@@ -136,7 +136,9 @@ def test_summary_text_names_properties_and_witnesses(summary: tuple[Any, set[Key
     assert "never delivered" in text and "the other way round" in text
 
 
-@pytest.mark.parametrize("clock", ["none", "same", "backwards"])
+@pytest.mark.parametrize(
+    "clock", ["none", pytest.param("same", marks=pytest.mark.slow), "backwards"]
+)
 def test_total_order_pairs_only_what_may_violate_whatever_the_times(
     spark: Any, runs: list[list[Event]], reference: set[Key], clock: str
 ) -> None:
