@@ -126,12 +126,15 @@ def test_the_high_ids_of_every_packet_bound_what_it_carries(
         seed=seed,
         on_transmit=lambda _s, _p, t: seen.append(t),
     )
-    if "broadcast" not in capabilities(sim.endpoints[0]):
-        pytest.skip("a unicast protocol: its batches are covered by its own tests")
+    broadcast = "broadcast" in capabilities(sim.endpoints[0])
     for k, size in enumerate(sizes):
-        p = (k + seed) % n
-        sim.schedule(k * 0.3, lambda s, p=p, k=k, size=size: s.broadcast_many(p, [k] * size))
+        p, batch = (k + seed) % n, [k] * size
+        if broadcast:
+            sim.schedule(k * 0.3, lambda s, p=p, batch=batch: s.broadcast_many(p, batch))
+        else:
+            sim.schedule(k * 0.3, lambda s, p=p, batch=batch: s.send_many(p, batch, (p + 1) % n))
     sim.run(until=200.0)
+    assert seen
     for t in seen:
         assert set(carried_high_ids(t.packet)) == _highest(carried_message_ids(t.packet))
 

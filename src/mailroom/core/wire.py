@@ -71,6 +71,17 @@ def carried_problem(packet: object) -> str | None:
     return None
 
 
+def naming_packet(packet: object) -> object:
+    """The packet whose class names the messages ``packet`` carries: the innermost packet
+    of a ``Stack``'s layers (each ``payload`` that is a packet), stopping at a class that
+    renames its payload's message (``names_its_message``)."""
+    while True:
+        inner = getattr(packet, "payload", None)
+        if not is_packet(inner) or getattr(type(packet), "names_its_message", False):
+            return packet
+        packet = inner
+
+
 def carried_message_id(packet: object) -> MessageId | None:
     """The id of the application message ``packet`` carries, or None for a control packet.
 
@@ -83,9 +94,7 @@ def carried_message_id(packet: object) -> MessageId | None:
     its payload's message (group membership maps view ranks to identities) sets
     ``names_its_message = True`` and answers with its own ``carries()``.
     """
-    inner = getattr(packet, "payload", None)
-    if is_packet(inner) and not getattr(type(packet), "names_its_message", False):
-        return carried_message_id(inner)
+    packet = naming_packet(packet)
     method = getattr(type(packet), "carries", None)
     if method is None:
         return None
@@ -101,36 +110,33 @@ def carried_message_ids(packet: object) -> tuple[MessageId, ...]:
     """Every application message ``packet`` carries, in order: none for a control packet,
     one for most, several for a batch (a class with ``carries_all()``, whose first id is
     its ``carries()``). RemoteError if the fields are too malformed to name them."""
-    inner = getattr(packet, "payload", None)
-    if is_packet(inner) and not getattr(type(packet), "names_its_message", False):
-        return carried_message_ids(inner)
+    packet = naming_packet(packet)
     method = getattr(type(packet), "carries_all", None)
     if method is None:
         mid = carried_message_id(packet)
         return () if mid is None else (mid,)
-    try:
-        return tuple(method(packet))
-    except (TypeError, IndexError, ValueError) as exc:
-        name = type(packet).__name__
-        raise RemoteError(f"{name} names no well-formed message ids: {exc}") from None
+    return tuple(_asked(packet, method))
 
 
 def carried_high_ids(packet: object) -> tuple[MessageId, ...]:
     """The ids that bound what ``packet`` carries: a batch class with ``carries_last()``
     (consecutive ids from one origin) gives its last alone, without building the others;
     any other packet every id, as ``carried_message_ids``. RemoteError if malformed."""
-    inner = getattr(packet, "payload", None)
-    if is_packet(inner) and not getattr(type(packet), "names_its_message", False):
-        return carried_high_ids(inner)
+    packet = naming_packet(packet)
     method = getattr(type(packet), "carries_last", None)
     if method is None:
         return carried_message_ids(packet)
+    last: MessageId | None = _asked(packet, method)
+    return () if last is None else (last,)
+
+
+def _asked(packet: object, method: Any) -> Any:
+    """``method(packet)`` of a batch; RemoteError if its fields are too malformed."""
     try:
-        last: MessageId | None = method(packet)
+        return method(packet)
     except (TypeError, IndexError, ValueError) as exc:
         name = type(packet).__name__
         raise RemoteError(f"{name} names no well-formed message ids: {exc}") from None
-    return () if last is None else (last,)
 
 
 def plain(value: Any) -> Any:
@@ -198,6 +204,7 @@ __all__ = [
     "carried_problem",
     "is_packet",
     "is_plain",
+    "naming_packet",
     "packet",
     "packet_from_data",
     "packet_to_data",

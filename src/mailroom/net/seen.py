@@ -19,7 +19,7 @@ from typing import Any
 
 from mailroom.core.errors import LocalError, RemoteError
 from mailroom.core.messages import MessageId
-from mailroom.core.wire import carried_high_ids, is_packet
+from mailroom.core.wire import carried_high_ids, naming_packet
 
 
 class Seen:
@@ -37,9 +37,12 @@ class Seen:
         high = self.high
         if mid.seq > high[mid.origin]:
             high[mid.origin] = mid.seq
-        if packet is not None and _batch(packet):
+        if packet is None:
+            return
+        named = naming_packet(packet)
+        if hasattr(type(named), "carries_all"):  # a batch: its last id too
             try:
-                mids = carried_high_ids(packet)  # a batch's last id alone
+                mids = carried_high_ids(named)
             except RemoteError:
                 return
             for m in mids:
@@ -58,17 +61,6 @@ class Seen:
         if not all(type(x) is int and x >= 0 for x in data):
             raise LocalError(f"{where}: field 'seen' must hold non-negative integers")
         self.high = [max(a, b) for a, b in zip(self.high, data, strict=True)]
-
-
-def _batch(packet: object) -> bool:
-    """True if ``packet`` (or the packet it carries) names several messages."""
-    while True:
-        if hasattr(type(packet), "carries_all"):
-            return True
-        inner = getattr(packet, "payload", None)
-        if not is_packet(inner):
-            return False
-        packet = inner
 
 
 __all__ = ["Seen"]

@@ -84,21 +84,24 @@ def carries_none(packet: Any) -> MessageId | None:
 def batch_ids(origin: int, first_seq: object, payloads: object) -> tuple[MessageId, ...]:
     """The ids of a batch's messages, (origin, first_seq), (origin, first_seq + 1)...,
     one per payload: bounded by the packet's own length (TypeError if malformed)."""
-    if not isinstance(payloads, tuple | list):
-        raise TypeError(f"payloads is a {type(payloads).__name__}, not a sequence")
-    if type(first_seq) is not int:
-        raise TypeError(f"first_seq is a {type(first_seq).__name__}, not an int")
-    return tuple(MessageId(origin, first_seq + i) for i in range(len(payloads)))
+    first, count = _range(first_seq, payloads)
+    return tuple(MessageId(origin, first + i) for i in range(count))
 
 
 def last_id(origin: int, first_seq: object, payloads: object) -> MessageId | None:
     """The id of a batch's last message, (origin, first_seq + len(payloads) - 1), without
-    building the others (None if it carries none); TypeError if malformed, as ``batch_ids``."""
+    building the others (None if it carries none); TypeError if malformed."""
+    first, count = _range(first_seq, payloads)
+    return MessageId(origin, first + count - 1) if count else None
+
+
+def _range(first_seq: object, payloads: object) -> tuple[int, int]:
+    """A batch's first seq and its number of messages; TypeError if they are not."""
     if not isinstance(payloads, tuple | list):
         raise TypeError(f"payloads is a {type(payloads).__name__}, not a sequence")
     if type(first_seq) is not int:
         raise TypeError(f"first_seq is a {type(first_seq).__name__}, not an int")
-    return MessageId(origin, first_seq + len(payloads) - 1) if payloads else None
+    return first_seq, len(payloads)
 
 
 def carries_range(origin: str, first_seq: str) -> Callable[[Any], tuple[MessageId, ...]]:

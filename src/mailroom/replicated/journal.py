@@ -28,6 +28,20 @@ FORMAT = 1
 Entry = list[Any]
 
 
+#: The bytes a log counts for an ``"x"`` entry.
+SKIPPED_BYTES = 16
+
+
+def applied_entry(origin: int, seq: int, payload: Any) -> Entry:
+    """The entry of an operation of message (origin, seq) that took effect."""
+    return ["m", origin, seq, payload]
+
+
+def skipped_entry(origin: int, seq: int, incarnation: int) -> Entry:
+    """The entry of an operation of message (origin, seq) that changed nothing."""
+    return ["x", origin, seq, incarnation]
+
+
 class OperationLog:
     """The base (``dict``: object, applied, view, incarnations) and the log since."""
 
@@ -109,4 +123,13 @@ def checked_base(base: object) -> dict[str, Any]:
     return base
 
 
-__all__ = ["COMPACT_BYTES", "FORMAT", "OperationLog", "checked_base", "checked_checkpoint"]
+__all__ = [
+    "COMPACT_BYTES",
+    "FORMAT",
+    "SKIPPED_BYTES",
+    "OperationLog",
+    "applied_entry",
+    "checked_base",
+    "checked_checkpoint",
+    "skipped_entry",
+]

@@ -260,11 +260,6 @@ class MethodTable:
         hit = self._found.get(path)
         return hit is not None and hit[2] <= count <= hit[3]
 
-    def fits(self, path: str, args: Sequence[Any], kwargs: dict[str, Any]) -> bool:
-        """Do ``args`` and ``kwargs`` fit the replicated method ``path``?"""
-        fn, spec = self.find(path)
-        return fits(fn, spec, args, kwargs)
-
     def _keeps(self, path: object, fn: Any) -> bool:
         """Keep ``fn``: a plain name, a method of the object's class, room in the table."""
         return (

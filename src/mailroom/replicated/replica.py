@@ -39,9 +39,17 @@ import attrs
 from mailroom.core.actions import View, ViewChange
 from mailroom.core.errors import LocalError, MailroomError, RemoteError
 from mailroom.core.messages import Message, MessageId, Payload
-from mailroom.replicated.journal import COMPACT_BYTES, Entry, OperationLog, checked_base
+from mailroom.replicated.journal import (
+    COMPACT_BYTES,
+    SKIPPED_BYTES,
+    Entry,
+    OperationLog,
+    applied_entry,
+    checked_base,
+    skipped_entry,
+)
 from mailroom.replicated.journal import checked_checkpoint as _checkpoint_parts
-from mailroom.replicated.methods import CALLER, Caller, MethodSpec, MethodTable, bind
+from mailroom.replicated.methods import CALLER, Caller, MethodSpec, MethodTable, bind, fits
 from mailroom.replicated.operations import (
     CALL,
     HELLO,
@@ -316,48 +324,49 @@ class Replica:
         self, mid: MessageId, payload: Payload, evaluate: bool
     ) -> tuple[Any, BaseException | None, Entry, int]:
         """Apply one operation: (value, error, journal entry, its size in bytes)."""
+        origin, seq = mid.origin, mid.seq
         plain = self._methods.plain(payload) if self.view is not None else None
         if plain is not None:  # the common call, checked by ``plain``: parse's rules hold
             assert type(payload) is list
             method, how = plain
-            if payload[1] > self.incarnations.get(mid.origin, 0):
-                self._meet(mid.origin, payload[1])
+            if payload[1] > self.incarnations.get(origin, 0):
+                self._meet(origin, payload[1])
             try:
                 value = method(*payload[3])
             except Exception as exc:
-                self._raised(how, mid.origin, payload[1])
-                return None, exc, ["x", mid.origin, mid.seq, payload[1]], 16
-            return value, None, ["m", mid.origin, mid.seq, payload], scalar_size(*payload[2:])
+                self._raised(how, origin, payload[1])
+                return None, exc, skipped_entry(origin, seq, payload[1]), SKIPPED_BYTES
+            return value, None, applied_entry(origin, seq, payload), scalar_size(*payload[2:])
         try:
             op = parse(payload)
         except RemoteError as exc:
-            return None, exc, ["x", mid.origin, mid.seq, 0], 16
-        skip: Entry = ["x", mid.origin, mid.seq, op.incarnation]
-        self._meet(mid.origin, op.incarnation)
+            return None, exc, skipped_entry(origin, seq, 0), SKIPPED_BYTES
+        skip = skipped_entry(origin, seq, op.incarnation)
+        self._meet(origin, op.incarnation)
         if op.kind == HELLO:
-            return None, None, skip, 16
+            return None, None, skip, SKIPPED_BYTES
         if op.kind == READ:
             if not evaluate:
-                return None, None, skip, 16
+                return None, None, skip, SKIPPED_BYTES
             try:
-                return self.read(op.method, *op.args, **op.kwargs), None, skip, 16
+                return self.read(op.method, *op.args, **op.kwargs), None, skip, SKIPPED_BYTES
             except Exception as exc:
-                return None, exc, skip, 16
+                return None, exc, skip, SKIPPED_BYTES
         try:
             fn, spec = self._method(op.method)
             if spec is None:
                 raise LocalError(f"{op.method} is not @replicated")
-            if not self._methods.fits(op.method, op.args, op.kwargs):
+            if not fits(fn, spec, op.args, op.kwargs):
                 bind(fn, spec, tuple(op.args), op.kwargs)  # raises, saying why
                 raise LocalError(f"{op.method} does not take {op.args!r:.60}, {op.kwargs!r:.60}")
         except LocalError as exc:
-            return None, exc, skip, 16
+            return None, exc, skip, SKIPPED_BYTES
         try:
-            value, size = self._call(fn, spec, mid.origin, op)
+            value, size = self._call(fn, spec, origin, op)
         except Exception as exc:
-            self._raised(spec, mid.origin, op.incarnation)
-            return None, exc, skip, 16
-        return value, None, ["m", mid.origin, mid.seq, payload], size
+            self._raised(spec, origin, op.incarnation)
+            return None, exc, skip, SKIPPED_BYTES
+        return value, None, applied_entry(origin, seq, payload), size
 
     def _raised(self, spec: MethodSpec, origin: int, incarnation: int) -> None:
         """A method raised: undo what it changed (unless it checks before it changes)."""
