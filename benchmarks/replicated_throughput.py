@@ -49,8 +49,8 @@ mailroom / PySyncObj taken within each round; the load printed every round; a
 ``gc.freeze()`` after start-up, before the measured window, as a long-running
 service does once it has started (docs/replicated.md, "Speed"): Python's collector
 then leaves the start-up heap out of its full passes, which mailroom's members make
-often with thousands of calls in flight (measured: 0.55x the CPU per operation of
-PySyncObj with it, 0.63x without, PySyncObj's unchanged).
+often with thousands of calls in flight (measured: 0.53x the CPU per operation of
+PySyncObj with it, 0.62-0.65x without, PySyncObj's unchanged).
 
 ``--smoke`` runs tiny settings (n = 3, one round, short windows) to check that
 everything works: its figures mean nothing. Needs ``pip install -e '.[bench]'``.
