@@ -49,11 +49,16 @@ FLUSH = {"Suspect", "Prepare", "Promise", "Accept", "Accepted", "Commit"}
 
 
 def measure(
-    protocol: str, n: int, victim: int, retry: float = 1.0, safe: bool = False
+    protocol: str,
+    n: int,
+    victim: int,
+    retry: float = 1.0,
+    safe: bool = False,
+    safe_quorum: str = "all",
 ) -> dict[str, float]:
     """One run: ``victim`` crashes at CRASH while everyone broadcasts every time unit;
     the Groups repeat unanswered flush requests every ``retry`` (and deliver safely with
-    ``safe``)."""
+    ``safe``, counting every member or a majority as ``safe_quorum`` says)."""
     wire: list[tuple[float, str]] = []
 
     def on_transmit(sim: Simulation, pid: int, t: Transmit) -> None:
@@ -61,7 +66,9 @@ def measure(
 
     eps = [
         HeartbeatDetector(
-            Group(p, n, protocol, members=range(n), retry=retry, safe=safe),
+            Group(
+                p, n, protocol, members=range(n), retry=retry, safe=safe, safe_quorum=safe_quorum
+            ),
             interval=INTERVAL,
             timeout=TIMEOUT,
         )

@@ -74,7 +74,8 @@ def build(args: argparse.Namespace) -> AsyncReplica:
     ports = [int(p) for p in args.ports.split(",")]
     table = PeerTable.of({p: f"127.0.0.1:{port}" for p, port in enumerate(ports)})
     endpoint = group_endpoint(PROTOCOL, me, n, members=range(n), heartbeat=args.heartbeat,
-                              suspect_after=args.suspect_after, safe=True)  # fmt: skip
+                              suspect_after=args.suspect_after, safe=True,
+                              safe_quorum=args.safe_quorum)  # fmt: skip
     options: dict[str, Any] = {"listen": socket.socket(fileno=args.fd)}
     if args.sync:
         options.update(checkpoint=os.path.join(args.dir, f"p{me}.ckpt"), sync=True)
@@ -160,6 +161,7 @@ def child_main() -> None:
     p.add_argument("--dir", default="", help="where the checkpoints go (with --sync)")
     p.add_argument("--heartbeat", type=float, default=0.5)
     p.add_argument("--suspect-after", type=float, default=2.0)
+    p.add_argument("--safe-quorum", choices=("all", "majority"), default="all")
     run_child(lambda a: asyncio.run(member(a)), p.parse_args())
 
 
@@ -176,10 +178,14 @@ class Setup:
     #: the failure detector's timings (PySyncObj's: appendEntriesPeriod, raftMinTimeout)
     heartbeat: float = 0.1
     suspect_after: float = 0.4
+    #: safe delivery's count of holders: every member ("all") or a majority
+    safe_quorum: str = "all"
 
     @property
     def name(self) -> str:
-        return f"{self.in_flight} in flight, {'sync checkpoints' if self.sync else 'no checkpoint'}"
+        checkpoint = "sync checkpoints" if self.sync else "no checkpoint"
+        majority = ", a majority holds" if self.safe_quorum == "majority" else ""
+        return f"{self.in_flight} in flight, {checkpoint}{majority}"
 
 
 class Members:
@@ -198,7 +204,8 @@ class Members:
         common = ["--role", "mailroom", "--n", str(n), "--ports", ports, "--dir", self.dir,
                   "--in-flight", str(setup.in_flight), *(["--sync"] * setup.sync),
                   "--heartbeat", repr(setup.heartbeat),
-                  "--suspect-after", repr(setup.suspect_after)]  # fmt: skip
+                  "--suspect-after", repr(setup.suspect_after),
+                  "--safe-quorum", setup.safe_quorum]  # fmt: skip
         common += extra
         script = os.path.abspath(__file__)
         cmds = [[sys.executable, script, "--pid", str(p), "--fd", str(s.fileno()), *common]

@@ -74,6 +74,7 @@ from peer_run import GC_FREEZE, attempt
 SYSTEMS = {
     "mailroom": "mailroom, no checkpoint",
     "mailroom-sync": "mailroom, sync checkpoints",
+    "mailroom-majority": "mailroom, no checkpoint, safe by majority",
     "pysyncobj": "PySyncObj",
     "pysyncobj-nobatch": "PySyncObj, appendEntriesUseBatch off",
 }
@@ -97,7 +98,8 @@ def peak(system: str, n: int, in_flight: int, args: argparse.Namespace) -> dict[
     if system in PYSYNCOBJ:
         setup = peer_pysyncobj.Setup(in_flight, batch=system == BASE, counter=True)
         return peer_pysyncobj.run_peak(n, args.seconds, args.warmup, setup, args.profile)
-    mine = peer_replicated.Setup(in_flight, sync=system == "mailroom-sync")
+    quorum = "majority" if system == "mailroom-majority" else "all"
+    mine = peer_replicated.Setup(in_flight, sync=system == "mailroom-sync", safe_quorum=quorum)
     return peer_replicated.run_peak(n, args.seconds, args.warmup, mine, args.profile)
 
 
@@ -124,7 +126,7 @@ def measure_n(n: int, args: argparse.Namespace) -> dict[str, Any]:
             for system in systems_at(w, args):
                 name = row_name(system, str(w))
                 runs.setdefault(name, []).append(attempt(name, peak, system, n, w, args))
-        for system in ("mailroom", BASE):
+        for system in ("mailroom", BASE) if args.failover else ():
             name = row_name(system, "failover")
             got = attempt(name, failover, system, n, args)
             if got is None:  # it did not start (e.g. the replicas saw different leaders)
@@ -140,7 +142,7 @@ def measure_n(n: int, args: argparse.Namespace) -> dict[str, Any]:
 def systems_at(in_flight: int, args: argparse.Namespace) -> tuple[str, ...]:
     """The rows at a setting: PySyncObj with its batching off only at ``--nobatch-at``."""
     skip = () if in_flight in args.nobatch_at else ("pysyncobj-nobatch",)
-    return tuple(s for s in SYSTEMS if s not in skip)
+    return tuple(s for s in args.systems if s not in skip)
 
 
 def fastest(runs: dict[str, list[dict[str, Any] | None]], setting: str,
@@ -176,7 +178,8 @@ def summarise(runs: dict[str, list[dict[str, Any] | None]], args: argparse.Names
     settings: list[tuple[str, tuple[tuple[str, str, str], ...], tuple[str, ...]]] = [
         (str(w), MEASURES, systems_at(w, args)) for w in args.in_flight
     ]
-    settings.append(("failover", (("failover_s", "fail-over s", ".3f"),), ("mailroom", BASE)))
+    if args.failover:
+        settings.append(("failover", (("failover_s", "fail-over s", ".3f"),), ("mailroom", BASE)))
     for setting, measures, systems in settings:
         base_runs = (
             fastest(runs, setting) if setting != "failover" else runs[row_name(BASE, setting)]
@@ -194,8 +197,9 @@ def summarise(runs: dict[str, list[dict[str, Any] | None]], args: argparse.Names
 
 def table(n: int, summary: dict[str, dict[str, Any]], flag: str, count: int) -> str:
     """The markdown table of size n: medians (min–max) and ratios mailroom / PySyncObj."""
-    mine = [s for s in SYSTEMS if s not in PYSYNCOBJ]
-    head = [SYSTEMS[s] for s in SYSTEMS] + [f"{SYSTEMS[s]} / PySyncObj" for s in mine]
+    shown = [s for s in SYSTEMS if any(s in entry["systems"] for entry in summary.values())]
+    mine = [s for s in shown if s not in PYSYNCOBJ]
+    head = [SYSTEMS[s] for s in shown] + [f"{SYSTEMS[s]} / PySyncObj" for s in mine]
     lines = [f"n = {n} members on 127.0.0.1, medians (min–max) over {count} rounds; "
              "ratios mailroom / PySyncObj per round, to its faster variant of the round "
              "(ops/s: above 1 is faster; the rest: below 1 is less)"
@@ -209,7 +213,7 @@ def table(n: int, summary: dict[str, dict[str, Any]], flag: str, count: int) -> 
         return rounds.Spread(d["median"], d["min"], d["max"]).text(spec)
 
     for entry in summary.values():
-        cells = [cell(entry["systems"].get(s), entry["spec"]) for s in SYSTEMS]
+        cells = [cell(entry["systems"].get(s), entry["spec"]) for s in shown]
         cells += [cell(entry["ratios"].get(s), ".2f") for s in mine]
         lines.append(f"| {entry['setting']} | {entry['measure']} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
@@ -233,6 +237,11 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--gc-freeze", action="store_true",
                    help="every process of every row, PySyncObj's too, calls gc.freeze() "
                    "after start-up")  # fmt: skip
+    p.add_argument("--systems", default=",".join(SYSTEMS),
+                   help=f"the rows, comma-separated, PySyncObj's among them (default: all of "
+                   f"{', '.join(SYSTEMS)})")  # fmt: skip
+    p.add_argument("--no-failover", dest="failover", action="store_false",
+                   help="leave the fail-over runs out")  # fmt: skip
     rounds.add_options(p)
     args = p.parse_args(argv)
     if args.smoke:  # the smoke settings, then anything given explicitly after them
@@ -243,6 +252,11 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
         args.nobatch_at = [int(x) for x in args.nobatch_at.split(",") if x]
     except ValueError:
         p.error("--n, --in-flight and --nobatch-at take comma-separated whole numbers")
+    args.systems = [x.strip() for x in args.systems.split(",") if x.strip()]
+    if unknown := sorted(set(args.systems) - set(SYSTEMS)):
+        p.error(f"--systems: no system {', '.join(unknown)} (choose from {', '.join(SYSTEMS)})")
+    if BASE not in args.systems:
+        p.error(f"--systems must include {BASE}, the base of the ratios")
     if min(args.sizes) < 2 or min(args.in_flight) < 1 or args.rounds < 1:
         p.error("need n >= 2, at least one call in flight and at least one round")
     if args.kill_at >= args.failover_seconds:

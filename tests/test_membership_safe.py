@@ -32,6 +32,7 @@ from mailroom.protocols.membership import (
 from mailroom.sim import Simulation
 from mailroom.testing.membership import (
     GroupNoQuorum,
+    GroupSafeBelowMajority,
     GroupSafeForgetsSilent,
     GroupSafeOwnHold,
     GroupScenario,
@@ -50,6 +51,8 @@ from .budgets import SEARCH, examples
 BROADCAST = ("cbcast", "tagged", "sequencer", "skeen", "lamport")
 SAFE = variant_factory(Group, safe=True)
 SAFE_RELIABLE = variant_factory(Group, safe=True, reliable=True)
+MAJORITY = variant_factory(Group, safe=True, safe_quorum="majority")
+MAJORITY_RELIABLE = variant_factory(Group, safe=True, safe_quorum="majority", reliable=True)
 
 
 # -- every membership property, and uniform agreement, under Hypothesis ----------------------
@@ -91,6 +94,60 @@ def test_safe_delivery_with_joiners_leaves_and_late_states(
         )
     )
     assert_group_properties(scenario, SAFE)
+
+
+# -- counting a majority (safe_quorum="majority"): the same properties ------------------------
+@pytest.mark.parametrize("protocol", BROADCAST)
+@settings(max_examples=examples(40))
+@given(data=st.data())
+def test_safe_delivery_by_majority_under_crashes_suspicions_and_partitions(
+    protocol: str, data: st.DataObject
+) -> None:
+    kinds = ("crash", "suspect", "partition")
+    scenario = data.draw(group_scenarios(protocol, kinds=kinds, max_choices=120))
+    assert_group_properties(scenario, MAJORITY)
+
+
+@pytest.mark.parametrize("protocol", BROADCAST)
+@settings(max_examples=examples(20))
+@given(data=st.data())
+def test_safe_delivery_by_majority_over_reliable(protocol: str, data: st.DataObject) -> None:
+    kinds = ("crash", "suspect", "partition")
+    scenario = data.draw(group_scenarios(protocol, kinds=kinds, max_choices=120))
+    assert_group_properties(scenario, MAJORITY_RELIABLE)
+
+
+@pytest.mark.parametrize("protocol", BROADCAST)
+@settings(max_examples=examples(20))
+@given(data=st.data())
+def test_safe_delivery_by_majority_with_joiners_leaves_and_late_states(
+    protocol: str, data: st.DataObject
+) -> None:
+    scenario = data.draw(
+        group_scenarios(
+            protocol,
+            n=(4, 6),
+            joiners=(1, 2),
+            hold_state=True,
+            kinds=("crash", "suspect", "leave"),
+            max_ops=10,
+            max_choices=120,
+        )
+    )
+    assert_group_properties(scenario, MAJORITY)
+
+
+@pytest.mark.parametrize("protocol", ("cbcast", "sequencer"))
+def test_counting_one_holder_short_of_a_majority_breaks_uniform_agreement(protocol: str) -> None:
+    factory = variant_factory(GroupSafeBelowMajority, safe=True, safe_quorum="majority")
+
+    def fails(s: GroupScenario) -> bool:
+        return bool(replay_group(s, factory).violations())
+
+    found = find(group_scenarios(protocol, n=3, kinds=("partition",)), fails, settings=SEARCH)
+    props = {v.property for v in replay_group(found, factory).violations()}
+    assert "uniform_agreement" in props
+    assert not replay_group(found, MAJORITY).violations()  # a majority passes the same run
 
 
 def test_the_plain_group_breaks_uniform_agreement_where_the_safe_one_keeps_it() -> None:
@@ -370,3 +427,78 @@ def test_view_changes_carry_the_incarnations_of_a_restarted_member() -> None:
     assert all(c.incarnations == (0, 0, 1) for c in back.values())
     assert [e for e in sim.trace if e.kind == "deliver"] == []
     assert all(not isinstance(a, Deliver) for _, a in changes)
+
+
+# -- counting a majority: worked examples ------------------------------------------------------
+def settle_except(sim: Simulation, slow: int) -> None:
+    """Let every packet arrive but those to ``slow`` (a member behind a slow link)."""
+    for _ in range(1_000):
+        moving = [p.id for p in sim.packets() if p.dst != slow]
+        if not moving:
+            return
+        sim.arrive(min(moving))
+
+
+@pytest.mark.parametrize("protocol", ("cbcast", "tagged", "sequencer"))
+def test_counting_a_majority_a_slow_member_delays_nobody(protocol: str) -> None:
+    """Bob's m reaches Alice, but nothing reaches Carol yet (a slow link). Counting every
+    member, nobody delivers m while Carol lacks it; counting a majority, Alice and Bob
+    deliver it (two of three hold it), and Carol once her packets arrive. (Skeen and
+    Lamport's own ordering waits for every member: they gain nothing here.)"""
+    for quorum, early in (("all", [[], [], []]), ("majority", [["m"], ["m"], []])):
+        sim = safe_group(3, protocol, safe_quorum=quorum)
+        sim.broadcast(1, "m")
+        settle_except(sim, 2)
+        assert payloads(sim) == early, quorum
+        assert sim.endpoints[0].status().waiting_safe == (quorum == "all")
+        settle(sim)
+        assert payloads(sim) == [["m"]] * 3
+        assert not view_problems(sim, protocol)
+
+
+def test_counting_a_majority_the_sender_delivers_with_the_sequencers_order() -> None:
+    """At n = 3 over the Sequencer, Bob's m goes to the sequencer Alice, whose order says
+    she holds it and comes with her report: Bob holds it as the order arrives, two of
+    three, and delivers first, a message delay before Carol's report would have let
+    him; Alice delivers at Bob's report, Carol once she has m and the order."""
+    sim = safe_group(3, "sequencer", safe_quorum="majority")
+    m = sim.broadcast(1, "m")
+    for p in sim.packets(m, to=0):
+        sim.arrive(p.id)  # the sequencer orders m and reports that it holds it
+    for p in sim.packets():
+        if p.src == 0 and p.dst == 1:
+            sim.arrive(p.id)  # the order and the report, as one frame carries them
+    assert payloads(sim) == [[], ["m"], []]
+    status = sim.endpoints[0].status()
+    assert status.safe_quorum == "majority" and status.waiting_safe == 1
+    assert "1 held until a majority has them" in status.summary()
+    settle(sim)
+    assert payloads(sim) == [["m"]] * 3
+
+
+def test_the_quorum_is_in_the_snapshot_when_not_the_default_and_strict() -> None:
+    g = Group(0, 3, "cbcast", members=range(3), safe=True, safe_quorum="majority")
+    g.broadcast("x")
+    data = g.snapshot()
+    assert data["safe_quorum"] == "majority" and [r[:4] for r in data["held"]] == [["m", 0, 1, "x"]]
+    back = restore_endpoint(data)
+    assert back.safe_quorum == "majority" and same_data(back.snapshot(), data)
+    every = Group(0, 3, "cbcast", members=range(3), safe=True).snapshot()
+    assert "safe_quorum" not in every  # as earlier releases wrote them: every member
+    assert restore_endpoint(every).safe_quorum == "all"
+    with pytest.raises(LocalError, match="not what snapshot"):
+        restore_endpoint({**every, "safe_quorum": "all"})  # a default value is left out
+    with pytest.raises(LocalError, match="safe_quorum must be 'all' or 'majority'"):
+        restore_endpoint({**data, "safe_quorum": "most"})
+    plain = Group(0, 3, "cbcast", members=range(3)).snapshot()
+    with pytest.raises(LocalError, match="pass safe=True too"):
+        restore_endpoint({**plain, "safe_quorum": "majority"})
+
+
+def test_a_quorum_setting_is_checked_at_construction() -> None:
+    with pytest.raises(LocalError, match="safe_quorum must be 'all' or 'majority', got 'half'"):
+        Group(0, 3, "cbcast", members=range(3), safe=True, safe_quorum="half")
+    with pytest.raises(LocalError, match="pass safe=True too"):
+        Group(0, 3, "cbcast", members=range(3), safe_quorum="majority")
+    g = Group(0, 3, "sequencer", members=range(3), safe=True, safe_quorum="majority")
+    assert (g.safe, g.safe_quorum, g.status().safe_quorum) == (True, "majority", "majority")

@@ -319,23 +319,29 @@ def _safe_groups() -> list[type[EndpointBase]]:
     return [c for c in _library_classes() if issubclass(c, (Group, HeartbeatDetector))]
 
 
+@pytest.mark.parametrize("quorum", ["majority", "all"])
 @pytest.mark.parametrize("cls", _safe_groups(), ids=lambda c: c.protocol)
 def test_a_safe_group_snapshots_every_declared_field_mid_hold_and_goes_on_alike(
-    cls: type[EndpointBase],
+    cls: type[EndpointBase], quorum: str
 ) -> None:
-    """Under safe delivery P0 holds its own message until P1 and P2 report they hold it:
-    a snapshot taken meanwhile writes every declared field, and the restored endpoint
-    hands over the same deliveries as the original when the reports come."""
+    """Under safe delivery P0 holds its own message until P1 and P2 (or, counting a
+    majority, one of them) report they hold it: a snapshot taken meanwhile writes every
+    declared field (``safe_quorum`` only when it is not the default, "all"), and the
+    restored endpoint hands over the same deliveries as the original when the reports
+    come."""
 
     def member(p: int) -> EndpointBase:
         group = Group if issubclass(cls, HeartbeatDetector) else cls
-        g = group(p, N, "cbcast", members=range(N), safe=True)  # type: ignore[call-arg]
+        g = group(p, N, "cbcast", members=range(N), safe=True, safe_quorum=quorum)  # type: ignore[call-arg]
         return cls(g) if issubclass(cls, HeartbeatDetector) else g  # type: ignore[call-arg]
 
     eps = [member(p) for p in range(N)]
     sent = [a for a in eps[0].broadcast("a") if isinstance(a, Transmit)]
     data = json.loads(json.dumps(eps[0].snapshot()))
-    assert list(data) == [*HEADER_KEYS, *(f.key for f in cls.persistent)]
+    keys = [f.key for f in cls.persistent if quorum != "all" or f.key != "safe_quorum"]
+    fields = data["group"] if issubclass(cls, HeartbeatDetector) else data
+    assert list(data) == [*HEADER_KEYS, *keys]
+    assert fields.get("safe_quorum", "all") == quorum
     held = data["group"]["held"] if issubclass(cls, HeartbeatDetector) else data["held"]
     if cls in (Group, HeartbeatDetector):  # the known-buggy variants hand it over at once
         assert [row[:4] for row in held] == [["m", 0, 1, "a"]]

@@ -17,7 +17,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 SCRIPT = ROOT / "benchmarks" / "replicated_throughput.py"
-SYSTEMS = ["mailroom", "mailroom-sync", "pysyncobj", "pysyncobj-nobatch"]
+SYSTEMS = ["mailroom", "mailroom-sync", "mailroom-majority", "pysyncobj", "pysyncobj-nobatch"]
 MEASURES = ["call_rate", "call_p50_ms", "call_p99_ms", "cpu_per_call_us", "rss_mb"]
 
 
@@ -53,7 +53,7 @@ def test_the_smoke_run_prints_a_full_table_of_positive_figures(tmp_path: Path) -
         setting = key.split("/")[0]
         systems = {
             "1": SYSTEMS,
-            "4": SYSTEMS[:3],  # PySyncObj with batching off runs only at --nobatch-at
+            "4": SYSTEMS[:4],  # PySyncObj with batching off runs only at --nobatch-at
             "failover": ["mailroom", "pysyncobj"],
         }[setting]
         assert list(entry["systems"]) == systems, key
@@ -67,13 +67,24 @@ def test_the_smoke_run_prints_a_full_table_of_positive_figures(tmp_path: Path) -
     # the printed table: a header, a rule, and a row per summary entry
     lines = [line for line in out.splitlines() if line.startswith("|")]
     head = [c.strip() for c in lines[0].strip("|").split("|")]
-    assert head[:2] == ["in flight per member", "measure"] and len(head) == 2 + 4 + 2
+    assert head[:2] == ["in flight per member", "measure"] and len(head) == 2 + 5 + 3
     assert set(lines[1]) <= set("|-") and len(lines) == 2 + len(expected)
     rows = [[c.strip() for c in line.strip("|").split("|")] for line in lines[2:]]
     assert [r[0] for r in rows] == [k.split("/")[0] for k in expected]
     for row in rows:
         assert len(row) == len(head)
         for cell in row[2:]:
-            if cell != "—":
-                assert float(cell.split()[0]) > 0, row
+            if cell != "—":  # a number (a tiny ratio prints as 0.00: positive above)
+                assert float(cell.split()[0]) >= 0, row
     assert "ratios mailroom / PySyncObj per round" in out and "load" in out
+
+
+@pytest.mark.parametrize(
+    ("systems", "says"),
+    [("mailroom,redis", "--systems: no system redis"),
+     ("mailroom", "--systems must include pysyncobj")],
+)  # fmt: skip
+def test_a_bad_systems_list_is_one_line_and_exit_2(systems: str, says: str) -> None:
+    got = subprocess.run([sys.executable, str(SCRIPT), "--systems", systems],
+                         capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert got.returncode == 2 and says in got.stderr.splitlines()[-1]

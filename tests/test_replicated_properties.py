@@ -137,6 +137,17 @@ def test_nothing_acknowledged_by_anyone_is_lost_with_safe_delivery(s: ReplicaSce
     assert not found, "\n".join(found[:10]) + "\nschedule:\n" + run.describe()
 
 
+@settings(max_examples=examples(40))
+@given(replica_scenarios(DICT_CALLS, reads=DICT_READS))
+def test_nothing_acknowledged_by_anyone_is_lost_with_safe_delivery_by_majority(
+    s: ReplicaScenario,
+) -> None:
+    factory = group_factory(s.protocol, safe=True, safe_quorum="majority")
+    run = replay_replicas(s, ReplDict, endpoint=factory)
+    found = run_problems(run, ReplDict, safe=True)
+    assert not found, "\n".join(found[:10]) + "\nschedule:\n" + run.describe()
+
+
 def test_the_plain_group_can_lose_what_one_member_acknowledged() -> None:
     """The sequencer (P0) is cut off, applies its own call at once and tells its caller;
     the others install a view without it and never see the call. The checker says so

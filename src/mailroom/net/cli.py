@@ -199,6 +199,9 @@ def build_parser(
     g.add_argument("--safe", action="store_true",
                    help="safe (uniform) delivery: a message is delivered once every member "
                    "of the view holds it (a broadcast protocol)")  # fmt: skip
+    g.add_argument("--safe-quorum", choices=("all", "majority"), default="all",
+                   help="with --safe: deliver once every member (all, the default) or a "
+                   "majority of the view (majority) holds a message")  # fmt: skip
     g.add_argument("--heartbeat", type=float, default=0.5, metavar="SECONDS",
                    help="heartbeat interval of the failure detector (default 0.5)")  # fmt: skip
     g.add_argument("--suspect-after", type=float, default=2.0, metavar="SECONDS",
@@ -245,7 +248,7 @@ def endpoint_of(args: argparse.Namespace, peers: PeerTable) -> tuple[Any, list[i
     if args.members is not None and args.join is not None:
         raise LocalError("--members starts a group, --join joins one: pass one of them")
     if args.members is None and args.join is None:
-        if args.safe:
+        if args.safe or args.safe_quorum != "all":
             raise LocalError("--safe is a group's option: pass --members or --join too")
         endpoint = make_endpoint(
             args.protocol, args.pid, peers.n, reliable=not args.no_reliable, rto=args.rto
@@ -265,6 +268,7 @@ def endpoint_of(args: argparse.Namespace, peers: PeerTable) -> tuple[Any, list[i
         heartbeat=args.heartbeat,
         suspect_after=args.suspect_after,
         safe=args.safe,
+        safe_quorum=args.safe_quorum,
     )
     return endpoint, contacts
 

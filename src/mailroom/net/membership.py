@@ -40,11 +40,13 @@ def group_endpoint(
     heartbeat: float = 0.5,
     suspect_after: float = 2.0,
     safe: bool = False,
+    safe_quorum: str = "all",
 ) -> HeartbeatDetector:
     """``HeartbeatDetector(Group(protocol))`` for process ``pid`` of the ``n`` identities:
     a member of the initial view ``members``, or (``members`` None) a joiner that asks
     ``contacts``. Join and flush messages are resent every ``heartbeat`` seconds; with
-    ``safe`` the group delivers safely (a message once every member holds it)."""
+    ``safe`` the group delivers safely (a message once every member holds it, or with
+    ``safe_quorum="majority"`` once a majority of the view does)."""
     if heartbeat <= 0 or suspect_after <= heartbeat:
         raise LocalError(
             f"need 0 < heartbeat < suspect-after, got {heartbeat} and {suspect_after}",
@@ -59,6 +61,7 @@ def group_endpoint(
         reliable=reliable,
         retry=heartbeat,
         safe=safe,
+        safe_quorum=safe_quorum,
     )
     return HeartbeatDetector(group, interval=heartbeat, timeout=suspect_after)
 
@@ -100,6 +103,7 @@ def rejoined(
         retry=old.retry,
         stability_every=old.stability_every,
         safe=old.safe,
+        safe_quorum=old.safe_quorum,
         incarnation=max(old.incarnation, incarnation) + 1,
     )
     queue = old.unsent() if requeue and sent <= old.sent_count else []

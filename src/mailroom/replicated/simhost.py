@@ -74,7 +74,8 @@ class SimCall:
 class SimGroup:
     """``n`` processes, the first ones members of view 1 (``members``), each with a replica
     of the object ``factory()`` builds; the other slots are idle until ``join``. With
-    ``safe`` the Group endpoints deliver safely (uniformly); ``endpoint`` and
+    ``safe`` the Group endpoints deliver safely (uniformly), counting every member or
+    (``safe_quorum="majority"``) a majority of the view as holders; ``endpoint`` and
     ``replica`` make them otherwise (the known-buggy variants do); the rest goes to
     ``Simulation`` (``adversarial``, ``seed``, ``network``...)."""
 
@@ -89,6 +90,7 @@ class SimGroup:
         replica: Callable[..., Replica] = Replica,
         history: History | None = None,
         safe: bool = False,
+        safe_quorum: str = "all",
         **simulation: Any,
     ) -> None:
         if endpoint is None and "total" not in entry(protocol).promises:
@@ -97,7 +99,9 @@ class SimGroup:
                 hint="use sequencer, skeen or lamport",
             )
         self.factory = factory
-        self.make_endpoint = endpoint or group_factory(protocol, safe=safe)
+        self.make_endpoint = endpoint or group_factory(
+            protocol, safe=safe, safe_quorum=safe_quorum
+        )
         self.make_replica = replica
         self.history = history if history is not None else History()
         first = tuple(sorted(set(range(n) if members is None else members)))

@@ -762,6 +762,20 @@ class GroupSafeOwnHold(Group):
         return [installed.hold_of(self.pid)]
 
 
+class GroupSafeBelowMajority(Group):
+    """Safe delivery by majority (``safe_quorum="majority"``) that counts one holder
+    too few (at n = 3: this member alone): a member delivers its own message, the one
+    that could have made the majority never gets it, and when the deliverer crashes
+    the survivors' flush does not recover it (uniform agreement)."""
+
+    protocol = "GroupSafeBelowMajority"
+
+    def safe_needed(self) -> int | None:
+        installed = self._epoch.installed
+        assert installed is not None
+        return max(1, len(installed.view.members) // 2)
+
+
 class GroupSafeForgetsSilent(Group):
     """Safe delivery that forgets the members it has not heard an announcement from
     (they count as holding everything): until every member has announced once, a
@@ -806,6 +820,7 @@ __all__ = [
     "GroupNoQuorum",
     "GroupOp",
     "GroupRun",
+    "GroupSafeBelowMajority",
     "GroupSafeForgetsSilent",
     "GroupSafeOwnHold",
     "GroupScenario",

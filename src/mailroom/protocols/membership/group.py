@@ -43,6 +43,7 @@ from mailroom.protocols.membership.epoch import Epoch, Retries, lift
 from mailroom.protocols.membership.flushing import Flushing
 from mailroom.protocols.membership.member import control
 from mailroom.protocols.membership.packets import Commit, Leave, Suspect
+from mailroom.protocols.membership.safe import check_safe_quorum
 from mailroom.protocols.membership.status import GroupStatus
 from mailroom.protocols.membership.values import PACKET
 
@@ -58,14 +59,23 @@ def _safe_fits(g: Group, safe: bool) -> str | None:
     return None
 
 
+def _load_safe_quorum(g: Group, data: object) -> None:
+    try:
+        g.safe_quorum = check_safe_quorum(data, g.safe)
+    except LocalError as exc:
+        raise LocalError(f"snapshot field safe_quorum: {exc}") from None
+
+
 class Group(Flushing):
     """One member of a process group: views, flush, joins, leaves and state transfer.
 
     ``Group(pid, n, protocol="cbcast", *, members=None, contacts=(), reliable=False,
-    retry=1.0, stability_every=16, incarnation=0, safe=False)``: process ``pid`` of the
-    identities 0..n-1 runs ``protocol`` inside each view; with ``members`` it founds view
-    1 with them, else it is a joiner that asks ``contacts``; with ``safe`` a message is
-    delivered once every member of the view holds it (docs/membership.md, "Using it").
+    retry=1.0, stability_every=16, incarnation=0, safe=False, safe_quorum="all")``:
+    process ``pid`` of the identities 0..n-1 runs ``protocol`` inside each view; with
+    ``members`` it founds view 1 with them, else it is a joiner that asks ``contacts``;
+    with ``safe`` a message is delivered once every member of the view holds it, or
+    with ``safe_quorum="majority"`` once a majority does (docs/membership.md, "Safe
+    delivery").
     """
 
     protocol = "Group"
@@ -127,6 +137,7 @@ class Group(Flushing):
             waiting_safe=0
             if installed is None or installed.held is None
             else installed.held.messages,
+            safe_quorum=self.safe_quorum,
         )
 
     def _lacks_majority(self) -> bool:
@@ -288,6 +299,7 @@ class Group(Flushing):
         Field("contacts", kind=check.MEMBERS),
         *lift(lambda g: g._epoch, Epoch.persistent),
         Field("safe", kind=FLAG, check=_safe_fits, absent=False),
+        Field.custom("safe_quorum", lambda g: g.safe_quorum, _load_safe_quorum, absent="all"),
         *lift(lambda g: g._changes, Changes.persistent),
         Field.custom("outbox", lambda g: [[p, to] for p, to in g._outbox], _load_outbox),
         Field.custom("future", lambda g: [PACKET.dump(p) for p in g._future], _load_future),

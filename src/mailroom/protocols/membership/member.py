@@ -34,7 +34,7 @@ from mailroom.protocols.membership.packets import (
     Stability,
     Suspect,
 )
-from mailroom.protocols.membership.safe import SafeDelivery
+from mailroom.protocols.membership.safe import SafeDelivery, check_safe_quorum
 from mailroom.protocols.membership.transfer import Transfer
 from mailroom.protocols.membership.view import InstalledView
 from mailroom.protocols.reliable import Reliable
@@ -59,12 +59,15 @@ class Member(SafeDelivery, EndpointBase):
         stability_every: int = 16,
         incarnation: int = 0,
         safe: bool = False,
+        safe_quorum: str = "all",
     ) -> None:
         super().__init__(pid, n)
         self._use(protocol)
         self.reliable = bool(reliable)
         #: safe (uniform) delivery: a message is handed over once every member holds it
+        #: (``safe_quorum`` "all") or a majority of the view does ("majority")
         self.safe = self._check_safe(safe)
+        self.safe_quorum = check_safe_quorum(safe_quorum, self.safe)
         if type(retry) not in (int, float) or not math.isfinite(retry) or retry <= 0:
             raise LocalError(f"retry must be a positive number of time units, got {retry!r}")
         self.retry = float(retry)

@@ -33,7 +33,8 @@ class GroupStatus:
     that found it so; ``future``: packets of later views it holds; ``queued``: messages
     issued and not sent yet; ``flush_log``: deliveries a flush would carry (not known to be
     stable); ``gone``: it left the group for good; ``waiting_safe``: under safe delivery,
-    the messages it holds and has not handed over until every member holds them.
+    the messages it holds and has not handed over until every member (``safe_quorum``
+    "all") or a majority ("majority") holds them.
     """
 
     pid: int
@@ -55,6 +56,7 @@ class GroupStatus:
     flush_log: int
     gone: bool
     waiting_safe: int = 0
+    safe_quorum: str = "all"
 
     def data(self) -> dict[str, Any]:
         """As JSON data (phases by their lower-case names)."""
@@ -99,7 +101,8 @@ class GroupStatus:
         if self.future:
             line += f"; {self.future} packets of later views held"
         if self.waiting_safe:
-            line += f"; {self.waiting_safe} held until every member has them (safe delivery)"
+            who = "every member has" if self.safe_quorum == "all" else "a majority has"
+            line += f"; {self.waiting_safe} held until {who} them (safe delivery)"
         return line
 
 
