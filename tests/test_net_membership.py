@@ -118,17 +118,22 @@ def _delivered_before(events: list[Event], pid: int, view: int) -> list[Event]:
 
 
 def _crash_and_rejoin(
-    tmp_path: Path, protocol: str, order: str, victim: int, safe: bool = False
+    tmp_path: Path,
+    protocol: str,
+    order: str,
+    victim: int,
+    safe: bool = False,
+    quorum: str = "all",
 ) -> dict[str, Any]:
     """The story with ``kill -9`` of ``victim``; returns what it measured. With ``safe``
-    every process runs ``--safe`` (the restarted one too) and the merged traces pass
-    uniform agreement as well."""
+    every process runs ``--safe`` (the restarted one too; ``--safe-quorum quorum``) and
+    the merged traces pass uniform agreement as well."""
     count = 150
     rest = tuple(p for p in range(3) if p != victim)
     provider = rest[0]  # the lowest member that has the state hands it to the joiner
     args = ["--protocol", protocol, "--count", str(count), "--interval", "0.03",
             "--heartbeat", str(HEARTBEAT), "--suspect-after", str(SUSPECT_AFTER),
-            "--rto", "0.2", *(["--safe"] if safe else [])]  # fmt: skip
+            "--rto", "0.2", *(["--safe", "--safe-quorum", quorum] if safe else [])]  # fmt: skip
     with group(tmp_path, 3, args) as g:
         ckpt = {pid: str(g.path("checkpoint", pid)) for pid in range(3)}
         for pid in range(3):
@@ -419,6 +424,7 @@ def test_join_state_false_suspicion_and_replay_in_one_process(tmp_path: Path) ->
         (["--members", "0,1,2", "--heartbeat", "1", "--suspect-after", "0.5"], "heartbeat"),
         (["--safe"], "--safe is a group's option"),
         (["--members", "0,1,2", "--safe", "--protocol", "rst"], "needs a broadcast protocol"),
+        (["--members", "0,1,2", "--safe-quorum", "majority"], "pass --safe too"),
     ],
 )
 def test_bad_group_options_are_one_line_errors(
@@ -436,10 +442,12 @@ def test_bad_group_options_are_one_line_errors(
 
 
 def test_a_restarted_member_rejoins_with_its_options_safe_delivery_included() -> None:
-    for safe in (False, True):
-        old = group_endpoint("sequencer", 1, 3, members=[0, 1, 2], heartbeat=0.1, safe=safe)
+    for safe, quorum in ((False, "all"), (True, "all"), (True, "majority")):
+        old = group_endpoint("sequencer", 1, 3, members=[0, 1, 2], heartbeat=0.1, safe=safe,
+                             safe_quorum=quorum)  # fmt: skip
         new = group_of(rejoined(old, [0], sent=4, incarnation=2))
         assert new is not None and new.safe is safe and new.contacts == (0,)
+        assert new.safe_quorum == quorum
         assert (new.incarnation, new.sent_count, new.inner_protocol) == (3, 4, "sequencer")
         assert (new.reliable, new.retry) == (True, 0.1)
 
@@ -449,6 +457,15 @@ def test_a_safe_group_survives_kill_and_rejoin(tmp_path: Path) -> None:
     """``--safe``: the killed member's deliveries are all delivered by the survivors."""
     found = _crash_and_rejoin(tmp_path, "cbcast", "causal", victim=2, safe=True)
     print(f"safe cbcast: view without the killed member {found['detected']:.2f} s after the kill")
+
+
+@pytest.mark.slow
+def test_a_safe_group_counting_a_majority_survives_kill_and_rejoin(tmp_path: Path) -> None:
+    """``--safe --safe-quorum majority`` over the Sequencer, its sequencer killed: what
+    any member delivered, the survivors deliver too (uniform agreement on the traces)."""
+    found = _crash_and_rejoin(tmp_path, "sequencer", "total", victim=0, safe=True,
+                              quorum="majority")  # fmt: skip
+    print(f"safe by majority: view without the killed member {found['detected']:.2f} s after")
 
 
 @pytest.mark.slow

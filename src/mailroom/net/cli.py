@@ -254,6 +254,8 @@ def endpoint_of(args: argparse.Namespace, peers: PeerTable) -> tuple[Any, list[i
             args.protocol, args.pid, peers.n, reliable=not args.no_reliable, rto=args.rto
         )
         return endpoint, None
+    if args.safe_quorum != "all" and not args.safe:
+        raise LocalError("--safe-quorum counts the holders of safe delivery: pass --safe too")
     members = parse_pids(args.members, "--members") if args.members is not None else None
     for pid in contacts or members or []:
         if pid >= peers.n:
