@@ -99,9 +99,7 @@ class SimGroup:
                 hint="use sequencer, skeen or lamport",
             )
         self.factory = factory
-        self.make_endpoint = endpoint or group_factory(
-            protocol, safe=safe, safe_quorum=safe_quorum
-        )
+        self.make_endpoint = endpoint or group_factory(protocol, safe=safe, safe_quorum=safe_quorum)
         self.make_replica = replica
         self.history = history if history is not None else History()
         first = tuple(sorted(set(range(n) if members is None else members)))
