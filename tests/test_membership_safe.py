@@ -50,37 +50,46 @@ from .budgets import SEARCH, examples
 
 BROADCAST = ("cbcast", "tagged", "sequencer", "skeen", "lamport")
 SAFE = variant_factory(Group, safe=True)
-SAFE_RELIABLE = variant_factory(Group, safe=True, reliable=True)
 MAJORITY = variant_factory(Group, safe=True, safe_quorum="majority")
-MAJORITY_RELIABLE = variant_factory(Group, safe=True, safe_quorum="majority", reliable=True)
+#: safe delivery counting every member, or a majority (bare, and over Reliable)
+QUORUMS = {
+    "all": (SAFE, variant_factory(Group, safe=True, reliable=True)),
+    "majority": (
+        MAJORITY,
+        variant_factory(Group, safe=True, safe_quorum="majority", reliable=True),
+    ),
+}
 
 
 # -- every membership property, and uniform agreement, under Hypothesis ----------------------
+@pytest.mark.parametrize("quorum", QUORUMS)
 @pytest.mark.parametrize("protocol", BROADCAST)
 @settings(max_examples=examples(60))
 @given(data=st.data())
 def test_safe_delivery_under_crashes_suspicions_and_partitions(
-    protocol: str, data: st.DataObject
+    protocol: str, quorum: str, data: st.DataObject
 ) -> None:
     kinds = ("crash", "suspect", "partition")
     scenario = data.draw(group_scenarios(protocol, kinds=kinds, max_choices=120))
-    assert_group_properties(scenario, SAFE)
+    assert_group_properties(scenario, QUORUMS[quorum][0])
 
 
+@pytest.mark.parametrize("quorum", QUORUMS)
 @pytest.mark.parametrize("protocol", BROADCAST)
 @settings(max_examples=examples(30))
 @given(data=st.data())
-def test_safe_delivery_over_reliable(protocol: str, data: st.DataObject) -> None:
+def test_safe_delivery_over_reliable(protocol: str, quorum: str, data: st.DataObject) -> None:
     kinds = ("crash", "suspect", "partition")
     scenario = data.draw(group_scenarios(protocol, kinds=kinds, max_choices=120))
-    assert_group_properties(scenario, SAFE_RELIABLE)
+    assert_group_properties(scenario, QUORUMS[quorum][1])
 
 
+@pytest.mark.parametrize("quorum", QUORUMS)
 @pytest.mark.parametrize("protocol", BROADCAST)
 @settings(max_examples=examples(30))
 @given(data=st.data())
 def test_safe_delivery_with_joiners_leaves_and_late_states(
-    protocol: str, data: st.DataObject
+    protocol: str, quorum: str, data: st.DataObject
 ) -> None:
     scenario = data.draw(
         group_scenarios(
@@ -93,48 +102,7 @@ def test_safe_delivery_with_joiners_leaves_and_late_states(
             max_choices=120,
         )
     )
-    assert_group_properties(scenario, SAFE)
-
-
-# -- counting a majority (safe_quorum="majority"): the same properties ------------------------
-@pytest.mark.parametrize("protocol", BROADCAST)
-@settings(max_examples=examples(40))
-@given(data=st.data())
-def test_safe_delivery_by_majority_under_crashes_suspicions_and_partitions(
-    protocol: str, data: st.DataObject
-) -> None:
-    kinds = ("crash", "suspect", "partition")
-    scenario = data.draw(group_scenarios(protocol, kinds=kinds, max_choices=120))
-    assert_group_properties(scenario, MAJORITY)
-
-
-@pytest.mark.parametrize("protocol", BROADCAST)
-@settings(max_examples=examples(20))
-@given(data=st.data())
-def test_safe_delivery_by_majority_over_reliable(protocol: str, data: st.DataObject) -> None:
-    kinds = ("crash", "suspect", "partition")
-    scenario = data.draw(group_scenarios(protocol, kinds=kinds, max_choices=120))
-    assert_group_properties(scenario, MAJORITY_RELIABLE)
-
-
-@pytest.mark.parametrize("protocol", BROADCAST)
-@settings(max_examples=examples(20))
-@given(data=st.data())
-def test_safe_delivery_by_majority_with_joiners_leaves_and_late_states(
-    protocol: str, data: st.DataObject
-) -> None:
-    scenario = data.draw(
-        group_scenarios(
-            protocol,
-            n=(4, 6),
-            joiners=(1, 2),
-            hold_state=True,
-            kinds=("crash", "suspect", "leave"),
-            max_ops=10,
-            max_choices=120,
-        )
-    )
-    assert_group_properties(scenario, MAJORITY)
+    assert_group_properties(scenario, QUORUMS[quorum][0])
 
 
 @pytest.mark.parametrize("protocol", ("cbcast", "sequencer"))

@@ -128,21 +128,14 @@ def test_the_lock_is_never_held_by_two_members_in_one_view(s: ReplicaScenario) -
     assert_run(s, ReplLockManager)
 
 
+@pytest.mark.parametrize("quorum", ["all", "majority"])
 @settings(max_examples=examples(60))
 @given(replica_scenarios(DICT_CALLS, reads=DICT_READS))
-def test_nothing_acknowledged_by_anyone_is_lost_with_safe_delivery(s: ReplicaScenario) -> None:
-    factory = group_factory(s.protocol, safe=True)
-    run = replay_replicas(s, ReplDict, endpoint=factory)
-    found = run_problems(run, ReplDict, safe=True)
-    assert not found, "\n".join(found[:10]) + "\nschedule:\n" + run.describe()
-
-
-@settings(max_examples=examples(40))
-@given(replica_scenarios(DICT_CALLS, reads=DICT_READS))
-def test_nothing_acknowledged_by_anyone_is_lost_with_safe_delivery_by_majority(
-    s: ReplicaScenario,
+def test_nothing_acknowledged_by_anyone_is_lost_with_safe_delivery(
+    quorum: str, s: ReplicaScenario
 ) -> None:
-    factory = group_factory(s.protocol, safe=True, safe_quorum="majority")
+    """Counting every member or a majority as holders (``safe_quorum``)."""
+    factory = group_factory(s.protocol, safe=True, safe_quorum=quorum)
     run = replay_replicas(s, ReplDict, endpoint=factory)
     found = run_problems(run, ReplDict, safe=True)
     assert not found, "\n".join(found[:10]) + "\nschedule:\n" + run.describe()
