@@ -54,9 +54,10 @@ this benchmark with its defaults (and ``bench_delivery.py``); by itself::
         [--yield-every 32] [--max-load 1.0] [--load-policy refuse|flag|wait]
         [--json FILE] [--baseline-src DIR] [--encrypt] [--profile DIR]
 
-``--baseline-src DIR`` adds peak rows ``[before]`` of every mailroom row, run with
+``--baseline-src DIR`` adds rows ``[before]`` of every mailroom row, run with
 the library in DIR (``git archive <commit> src | tar -x -C /tmp/old`` and
-``--baseline-src /tmp/old/src``), for before/after in the same run; ``--encrypt``
+``--baseline-src /tmp/old/src``), for before/after in the same run (peak, and latency
+for the one-per-call rows); ``--encrypt``
 adds rows with ChaCha20-Poly1305 frames; ``--profile DIR`` runs every process under
 cProfile (the last round's files are kept; one thread per process, so PySyncObj's
 tick thread is not in its profile) and prints each row's CPU by part (profiled
@@ -157,6 +158,13 @@ def child_commands(row: str, n: int, mode: list[str], args: argparse.Namespace,
     return cmds, socks
 
 
+def has_latency(row: str) -> bool:
+    """Rows with latency runs: every row but the echo, the encrypted rows and the batched
+    ``[before]`` rows (``[before]`` one per call is the unbatched p50 to compare with)."""
+    tag = row.partition("@")[2]
+    return row != "plain" and tag not in ("encrypt", "batch-before")
+
+
 def child_env(row: str, args: argparse.Namespace) -> dict[str, str]:
     env = dict(os.environ)
     tag = row.partition("@")[2]
@@ -232,8 +240,7 @@ def run_size(n: int, rows: list[str], args: argparse.Namespace,
         log.end(r)
     rate = {row: rounds.Spread.of([p["remote_rate"] for p in runs if p]).median
             for row, runs in peaks.items()}  # fmt: skip
-    lat_rows = [row for row in rows if row != "plain" and "before" not in row
-                and "encrypt" not in row and rate[row] > 0]  # fmt: skip
+    lat_rows = [row for row in rows if has_latency(row) and rate[row] > 0]
     loads = [float(x) for x in args.loads.split(",") if x]
     lat: dict[str, dict[str, list[dict[str, float]]]] = {row: {} for row in lat_rows}
     lat_log = rounds.RoundLog(f"n = {n} latency", args.latency_rounds)
@@ -465,7 +472,7 @@ def main() -> None:
     rows = rows_of(args, systems)
     sizes = [int(x) for x in args.n.split(",")]
     loads = [x for x in args.loads.split(",") if x]
-    lat_rows = [r for r in rows if r != "plain" and "before" not in r and "encrypt" not in r]
+    lat_rows = [r for r in rows if has_latency(r)]
     print(f"{len(rows)} rows x {args.rounds} rounds x {len(sizes)} sizes = "
           f"{len(rows) * args.rounds * len(sizes)} peak runs of {args.warmup + args.seconds:g} s; "
           f"{len(lat_rows)} rows x {len(loads)} loads x {args.latency_rounds} rounds x "

@@ -75,9 +75,10 @@ def test_bad_arguments_are_reported(
     with pytest.raises(Exception, match="PID=SECONDS"):
         cli.parse_delays(["x"])
     monkeypatch.setenv("MAILROOM_KEY", "k" * 32)
-    assert cli.main(["--pid", "0", "--peers", str(peers), "--linger", "-1"]) == 2
-    err = capsys.readouterr().err
-    assert "linger" in err and len(err.strip().splitlines()) == 1
+    for flag, name in (("--linger", "linger"), ("--busy-gap", "busy_gap")):
+        assert cli.main(["--pid", "0", "--peers", str(peers), flag, "-1"]) == 2
+        err = capsys.readouterr().err
+        assert name in err and len(err.strip().splitlines()) == 1
 
 
 def test_an_encrypted_group_runs_from_the_command_line(tmp_path: Path) -> None:

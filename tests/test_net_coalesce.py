@@ -200,6 +200,50 @@ def test_linger_holds_a_lot_until_flush_or_close(tmp_path: Path) -> None:
 def test_a_bad_linger_is_refused(bad: Any) -> None:
     with pytest.raises(LocalError, match="linger"):
         NodeConfig(linger=bad)
+    with pytest.raises(LocalError, match="busy_gap"):
+        NodeConfig(busy_gap=bad)
+
+
+@pytest.mark.parametrize("gap", [3600.0, 0.0])
+def test_sends_that_come_fast_are_gathered_across_turns(gap: float) -> None:
+    """A send in a turn soon after a lot was taken waits for the rest of ``busy_gap``
+    (here an hour: until ``flush``); with ``busy_gap=0`` every turn's send is a step.
+    The first send, after a quiet spell, waits for nothing in both. (The node's peers
+    are away, so no frame takes the lot early.)"""
+    socks = listening_sockets(3)
+
+    async def main() -> list[Any]:
+        got: list[Message] = []
+        # a bare CBCAST: no timer of the reliable layer's takes a lot early
+        node = Node(CBCAST(0, 3), table_of(socks), KEY, listen=socks[0],
+                    on_deliver=got.append, busy_gap=gap)  # fmt: skip
+        await node.start()
+        for _ in range(3):  # the node's first look at itself, at start
+            await asyncio.sleep(0)
+        before = node.stats.steps
+        node.broadcast("first")
+        await asyncio.sleep(0)
+        first = (node.stats.steps - before, len(got))
+        for k in range(5):  # one send per turn, as a paced application sends
+            node.broadcast(f"m{k}")
+            await asyncio.sleep(0)
+        await asyncio.sleep(0)
+        held = (node.stats.steps - before, len(got))
+        node.flush()
+        flushed = (node.stats.steps - before, len(got))
+        await node.close()
+        return [first, held, flushed, [m.payload for m in got]]
+
+    first, held, flushed, payloads = asyncio.run(main())
+    for s in socks:
+        s.close()
+    assert first == (1, 1)
+    if gap:
+        assert held == (1, 1)  # five turns' sends wait in one lot
+        assert flushed == (2, 6)  # taken as one step
+    else:
+        assert held == flushed == (6, 6)  # a step per turn
+    assert payloads == ["first", *(f"m{k}" for k in range(5))]
 
 
 def test_a_bad_send_fails_at_its_call_and_the_lot_goes_on() -> None:
@@ -359,7 +403,7 @@ def _alone(protocol: str, calls: list[tuple[Any, ...]], folder: Path, coalesce: 
 
     async def main() -> list[Any]:
         node = Node(_stack(protocol, 0, window=1000), table, KEY, listen=socks[0],
-                    trace=trace, checkpoint=ckpt, coalesce=coalesce)  # fmt: skip
+                    trace=trace, checkpoint=ckpt, coalesce=coalesce, busy_gap=0.0)  # fmt: skip
         await node.start()
         out = await _calls(node, calls)
         await node.close()
@@ -483,16 +527,24 @@ def test_a_lot_is_taken_before_anything_else_happens(tmp_path: Path) -> None:
     """A frame that arrives while a lot waits (here: lingering) is a step after it: the
     trace's sends come before the receive, in the order the calls were made."""
 
-    async def main() -> None:
+    async def main() -> list[int]:
         got: list[list[Message]] = [[], [], []]
         socks = listening_sockets(3)
         table = table_of(socks)
-        nodes = [Node(_stack("cbcast", p), table, KEY, listen=socks[p], on_deliver=got[p].append,
+        steps: list[int] = []  # P0's step count as it hands each message over
+
+        def delivered(m: Message) -> None:
+            got[0].append(m)
+            steps.append(nodes[0].stats.steps)
+
+        nodes = [Node(_stack("cbcast", p), table, KEY, listen=socks[p],
+                      on_deliver=delivered if p == 0 else got[p].append,
                       linger=3600.0 if p == 0 else 0.0, trace=tmp_path / f"t{p}.jsonl")
                  for p in range(3)]  # fmt: skip
         for node in nodes:
             await node.start()
         await _until(lambda: all(node.stats.connected == 2 for node in nodes))
+        before = nodes[0].stats.steps
         nodes[0].broadcast("waiting")
         nodes[1].broadcast("arrives")
         await _until(lambda: any(m.payload == "arrives" for m in got[0]))
@@ -500,11 +552,15 @@ def test_a_lot_is_taken_before_anything_else_happens(tmp_path: Path) -> None:
         await _until(lambda: all(len(g) == 2 for g in got))
         for node in nodes:
             await node.close()
+        return [s - before for s in steps]
 
-    asyncio.run(main())
-    rows = [(e.kind, e.payload) for e in read_jsonl(tmp_path / "t0.jsonl")]
+    # the lot and the frame are one step: one journal write, one write per peer
+    assert asyncio.run(main()) == [1, 1]
+    events = read_jsonl(tmp_path / "t0.jsonl")
+    rows = [(e.kind, e.payload) for e in events]
     assert rows[:2] == [("send", "waiting"), ("deliver", "waiting")]
     assert rows.index(("receive", None)) > 1
+    assert [e.seq for e in events] == list(range(1, len(events) + 1))  # numbered in order
     report = check([e for p in range(3) for e in read_jsonl(tmp_path / f"t{p}.jsonl")],
                    ["integrity", "fifo", "causal", "liveness"])  # fmt: skip
     assert report.ok, report.summary()

@@ -55,6 +55,7 @@ from mailroom.net.discovery import format_address
 from mailroom.net.membership import group_endpoint
 from mailroom.net.metrics import metrics_routes
 from mailroom.net.node import Busy, Node, QuietLog
+from mailroom.net.settings import BUSY_GAP
 from mailroom.net.status import serve, status_routes
 from mailroom.protocols import Reliable
 
@@ -187,6 +188,9 @@ def build_parser(
     p.add_argument("--linger", type=float, default=0.0, metavar="SECONDS",
                    help="let the sends of several turns gather this long before they go "
                    "(default 0: each turn's sends go when the turn ends)")  # fmt: skip
+    p.add_argument("--busy-gap", type=float, default=BUSY_GAP, metavar="SECONDS",
+                   help="sends that come within this long of the last ones sent wait for the "
+                   f"rest of it, gathered (default {BUSY_GAP}; 0: never)")  # fmt: skip
     p.add_argument("--delay", action="append", default=[], metavar="PID=SECONDS",
                    help="hold frames to PID back (a slow link)")  # fmt: skip
     g = p.add_argument_group("group membership")
@@ -289,6 +293,7 @@ def node_of(args: argparse.Namespace, app: GroupApp | None) -> Node:
                 run=args.run, delays=parse_delays(args.delay), listen=listen,
                 encrypt=args.encrypt, sync=args.sync, handshake_timeout=args.handshake_timeout,
                 rejoin=contacts, address=args.address, linger=args.linger,
+                busy_gap=args.busy_gap,
                 **hooks)  # fmt: skip
     if app is not None and node.joined:  # resumed its view: the application too
         app.resume(node.resumed_state)

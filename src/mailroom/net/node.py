@@ -188,7 +188,8 @@ class Node:
         self._flow = Flow(ep, self.config.max_retained, self.peers.n)
         self._out = Outgoing(ep, self._engine, self._flow, self.stats, self._quiet, self._step,
                              logged=self._journal.ckpt is not None, member=self.member,
-                             coalesce=self.config.coalesce, linger=self.config.linger)  # fmt: skip
+                             coalesce=self.config.coalesce, linger=self.config.linger,
+                             busy_gap=self.config.busy_gap)  # fmt: skip
         self._out.after_turn = self.transport.flush_all
 
     @property
@@ -375,7 +376,9 @@ class Node:
     def _received(self, peer: int, batch: Batch) -> None:
         if self._closed:
             return
-        self._out.flush()  # the sends made before it come first
+        # The sends made before it come first, in the same step (one journal write; one
+        # write per peer carries both the lot and the answer to the frame).
+        lot = self._lot_step()
         tracer = self._tracer
         lines = tracer.received(batch, self._engine.view) if tracer is not None else []
         ops: list[Any] = []
@@ -389,7 +392,7 @@ class Node:
             self.stats.remote_errors += 1
             self._quiet(logging.WARNING, "P%d: dropped a packet from P%d: %s", self.pid,
                         peer, exc)  # fmt: skip
-        self._step(actions, ops, lines)
+        self._step(actions, ops, lines, lot)
         if tracer is not None and self._dests.fixed is None:
             self._dests.prune(self._endpoint)
 
@@ -404,10 +407,10 @@ class Node:
         self._timer = None
         self._timer_at = None
         if not self._closed and self._commit.stalled is None:
-            self._out.flush()
+            lot = self._lot_step()  # the sends made before it come first, in the same step
             now = self.now()
             ops = [["t", now]] if self._journal.ckpt is not None else []
-            self._step(self._endpoint.tick(now), ops, [])
+            self._step(self._endpoint.tick(now), ops, [], lot)
 
     def _rearm(self) -> None:
         deadline = self._endpoint.next_deadline()
@@ -421,9 +424,23 @@ class Node:
             self._timer = asyncio.get_running_loop().call_at(deadline, self._on_timer)
 
     # -- one step: record, persist, then act --------------------------------------------
-    def _step(self, actions: Sequence[Action], ops: list[Any], lines: list[bytes]) -> None:
+    def _lot_step(self) -> Step | None:
+        """The lot of sends, sorted into the first part of a step (None: no sends wait);
+        sorted before what comes after it in the step, so its trace events come first."""
+        actions, ops, lines = self._out.lot()
+        if not (actions or ops or lines):
+            return None
+        return self._engine.run(actions, ops, lines, self.stats.sent, self.stats.delivered)
+
+    def _step(self, actions: Sequence[Action], ops: list[Any], lines: list[bytes],
+              first: Step | None = None) -> None:  # fmt: skip
+        """One step of ``actions`` (after inputs ``ops`` and trace ``lines``), after
+        ``first`` (the lot's part, from ``_lot_step``) if given."""
         stats = self.stats
-        step = self._engine.run(actions, ops, lines, stats.sent, stats.delivered)
+        if first is None:
+            step = self._engine.run(actions, ops, lines, stats.sent, stats.delivered)
+        else:
+            step = first.then(self._engine.run(actions, ops, lines, stats.sent, first.delivered))
         stats.delivered = step.delivered
         stats.steps += 1
         self._flow.changed()  # the endpoint took a step: flow control asks it again

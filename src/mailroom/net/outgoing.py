@@ -12,6 +12,11 @@ Rules, in words:
   runs no timer and a lone send goes out in the next iteration of the loop, as
   before. With ``linger`` (seconds, off by default) the lot waits that long
   instead, gathering the sends of several turns.
+- Sends that come fast are gathered without being asked: a lot whose first
+  message comes within ``busy_gap`` seconds of the last lot taken waits for the
+  rest of that gap (an application sending one message per turn, paced by a
+  timer or by its input, then pays one step per gap, not one per message);
+  after a quiet spell the first send waits for nothing but the end of its turn.
 - Broadcasts made while the endpoint's windows are open are given to it when the
   lot is taken, through its batch form (``broadcast_many``, in parts of at most
   half a frame): the ids of the lot are the endpoint's next ones, since no other
@@ -27,13 +32,16 @@ Rules, in words:
   ``max_retained`` bounds messages there, and batch packets (of at most
   ``LOT_LIMIT`` messages each) only fill the windows.
 - A lot is also taken whenever anything else happens (a frame, a timer, a host
-  input, ``flush()``, ``close()``, a look at ``Node.endpoint``).
+  input, ``flush()``, ``close()``, a look at ``Node.endpoint``); a frame received
+  or the timer joins the lot's step (``lot()``), the lot's sends first.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import math
+import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -54,6 +62,9 @@ LOT_LIMIT = 64
 
 #: Takes a step: its actions, its logged inputs and its trace lines.
 Take = Callable[[Sequence[Action], list[Any], list[bytes]], None]
+
+#: A lot taken out for a step: its actions, logged inputs and trace lines.
+Lot = tuple[list[Action], list[Any], list[bytes]]
 
 
 def has_batch_form(endpoint: Any) -> bool:
@@ -78,12 +89,16 @@ class Outgoing:
         member: bool,
         coalesce: bool,
         linger: float,
+        busy_gap: float = 0.0,
     ) -> None:
         self.endpoint = endpoint
         self.pid: int = endpoint.pid
         self.engine, self.flow, self.stats, self.quiet = engine, flow, stats, quiet
         self.take = take
         self.logged, self.member, self.linger = logged, member, linger
+        self.busy_gap = busy_gap
+        #: When the last lot was taken (``time.monotonic``), for ``busy_gap``.
+        self.taken_at = -math.inf
         self.offers = capabilities(endpoint)
         #: Gather the steps of one turn's sends into one (else each send is a step).
         self.gather = coalesce and engine.consumer is None and not member
@@ -204,6 +219,10 @@ class Outgoing:
         loop = asyncio.get_running_loop()
         if self.linger > 0:
             self._timer = loop.call_later(self.linger, self._end_of_turn)
+            return
+        wait = self.taken_at + self.busy_gap - time.monotonic()
+        if wait > 0:  # the last lot was taken a moment ago: gather until the gap is over
+            self._timer = loop.call_later(wait, self._end_of_turn)
         else:
             loop.call_soon(self._end_of_turn)
 
@@ -216,12 +235,19 @@ class Outgoing:
 
     def flush(self) -> None:
         """Take the lot now, as one step (nothing to do if it is empty)."""
+        if self.count:
+            self.take(*self.lot())
+
+    def lot(self) -> Lot:
+        """Empty the lot into the start of a step the caller takes (a frame received then
+        joins the same step)."""
         if not self.count:
-            return
+            return [], [], []
         self._materialize()
         actions, ops, lines = self.actions, self.ops, self.lines
         self.actions, self.ops, self.lines, self.count = [], [], [], 0
-        self.take(actions, ops, lines)
+        self.taken_at = time.monotonic()
+        return actions, ops, lines
 
     def close(self) -> None:
         """Take the lot, and forget the linger's timer."""
@@ -271,4 +297,4 @@ class Outgoing:
                    "the calls returned (%s); they are not sent", self.pid, count, exc)  # fmt: skip
 
 
-__all__ = ["LOT_LIMIT", "Outgoing", "has_batch_form"]
+__all__ = ["LOT_LIMIT", "Lot", "Outgoing", "has_batch_form"]

@@ -31,6 +31,9 @@ IO_RETRY = 0.05
 OUTBOX_LIMIT = 100_000
 #: Default outbox bound per peer for group endpoints: a dead member costs no more.
 GROUP_OUTBOX = 1024
+#: Seconds after a lot of sends was taken during which the next lot waits for the rest
+#: of that time (sends that come this fast are gathered; after a quiet spell none waits).
+BUSY_GAP = 0.0005
 
 
 def _delays(value: Mapping[int, float] | None) -> dict[int, float]:
@@ -90,6 +93,9 @@ class NodeConfig:
     coalesce: bool = True
     #: Seconds a lot of sends waits for more before it is taken (0: the end of the turn).
     linger: float = attrs.field(default=0.0, validator=_seconds)
+    #: A lot started within this many seconds of the last one taken waits for the rest
+    #: of them (0: never; the end of the turn, or ``linger``, as set).
+    busy_gap: float = attrs.field(default=BUSY_GAP, validator=_seconds)
     #: A growable group: "host:port" where the others reach this node (None: its peer-table
     #: entry, else the listening socket's name).
     address: str | None = None
@@ -106,6 +112,7 @@ class NodeConfig:
 
 
 __all__ = [
+    "BUSY_GAP",
     "GROUP_OUTBOX",
     "HANDSHAKE_TIMEOUT",
     "IO_RETRY",

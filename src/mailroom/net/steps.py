@@ -56,6 +56,12 @@ class Step:
     sent: int
     delivered: int
 
+    def then(self, later: Step) -> Step:
+        """This step and ``later`` as one: written in one go, acted on in order."""
+        return Step(self.ops + later.ops, self.lines + later.lines, self.sends + later.sends,
+                    self.loopback + later.loopback, self.handed + later.handed,
+                    self.stable + later.stable, later.sent, later.delivered)  # fmt: skip
+
 
 class Engine:
     """Sorts an endpoint's actions into ``Step`` values; keeps the view events happen in."""
