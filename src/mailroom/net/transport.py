@@ -19,6 +19,11 @@ Rules, in words:
   holds frames to a peer back for a while, to stage a slow link.
 - The packets for one peer that pile up while the event loop is busy go out in
   one write, as one ``BATCH`` frame (one counter, one MAC).
+- With ``ack_gap`` (a node that gathers its sends: its ``busy_gap``), a write of
+  control packets only (a reliable layer's acknowledgements) to a peer written to
+  less than ``ack_gap`` ago waits for the rest of it, so that the next data (the
+  next lot of sends) carries it; data to that peer, or the end of a lot's turn,
+  writes it at once.
 """
 
 from __future__ import annotations
@@ -27,7 +32,9 @@ import asyncio
 import collections
 import contextlib
 import logging
+import math
 import socket
+import time
 from collections.abc import Callable, Iterable
 
 from mailroom.core.messages import MessageId
@@ -63,6 +70,10 @@ class Link:
         self.delay = owner.config.delays.get(peer, 0.0)
         self.task: asyncio.Task[None] | None = None
         self._flush_pending = False
+        #: when this link last wrote (``time.monotonic``), and a control-only write
+        #: waiting for ``ack_gap`` to pass
+        self._wrote_at = -math.inf
+        self._held: asyncio.TimerHandle | None = None
 
     def push(self, packet: bytes, mid: MessageId | None, carries: int) -> None:
         if self.delay > 0:
@@ -91,13 +102,26 @@ class Link:
         self.flush()
 
     def flush_soon(self) -> None:
-        """Flush once the current callback is over: one write for a burst of steps."""
-        if not self._flush_pending:
-            self._flush_pending = True
-            asyncio.get_running_loop().call_soon(self.flush)
+        """Flush once the current callback is over: one write for a burst of steps (a
+        write of control packets only, soon after the last one: once ``ack_gap`` is over)."""
+        if self._flush_pending:
+            return
+        loop = asyncio.get_running_loop()
+        gap = self.owner.ack_gap
+        if gap > 0 and all(item[2] == fr.CONTROL for item in self.outbox):
+            wait = self._wrote_at + gap - time.monotonic()
+            if wait > 0:
+                if self._held is None:
+                    self._held = loop.call_later(wait, self.flush)
+                return
+        self._flush_pending = True
+        loop.call_soon(self.flush)
 
     def flush(self) -> None:
         self._flush_pending = False
+        if self._held is not None:
+            self._held.cancel()
+            self._held = None
         conn = self.conn
         if conn is None or conn.sealer is None or conn.paused or conn.transport is None:
             return
@@ -108,6 +132,7 @@ class Link:
         stats, sealer = self.owner.stats, conn.sealer
         stats.frames_out += len(items)
         first = sealer.counter
+        self._wrote_at = time.monotonic()
         conn.transport.write(sealer.seal_many(items))  # one MAC for the whole write
         stats.data_frames_out += sealer.counter - first
         if self.seed is not None:  # said: hang up (what was written is sent first)
@@ -182,6 +207,9 @@ class Transport:
         self.on_seen = on_seen
         self.encrypt = config.encrypt
         self.outbox_limit = config.outbox_for(member)
+        #: Seconds a control-only write waits after the link's last write (0: none); set
+        #: by a node that gathers its sends (``Link.flush_soon``).
+        self.ack_gap = 0.0
         self.stats = stats
         self.quiet = quiet
         self._on_frames = on_frames
