@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import subprocess
 import sys
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -21,8 +22,10 @@ from mailroom.core.errors import LocalError
 from mailroom.core.messages import Message, MessageId
 from mailroom.core.stack import Stack
 from mailroom.net import Node, NodeConfig
+from mailroom.net import frames as fr
 from mailroom.net.metrics import metrics_routes
 from mailroom.net.outgoing import LOT_LIMIT
+from mailroom.net.transport import Link
 from mailroom.protocols import CBCAST, Fifo, Reliable, Sequencer, Skeen, Unordered
 from mailroom.trace import Event, check, read_header, read_jsonl
 
@@ -627,3 +630,32 @@ def test_a_process_killed_while_it_sends_in_lots_loses_nothing_and_hands_nothing
         assert report.ok, report.summary()
         checked = g.check()
         assert checked.returncode == 0, checked.stdout + checked.stderr
+
+
+@pytest.mark.parametrize("gap", [3600.0, 0.0])
+def test_an_acknowledgement_soon_after_a_write_waits_for_the_next_data(gap: float) -> None:
+    """On a node that gathers its sends, a write of control packets only (acks) to a
+    peer written to a moment ago is held for ``busy_gap``; data to that peer writes it
+    at once, with the data. ``busy_gap=0``: written at the end of the callback."""
+    socks = listening_sockets(3)
+
+    async def main() -> list[bool]:
+        node = Node(_stack("cbcast", 0), table_of(socks), KEY, listen=socks[0], busy_gap=gap)
+        link = Link(node.transport, 1)  # not connected: only when it would write is seen
+        link.flush()  # writes nothing, as if it had just written
+        link._wrote_at = time.monotonic()
+        link.push(b"ack", None, fr.CONTROL)
+        link.flush_soon()
+        held = link._held is not None and not link._flush_pending
+        link.push(b"data", MessageId(0, 1), fr.BROADCAST)
+        link.flush_soon()
+        soon = link._flush_pending
+        await asyncio.sleep(0)  # the write: nothing held any more
+        return [held, soon, link._held is None]
+
+    held, soon, released = asyncio.run(main())
+    for s in socks:
+        s.close()
+    assert held == (gap > 0)
+    assert soon and released
+    assert NodeConfig().busy_gap > 0  # on by default
