@@ -380,7 +380,7 @@ class Node:
             return
         # The sends made before it come first, in the same step (one journal write; one
         # write per peer carries both the lot and the answer to the frame).
-        lot = self._lot_step()
+        lot = self._out.first_part()
         tracer = self._tracer
         lines = tracer.received(batch, self._engine.view) if tracer is not None else []
         ops: list[Any] = []
@@ -409,7 +409,7 @@ class Node:
         self._timer = None
         self._timer_at = None
         if not self._closed and self._commit.stalled is None:
-            lot = self._lot_step()  # the sends made before it come first, in the same step
+            lot = self._out.first_part()  # the sends made before it come first, in the same step
             now = self.now()
             ops = [["t", now]] if self._journal.ckpt is not None else []
             self._step(self._endpoint.tick(now), ops, [], lot)
@@ -426,18 +426,10 @@ class Node:
             self._timer = asyncio.get_running_loop().call_at(deadline, self._on_timer)
 
     # -- one step: record, persist, then act --------------------------------------------
-    def _lot_step(self) -> Step | None:
-        """The lot of sends, sorted into the first part of a step (None: no sends wait);
-        sorted before what comes after it in the step, so its trace events come first."""
-        actions, ops, lines = self._out.lot()
-        if not (actions or ops or lines):
-            return None
-        return self._engine.run(actions, ops, lines, self.stats.sent, self.stats.delivered)
-
     def _step(self, actions: Sequence[Action], ops: list[Any], lines: list[bytes],
               first: Step | None = None) -> None:  # fmt: skip
         """One step of ``actions`` (after inputs ``ops`` and trace ``lines``), after
-        ``first`` (the lot's part, from ``_lot_step``) if given."""
+        ``first`` (the lot's part, ``Outgoing.first_part``) if given."""
         stats = self.stats
         if first is None:
             step = self._engine.run(actions, ops, lines, stats.sent, stats.delivered)

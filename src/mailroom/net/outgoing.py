@@ -33,7 +33,7 @@ Rules, in words:
   ``LOT_LIMIT`` messages each) only fill the windows.
 - A lot is also taken whenever anything else happens (a frame, a timer, a host
   input, ``flush()``, ``close()``, a look at ``Node.endpoint``); a frame received
-  or the timer joins the lot's step (``lot()``), the lot's sends first.
+  or the timer joins the lot's step (``first_part()``), the lot's sends first.
 """
 
 from __future__ import annotations
@@ -55,7 +55,7 @@ from mailroom.net import frames as fr
 from mailroom.net.flow import Flow
 from mailroom.net.membership import queues_sends
 from mailroom.net.stats import NetStats, QuietLog
-from mailroom.net.steps import Engine, frame_parts
+from mailroom.net.steps import Engine, Step, frame_parts
 
 #: Messages in one lot at most: the send that fills it takes the lot as a step at once.
 LOT_LIMIT = 64
@@ -239,8 +239,7 @@ class Outgoing:
             self.take(*self.lot())
 
     def lot(self) -> Lot:
-        """Empty the lot into the start of a step the caller takes (a frame received then
-        joins the same step)."""
+        """Empty the lot: its actions, logged inputs and trace lines, for a step."""
         if not self.count:
             return [], [], []
         self._materialize()
@@ -248,6 +247,13 @@ class Outgoing:
         self.actions, self.ops, self.lines, self.count = [], [], [], 0
         self.taken_at = time.monotonic()
         return actions, ops, lines
+
+    def first_part(self) -> Step | None:
+        """The lot as the first part of a step that something else (a frame, the timer)
+        takes now, sorted first so its trace events come first; None if no sends wait."""
+        if not self.count:
+            return None
+        return self.engine.run(*self.lot(), self.stats.sent, self.stats.delivered)
 
     def close(self) -> None:
         """Take the lot, and forget the linger's timer."""

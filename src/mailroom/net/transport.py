@@ -74,6 +74,8 @@ class Link:
         #: waiting for ``ack_gap`` to pass
         self._wrote_at = -math.inf
         self._held: asyncio.TimerHandle | None = None
+        #: the outbox holds a packet that is not control (data writes at once)
+        self._data = False
 
     def push(self, packet: bytes, mid: MessageId | None, carries: int) -> None:
         if self.delay > 0:
@@ -84,6 +86,7 @@ class Link:
 
     def _push_now(self, packet: bytes, mid: MessageId | None, carries: int) -> None:
         self.outbox.append((packet, mid, carries))
+        self._data = self._data or carries != fr.CONTROL
         self._said.set()
         if len(self.outbox) > self.owner.outbox_limit:
             self.outbox.popleft()
@@ -108,7 +111,7 @@ class Link:
             return
         loop = asyncio.get_running_loop()
         gap = self.owner.ack_gap
-        if gap > 0 and all(item[2] == fr.CONTROL for item in self.outbox):
+        if gap > 0 and not self._data:
             wait = self._wrote_at + gap - time.monotonic()
             if wait > 0:
                 if self._held is None:
@@ -129,6 +132,7 @@ class Link:
             return
         items = list(self.outbox)
         self.outbox.clear()
+        self._data = False
         stats, sealer = self.owner.stats, conn.sealer
         stats.frames_out += len(items)
         first = sealer.counter
