@@ -7,6 +7,7 @@ The registry (``packet``, ``is_packet``, ``PACKET_TYPES``) lives in
 from __future__ import annotations
 
 import math
+from collections.abc import Hashable
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import attrs
@@ -104,6 +105,17 @@ def carried_message_id(packet: object) -> MessageId | None:
         name = type(packet).__name__
         raise RemoteError(f"{name} names no well-formed message id: {exc}") from None
     return mid
+
+
+def latest_key(packet: object) -> Hashable | None:
+    """Which later control packets supersede ``packet``: of two packets with equal keys
+    waiting unsent for the same peer, the later makes the earlier useless (its receiver
+    ends in the same state without it), so a host may write the later alone. None (a
+    class without a ``latest_key()`` method): nothing supersedes it. A packet carried
+    as another's payload is keyed only through its carrier's method, which adds the
+    fields of its own that matter (a view)."""
+    method = getattr(type(packet), "latest_key", None)
+    return None if method is None else method(packet)
 
 
 def carried_message_ids(packet: object) -> tuple[MessageId, ...]:
@@ -204,6 +216,7 @@ __all__ = [
     "carried_problem",
     "is_packet",
     "is_plain",
+    "latest_key",
     "naming_packet",
     "packet",
     "packet_from_data",

@@ -30,6 +30,7 @@ SERIES = (
     ("steps", "counter", "stats.steps", "Steps the hosted endpoint took."),
     ("packets_refused", "counter", "stats.remote_errors", "Packets the endpoint refused."),
     ("outbox_dropped", "counter", "stats.outbox_dropped", "Frames dropped from a full outbox."),
+    ("packets_superseded", "counter", "stats.superseded", "Control packets a later one replaced."),
     ("io_errors", "counter", "stats.io_errors", "Failed writes of the trace or checkpoint."),
     ("connections_authenticated", "counter", "stats.authenticated", "Claims that proved the key."),
     ("checkpoint_behind", "counter", "stats.behind", "Peers that saw more of its ids."),

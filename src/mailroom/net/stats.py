@@ -49,7 +49,8 @@ class NetStats:
     the DATA and BATCH frames themselves, ``steps`` the endpoint's steps; ``unsent``
     counts broadcasts an endpoint refused as a batch after the calls had returned (an
     endpoint whose ``broadcast_many`` refuses what its ``broadcast`` accepts; never one
-    of the library's)."""
+    of the library's); ``superseded`` control packets not written because a later one
+    to the same peer made them useless (``latest_key``)."""
 
     frames_in: int = 0
     frames_out: int = 0
@@ -75,6 +76,7 @@ class NetStats:
     data_frames_out: int = 0
     steps: int = 0
     unsent: int = 0
+    superseded: int = 0
 
     def to_dict(self) -> dict[str, int]:
         return attrs.asdict(self)

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import base64
 import math
-from collections.abc import Sequence
+from collections.abc import Hashable, Sequence
 from typing import Any
 
 import attrs
@@ -27,7 +27,7 @@ from mailroom.core.codec import decode, encode_all, value_size
 from mailroom.core.endpoint import broadcast_batch, consumer
 from mailroom.core.errors import RemoteError
 from mailroom.core.messages import Message, MessageId, Payload
-from mailroom.core.wire import unplain
+from mailroom.core.wire import latest_key, unplain
 from mailroom.net import frames as fr
 from mailroom.net.tracing import Destinations, Tracer
 from mailroom.net.transport import Send
@@ -93,7 +93,8 @@ class Engine:
         waiting = tracer.unsent.waiting if tracer is not None else None
         out_lines = list(lines)
         out_ops = list(ops)
-        heads: list[tuple[int, MessageId | None, int]] = []  # a send's peer, id, kind
+        heads: list[tuple[int, MessageId | None, int, Hashable | None]] = []  # a send's
+        # peer, id, kind and latest_key
         packets: list[object] = []  # and its packet, encoded with the others at the end
         loopback: list[object] = []
         handed: list[Handed] = []
@@ -110,8 +111,10 @@ class Engine:
                     if a.to == pid:
                         loopback.append(a.packet)
                     else:
-                        kind = fr.CONTROL if mid is None else fixed or dests.kind(mid)
-                        heads.append((a.to, mid, kind))
+                        if mid is None:
+                            heads.append((a.to, None, fr.CONTROL, latest_key(a.packet)))
+                        else:
+                            heads.append((a.to, mid, fixed or dests.kind(mid), None))
                         packets.append(a.packet)
                 elif isinstance(a, Deliver):
                     m = a.message
@@ -144,7 +147,8 @@ class Engine:
         # broadcast over Reliable) is written once.
         datas = encode_all(packets) if packets else []
         sends: list[Send] = [
-            (to, data, mid, kind) for (to, mid, kind), data in zip(heads, datas, strict=True)
+            (to, data, mid, kind, latest)
+            for (to, mid, kind, latest), data in zip(heads, datas, strict=True)
         ]
         return Step(out_ops, out_lines, sends, loopback, handed, stable, sent, delivered + count)
 

@@ -19,6 +19,10 @@ Rules, in words:
   holds frames to a peer back for a while, to stage a slow link.
 - The packets for one peer that pile up while the event loop is busy go out in
   one write, as one ``BATCH`` frame (one counter, one MAC).
+- A control packet that a later one makes useless (``latest_key``: a reliable
+  layer's cumulative acknowledgement, a member's Stability report) is not written
+  if the later one waits in the same outbox: the steps of one busy turn write one
+  acknowledgement and one report per peer, not one per step (``superseded``).
 - With ``ack_gap`` (a node that gathers its sends: its ``busy_gap``), a write of
   control packets only (a reliable layer's acknowledgements) to a peer written to
   less than ``ack_gap`` ago waits for the rest of it, so that the next data (the
@@ -35,7 +39,7 @@ import logging
 import math
 import socket
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Hashable, Iterable
 
 from mailroom.core.messages import MessageId
 from mailroom.net import frames as fr
@@ -51,8 +55,11 @@ from mailroom.net.stats import NetStats, QuietLog
 
 log = logging.getLogger("mailroom.net")
 
-#: One packet to send: (peer, codec bytes, the message id it carries, what it carries).
-Send = tuple[int, bytes, MessageId | None, int]
+#: One packet to send: (peer, codec bytes, the message id it carries, what it carries,
+#: its ``latest_key``: None, or a key shared with the later packets that supersede it).
+Send = tuple[int, bytes, MessageId | None, int, Hashable | None]
+#: A packet in an outbox: a ``Send`` without its peer.
+Queued = tuple[bytes, MessageId | None, int, Hashable | None]
 
 
 class Link:
@@ -65,7 +72,9 @@ class Link:
         self.seed = seed
         #: a seed's link connects when it has something to say, and hangs up once said
         self._said = asyncio.Event()
-        self.outbox: collections.deque[tuple[bytes, MessageId | None, int]] = collections.deque()
+        self.outbox: collections.deque[Queued] = collections.deque()
+        #: how many packets in the outbox have a ``latest_key``
+        self._keyed = 0
         self.conn: Outbound | None = None
         self.delay = owner.config.delays.get(peer, 0.0)
         self.task: asyncio.Task[None] | None = None
@@ -77,19 +86,24 @@ class Link:
         #: the outbox holds a packet that is not control (data writes at once)
         self._data = False
 
-    def push(self, packet: bytes, mid: MessageId | None, carries: int) -> None:
+    def push(self, packet: bytes, mid: MessageId | None, carries: int,
+             latest: Hashable | None = None) -> None:  # fmt: skip
         if self.delay > 0:
             loop = asyncio.get_running_loop()
-            loop.call_later(self.delay, self._push_now, packet, mid, carries)
+            loop.call_later(self.delay, self._push_now, packet, mid, carries, latest)
         else:
-            self._push_now(packet, mid, carries)
+            self._push_now(packet, mid, carries, latest)
 
-    def _push_now(self, packet: bytes, mid: MessageId | None, carries: int) -> None:
-        self.outbox.append((packet, mid, carries))
+    def _push_now(self, packet: bytes, mid: MessageId | None, carries: int,
+                  latest: Hashable | None) -> None:  # fmt: skip
+        self.outbox.append((packet, mid, carries, latest))
         self._data = self._data or carries != fr.CONTROL
+        if latest is not None:
+            self._keyed += 1
         self._said.set()
         if len(self.outbox) > self.owner.outbox_limit:
-            self.outbox.popleft()
+            if self.outbox.popleft()[3] is not None:
+                self._keyed -= 1
             self.owner.stats.outbox_dropped += 1
         if self.delay > 0:
             self.flush_soon()
@@ -130,9 +144,7 @@ class Link:
             return
         if conn.transport.is_closing() or not self.outbox:
             return
-        items = list(self.outbox)
-        self.outbox.clear()
-        self._data = False
+        items = self.take()
         stats, sealer = self.owner.stats, conn.sealer
         stats.frames_out += len(items)
         first = sealer.counter
@@ -142,6 +154,31 @@ class Link:
         if self.seed is not None:  # said: hang up (what was written is sent first)
             self._said.clear()
             conn.transport.close()
+
+    def take(self) -> list[tuple[bytes, MessageId | None, int]]:
+        """Empty the outbox: its packets in order, without those a later packet with the
+        same ``latest_key`` supersedes."""
+        queued, self.outbox = self.outbox, collections.deque()
+        keyed, self._keyed, self._data = self._keyed, 0, False
+        if keyed < 2:
+            return [(packet, mid, carries) for packet, mid, carries, _ in queued]
+        seen: set[Hashable] = set()
+        kept: list[tuple[bytes, MessageId | None, int]] = []
+        for packet, mid, carries, latest in reversed(queued):
+            if latest is not None:
+                if latest in seen:
+                    continue
+                seen.add(latest)
+            kept.append((packet, mid, carries))
+        self.owner.stats.superseded += len(queued) - len(kept)
+        kept.reverse()
+        return kept
+
+    def clear(self) -> None:
+        """Forget what waits in the outbox."""
+        self.outbox.clear()
+        self._keyed = 0
+        self._data = False
 
     async def run(self) -> None:
         loop = asyncio.get_running_loop()
@@ -348,8 +385,8 @@ class Transport:
         """Queue packets on their peers' links; each link writes once the callback is over."""
         links = self._links
         touched = set()
-        for to, data, mid, carries in sends:
-            (links.get(to) or self.link(to)).push(data, mid, carries)
+        for to, data, mid, carries, latest in sends:
+            (links.get(to) or self.link(to)).push(data, mid, carries, latest)
             touched.add(to)
         for to in touched:
             links[to].flush_soon()
@@ -366,7 +403,7 @@ class Transport:
         if link is None:
             link = self._seeds[seed] = Link(self, ANY, seed)
             link.task = asyncio.create_task(link.run())
-        link.outbox.clear()
+        link.clear()
         link.push(data, None, fr.CONTROL)
         link.flush_soon()
 
@@ -377,7 +414,7 @@ class Transport:
     def drop_outbox(self, peer: int) -> None:
         """Forget the frames waiting for ``peer`` (it left the group)."""
         if peer in self._links:
-            self._links[peer].outbox.clear()
+            self._links[peer].clear()
 
     def queued(self, peer: int) -> int:
         """Frames waiting in ``peer``'s outbox."""

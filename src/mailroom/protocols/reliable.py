@@ -88,6 +88,10 @@ class ReliableAck:
 
     carries = carries_none
 
+    def latest_key(self) -> tuple[str, int, int]:
+        """Acknowledgements are cumulative: a later one on the channel supersedes this."""
+        return ("ReliableAck", self.sender, self.dest)
+
 
 class _Out:
     """A packet kept until acknowledged; ``deadline`` is None until a tick arms it."""

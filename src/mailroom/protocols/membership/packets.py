@@ -7,12 +7,13 @@ next view: a ballot is (``attempt``, ``coord``), compared as a pair.
 
 from __future__ import annotations
 
+from collections.abc import Hashable
 from typing import Any, ClassVar
 
 import attrs
 
 from mailroom.core.messages import MessageId
-from mailroom.core.wire import as_row, carried_message_id, packet
+from mailroom.core.wire import as_row, carried_message_id, latest_key, packet
 
 #: A flush log entry: [origin, seq, payload] names message MessageId(origin, seq).
 Entry = list[Any]
@@ -42,6 +43,12 @@ class GroupData:
         if inner is None:
             return None
         return MessageId(self.origin, self.base + inner.seq)
+
+    def latest_key(self) -> Hashable | None:
+        """A control packet of the view's protocol that a later one supersedes (its
+        ``latest_key``), in this view, from this sender."""
+        inner = latest_key(self.payload)
+        return None if inner is None else ("GroupData", self.view, self.sender, inner)
 
 
 @packet
@@ -166,6 +173,10 @@ class Stability:
     view: int
     sender: int
     low: tuple[int, ...] = attrs.field(converter=as_row)
+
+    def latest_key(self) -> tuple[str, int, int]:
+        """How far a member holds only grows in a view: its later report supersedes this."""
+        return ("Stability", self.view, self.sender)
 
 
 @packet
