@@ -100,6 +100,36 @@ def test_retransmission_with_exponential_backoff() -> None:
     assert a.next_deadline() is None and a.tick(100.0) == []
 
 
+def test_arm_within_lets_steady_traffic_skip_the_timer_of_every_send() -> None:
+    """With ``arm_within`` the tick that arms new packets' timers may wait that long after
+    the last tick: packets acknowledged before it never get a timer; one that is not is
+    resent at most rto + arm_within after it was sent. 0 (the default) asks at once."""
+    a, b = Reliable(0, 2, rto=1.0, arm_within=0.5), Reliable(1, 2, rto=1.0)
+    assert a.tick(5.0) == []
+    for _ in range(50):  # each answered at once: nothing to arm, the deadline stays put
+        (sent,) = _data(a.send("x", to=1))
+        (ack,) = [t.packet for t in b.receive(sent) if isinstance(t, Transmit)]
+        a.receive(ack)
+        assert a.next_deadline() is None
+    a.send("lost", to=1)
+    assert a.next_deadline() == 5.5  # within arm_within of the last tick, not at once
+    assert a.tick(5.5) == [] and a.next_deadline() == 6.5
+    assert len(_data(a.tick(6.5))) == 1  # resent one rto after the arming tick
+    at_once = Reliable(0, 2, rto=1.0)
+    at_once.tick(5.0)
+    at_once.send("y", to=1)
+    assert at_once.next_deadline() == 5.0  # the default: the next tick, at once
+    restored = Reliable.restore(json.loads(json.dumps(a.snapshot())))
+    assert restored.arm_within == 0.5 and "arm_within" not in at_once.snapshot()
+    for bad in (-1.0, float("nan"), float("inf"), "0.5", None):
+        with pytest.raises(LocalError, match="arm_within"):
+            Reliable(0, 2, arm_within=bad)  # type: ignore[arg-type]
+    data = a.snapshot()
+    data["arm_within"] = -2
+    with pytest.raises(LocalError, match="snapshot field arm_within"):
+        Reliable.restore(data)
+
+
 def test_window_backpressure_and_can_send() -> None:
     a = Reliable(0, 2, window=2)
     assert a.can_send(1) and a.can_send()

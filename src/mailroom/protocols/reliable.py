@@ -15,7 +15,12 @@ Rules, in words:
 - Retransmitting: a packet first gets a deadline at the next ``tick(now)`` (the
   layer never reads a clock, so it arms new timers there), ``rto`` after it; at
   each deadline that passes unacknowledged it is sent again and its timeout is
-  multiplied by ``backoff``, up to ``max_rto``.
+  multiplied by ``backoff``, up to ``max_rto``. ``next_deadline`` asks for that
+  arming tick at once, or with ``arm_within`` > 0 at most ``arm_within`` after the
+  last tick: a packet acknowledged before then never gets a timer, so a host
+  under steady traffic runs the layer's timer once per ``arm_within`` rather
+  than once per send, and a lost packet is resent at most ``rto + arm_within``
+  after it was sent.
 - Receiving: packet ``received[p] + 1`` from p is delivered at once, followed
   by any consecutive ones held. Later packets up to ``received[p] + capacity``
   wait in the mail room; beyond that they are refused (counted in ``refused``,
@@ -107,6 +112,20 @@ class _Out:
         self.attempts = 0
 
 
+def _check_arm_within(value: object) -> float:
+    """``value`` as ``arm_within``: a finite number >= 0 (NaN and bools refused)."""
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value < math.inf:
+        raise LocalError(f"arm_within must be a finite number >= 0, got {value!r}")
+    return float(value)
+
+
+def _load_arm_within(r: Reliable, data: object) -> None:
+    try:
+        r.arm_within = _check_arm_within(data)
+    except LocalError as exc:
+        raise LocalError(f"snapshot field {exc}") from None
+
+
 class Reliable(HostClock, EndpointBase):
     """Exactly-once, per-channel FIFO delivery over a lossy, duplicating network."""
 
@@ -122,6 +141,7 @@ class Reliable(HostClock, EndpointBase):
         max_rto: float = 30.0,
         window: int = 64,
         capacity: int = 64,
+        arm_within: float = 0.0,
     ) -> None:
         super().__init__(pid, n)
         for name, value in (("rto", rto), ("backoff", backoff), ("max_rto", max_rto)):
@@ -132,6 +152,8 @@ class Reliable(HostClock, EndpointBase):
         for name, size in (("window", window), ("capacity", capacity)):
             if type(size) is not int or not 1 <= size <= 2**32:
                 raise LocalError(f"{name} must be an integer in 1..2**32, got {size!r}")
+        #: how long after the last tick new packets' timers may wait to be armed
+        self.arm_within = _check_arm_within(arm_within)
         self.rto = float(rto)
         self.backoff = float(backoff)
         self.max_rto = float(max_rto)
@@ -180,12 +202,14 @@ class Reliable(HostClock, EndpointBase):
     def next_deadline(self) -> float | None:
         if self._rebase and (self._timers or self._unarmed):
             return 0.0  # restored: tick now, whatever the host's clock, to re-base
-        if self._unarmed:
-            return self.now  # arm new packets' timers at the next tick
         timers = self._timers
         while timers and not self._live(*timers[0]):
             heapq.heappop(timers)
-        return timers[0][0] if timers else None
+        first = timers[0][0] if timers else None
+        if self._unarmed:  # arm new packets' timers at the next tick, within arm_within
+            arm = self.now + self.arm_within
+            return arm if first is None or arm < first else first
+        return first
 
     def _live(self, deadline: float, to: int, seq: int) -> bool:
         entry = self._out[to].get(seq)
@@ -415,6 +439,7 @@ class Reliable(HostClock, EndpointBase):
 
     persistent = (
         arguments("params", ("rto", "backoff", "max_rto", "window", "capacity")),
+        Field.custom("arm_within", lambda r: r.arm_within, _load_arm_within, absent=0.0),
         NOW,
         counts("next_seq"),
         counts("acked"),

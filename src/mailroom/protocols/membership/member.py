@@ -126,7 +126,8 @@ class Member(SafeDelivery, EndpointBase):
         inner = self._factory(rank, size)
         if self.reliable:
             layers = inner.layers if isinstance(inner, Stack) else [inner]
-            inner = Stack(Reliable(rank, size), *layers)
+            # arming the reliable layer's timers may wait for the group's next retry
+            inner = Stack(Reliable(rank, size, arm_within=self.retry), *layers)
         installed = InstalledView(view, self.pid, self.n, bases, incs, inner, self.safe)
         self._epoch = Epoch(self.pid, self.n, installed, transfer=transfer)
         self._changes = self._changes.within(view, tuple(incs))
