@@ -93,8 +93,8 @@ class Engine:
         waiting = tracer.unsent.waiting if tracer is not None else None
         out_lines = list(lines)
         out_ops = list(ops)
-        heads: list[tuple[int, MessageId | None, int, Hashable | None]] = []  # a send's
-        # peer, id, kind and latest_key
+        # a send's peer, message id, kind and latest_key
+        heads: list[tuple[int, MessageId | None, int, Hashable | None]] = []
         packets: list[object] = []  # and its packet, encoded with the others at the end
         loopback: list[object] = []
         handed: list[Handed] = []
