@@ -89,7 +89,7 @@ class Outgoing:
         member: bool,
         coalesce: bool,
         linger: float,
-        busy_gap: float = 0.0,
+        busy_gap: float,
     ) -> None:
         self.endpoint = endpoint
         self.pid: int = endpoint.pid

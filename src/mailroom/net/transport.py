@@ -58,8 +58,6 @@ log = logging.getLogger("mailroom.net")
 #: One packet to send: (peer, codec bytes, the message id it carries, what it carries,
 #: its ``latest_key``: None, or a key shared with the later packets that supersede it).
 Send = tuple[int, bytes, MessageId | None, int, Hashable | None]
-#: A packet in an outbox: a ``Send`` without its peer.
-Queued = tuple[bytes, MessageId | None, int, Hashable | None]
 
 
 class Link:
@@ -72,9 +70,10 @@ class Link:
         self.seed = seed
         #: a seed's link connects when it has something to say, and hangs up once said
         self._said = asyncio.Event()
-        self.outbox: collections.deque[Queued] = collections.deque()
-        #: how many packets in the outbox have a ``latest_key``
-        self._keyed = 0
+        self.outbox: collections.deque[tuple[bytes, MessageId | None, int]] = collections.deque()
+        #: packets ever queued, and (number, ``latest_key``) of each keyed one in the outbox
+        self._pushed = 0
+        self._keyed: collections.deque[tuple[int, Hashable]] = collections.deque()
         self.conn: Outbound | None = None
         self.delay = owner.config.delays.get(peer, 0.0)
         self.task: asyncio.Task[None] | None = None
@@ -96,15 +95,19 @@ class Link:
 
     def _push_now(self, packet: bytes, mid: MessageId | None, carries: int,
                   latest: Hashable | None) -> None:  # fmt: skip
-        self.outbox.append((packet, mid, carries, latest))
-        self._data = self._data or carries != fr.CONTROL
+        outbox, keyed = self.outbox, self._keyed
         if latest is not None:
-            self._keyed += 1
+            keyed.append((self._pushed, latest))
+        self._pushed += 1
+        outbox.append((packet, mid, carries))
+        self._data = self._data or carries != fr.CONTROL
         self._said.set()
-        if len(self.outbox) > self.owner.outbox_limit:
-            if self.outbox.popleft()[3] is not None:
-                self._keyed -= 1
+        if len(outbox) > self.owner.outbox_limit:
+            outbox.popleft()
             self.owner.stats.outbox_dropped += 1
+            oldest = self._pushed - len(outbox)
+            while keyed and keyed[0][0] < oldest:
+                keyed.popleft()
         if self.delay > 0:
             self.flush_soon()
 
@@ -158,26 +161,23 @@ class Link:
     def take(self) -> list[tuple[bytes, MessageId | None, int]]:
         """Empty the outbox: its packets in order, without those a later packet with the
         same ``latest_key`` supersedes."""
-        queued, self.outbox = self.outbox, collections.deque()
-        keyed, self._keyed, self._data = self._keyed, 0, False
-        if keyed < 2:
-            return [(packet, mid, carries) for packet, mid, carries, _ in queued]
-        seen: set[Hashable] = set()
-        kept: list[tuple[bytes, MessageId | None, int]] = []
-        for packet, mid, carries, latest in reversed(queued):
-            if latest is not None:
-                if latest in seen:
-                    continue
-                seen.add(latest)
-            kept.append((packet, mid, carries))
-        self.owner.stats.superseded += len(queued) - len(kept)
-        kept.reverse()
-        return kept
+        items = list(self.outbox)
+        keyed = self._keyed
+        self.clear()
+        if len(keyed) < 2:
+            return items
+        last = {key: number for number, key in keyed}  # the later number of a key wins
+        first = self._pushed - len(items)
+        stale = {number - first for number, key in keyed if last[key] != number}
+        if not stale:
+            return items
+        self.owner.stats.superseded += len(stale)
+        return [item for at, item in enumerate(items) if at not in stale]
 
     def clear(self) -> None:
         """Forget what waits in the outbox."""
         self.outbox.clear()
-        self._keyed = 0
+        self._keyed = collections.deque()
         self._data = False
 
     async def run(self) -> None:

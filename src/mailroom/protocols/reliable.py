@@ -51,6 +51,7 @@ from mailroom.core.hooks import hook
 from mailroom.core.messages import Message, MessageId, Payload
 from mailroom.core.pending import Pending, Wait
 from mailroom.core.persist import (
+    TIME,
     Field,
     arguments,
     counter,
@@ -112,20 +113,6 @@ class _Out:
         self.attempts = 0
 
 
-def _check_arm_within(value: object) -> float:
-    """``value`` as ``arm_within``: a finite number >= 0 (NaN and bools refused)."""
-    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value < math.inf:
-        raise LocalError(f"arm_within must be a finite number >= 0, got {value!r}")
-    return float(value)
-
-
-def _load_arm_within(r: Reliable, data: object) -> None:
-    try:
-        r.arm_within = _check_arm_within(data)
-    except LocalError as exc:
-        raise LocalError(f"snapshot field {exc}") from None
-
-
 class Reliable(HostClock, EndpointBase):
     """Exactly-once, per-channel FIFO delivery over a lossy, duplicating network."""
 
@@ -144,16 +131,19 @@ class Reliable(HostClock, EndpointBase):
         arm_within: float = 0.0,
     ) -> None:
         super().__init__(pid, n)
-        for name, value in (("rto", rto), ("backoff", backoff), ("max_rto", max_rto)):
+        for name, value in (("rto", rto), ("backoff", backoff), ("max_rto", max_rto),
+                            ("arm_within", arm_within)):  # fmt: skip
             if type(value) not in (int, float) or not math.isfinite(value):
                 raise LocalError(f"{name} must be a finite number, got {value!r}")
         if not 0 < rto <= max_rto or backoff < 1:
             raise LocalError("need 0 < rto <= max_rto and backoff >= 1")
+        if arm_within < 0:
+            raise LocalError(f"arm_within must be at least 0, got {arm_within!r}")
         for name, size in (("window", window), ("capacity", capacity)):
             if type(size) is not int or not 1 <= size <= 2**32:
                 raise LocalError(f"{name} must be an integer in 1..2**32, got {size!r}")
         #: how long after the last tick new packets' timers may wait to be armed
-        self.arm_within = _check_arm_within(arm_within)
+        self.arm_within = float(arm_within)
         self.rto = float(rto)
         self.backoff = float(backoff)
         self.max_rto = float(max_rto)
@@ -439,7 +429,7 @@ class Reliable(HostClock, EndpointBase):
 
     persistent = (
         arguments("params", ("rto", "backoff", "max_rto", "window", "capacity")),
-        Field.custom("arm_within", lambda r: r.arm_within, _load_arm_within, absent=0.0),
+        Field("arm_within", kind=TIME, absent=0.0),
         NOW,
         counts("next_seq"),
         counts("acked"),
