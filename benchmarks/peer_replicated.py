@@ -180,6 +180,9 @@ class Setup:
     suspect_after: float = 0.4
     #: safe delivery's count of holders: every member ("all") or a majority
     safe_quorum: str = "all"
+    #: where the members import mailroom from ("": this checkout): another release's
+    #: ``src``, for before/after in the same rounds
+    pythonpath: str = ""
 
     @property
     def name(self) -> str:
@@ -212,6 +215,8 @@ class Members:
                 for p, s in enumerate(self.socks)]  # fmt: skip
         env = dict(os.environ)
         env.setdefault("MAILROOM_KEY", os.urandom(32).hex())
+        if setup.pythonpath:
+            env["PYTHONPATH"] = os.path.abspath(setup.pythonpath)
         self.children = Children(cmds, env, [s.fileno() for s in self.socks], READY_TIMEOUT)
 
     def __enter__(self) -> Children:

@@ -44,6 +44,7 @@ mailroom / PySyncObj taken within each round; the load printed every round; a
     python benchmarks/replicated_throughput.py [--n 3,5,7] [--in-flight 1,200,2000]
         [--seconds 2] [--warmup 0.5] [--rounds 5] [--kill-at 1.5]
         [--failover-seconds 6] [--json FILE] [--profile DIR] [--smoke] [--gc-freeze]
+        [--baseline-src DIR]
 
 ``--gc-freeze``: every process of every row (PySyncObj's replicas too) calls
 ``gc.freeze()`` after start-up, before the measured window, as a long-running
@@ -51,6 +52,11 @@ service does once it has started (docs/replicated.md, "Speed"): Python's collect
 then leaves the start-up heap out of its full passes, which mailroom's members make
 often with thousands of calls in flight (measured: 0.53x the CPU per operation of
 PySyncObj with it, 0.62-0.65x without, PySyncObj's unchanged).
+
+``--baseline-src DIR`` adds a ``[before]`` row of every mailroom row, its members
+importing mailroom from ``DIR`` (another checkout's ``src``, e.g. ``git worktree add
+/tmp/old HEAD~1`` then ``--baseline-src /tmp/old/src``), run in the same rounds: a
+change's before and after under the same load (fail-over runs leave it out).
 
 ``--smoke`` runs tiny settings (n = 3, one round, short windows) to check that
 everything works: its figures mean nothing. Needs ``pip install -e '.[bench]'``.
@@ -80,6 +86,8 @@ SYSTEMS = {
 }
 PYSYNCOBJ = ("pysyncobj", "pysyncobj-nobatch")
 BASE = "pysyncobj"
+#: the suffix of a mailroom row run from ``--baseline-src``
+BEFORE = "-before"
 #: (key, what, format) of the peak figures, in the table's order.
 MEASURES = (
     ("call_rate", "ops/s", ".0f"),
@@ -98,8 +106,11 @@ def peak(system: str, n: int, in_flight: int, args: argparse.Namespace) -> dict[
     if system in PYSYNCOBJ:
         setup = peer_pysyncobj.Setup(in_flight, batch=system == BASE, counter=True)
         return peer_pysyncobj.run_peak(n, args.seconds, args.warmup, setup, args.profile)
+    pythonpath = args.baseline_src if system.endswith(BEFORE) else ""
+    system = system.removesuffix(BEFORE)
     quorum = "majority" if system == "mailroom-majority" else "all"
-    mine = peer_replicated.Setup(in_flight, sync=system == "mailroom-sync", safe_quorum=quorum)
+    mine = peer_replicated.Setup(in_flight, sync=system == "mailroom-sync", safe_quorum=quorum,
+                                 pythonpath=pythonpath)  # fmt: skip
     return peer_replicated.run_peak(n, args.seconds, args.warmup, mine, args.profile)
 
 
@@ -114,6 +125,13 @@ def failover(system: str, n: int, args: argparse.Namespace) -> dict[str, Any]:
 
 def row_name(system: str, setting: str) -> str:
     return f"{system}@{setting}"
+
+
+def label(system: str) -> str:
+    """A system's column heading (a ``[before]`` row's: its system's, marked)."""
+    if system.endswith(BEFORE):
+        return f"{SYSTEMS[system.removesuffix(BEFORE)]} [before]"
+    return SYSTEMS[system]
 
 
 def measure_n(n: int, args: argparse.Namespace) -> dict[str, Any]:
@@ -195,11 +213,12 @@ def summarise(runs: dict[str, list[dict[str, Any] | None]], args: argparse.Names
     return out
 
 
-def table(n: int, summary: dict[str, dict[str, Any]], flag: str, count: int) -> str:
+def table(n: int, summary: dict[str, dict[str, Any]], flag: str, count: int,
+          systems: list[str]) -> str:  # fmt: skip
     """The markdown table of size n: medians (min–max) and ratios mailroom / PySyncObj."""
-    shown = [s for s in SYSTEMS if any(s in entry["systems"] for entry in summary.values())]
+    shown = [s for s in systems if any(s in entry["systems"] for entry in summary.values())]
     mine = [s for s in shown if s not in PYSYNCOBJ]
-    head = [SYSTEMS[s] for s in shown] + [f"{SYSTEMS[s]} / PySyncObj" for s in mine]
+    head = [label(s) for s in shown] + [f"{label(s)} / PySyncObj" for s in mine]
     lines = [f"n = {n} members on 127.0.0.1, medians (min–max) over {count} rounds; "
              "ratios mailroom / PySyncObj per round, to its faster variant of the round "
              "(ops/s: above 1 is faster; the rest: below 1 is less)"
@@ -242,6 +261,9 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
                    f"{', '.join(SYSTEMS)})")  # fmt: skip
     p.add_argument("--no-failover", dest="failover", action="store_false",
                    help="leave the fail-over runs out")  # fmt: skip
+    p.add_argument("--baseline-src", default="",
+                   help="adds a [before] row of every mailroom row, its members importing "
+                   "mailroom from this directory (another checkout's src)")  # fmt: skip
     rounds.add_options(p)
     args = p.parse_args(argv)
     if args.smoke:  # the smoke settings, then anything given explicitly after them
@@ -257,6 +279,10 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
         p.error(f"--systems: no system {', '.join(unknown)} (choose from {', '.join(SYSTEMS)})")
     if BASE not in args.systems:
         p.error(f"--systems must include {BASE}, the base of the ratios")
+    if args.baseline_src:
+        if not os.path.isdir(os.path.join(args.baseline_src, "mailroom")):
+            p.error(f"--baseline-src {args.baseline_src}: no mailroom package there")
+        args.systems += [s + BEFORE for s in args.systems if s not in PYSYNCOBJ]
     if min(args.sizes) < 2 or min(args.in_flight) < 1 or args.rounds < 1:
         p.error("need n >= 2, at least one call in flight and at least one round")
     if args.kill_at >= args.failover_seconds:
@@ -283,7 +309,7 @@ def main(argv: list[str] | None = None, out: Callable[[str], None] = print) -> N
         got = measure_n(n, args)
         got["summary"] = summarise(got["runs"], args)
         figures["n"][str(n)] = got
-        tables.append(table(n, got["summary"], flag, args.rounds))
+        tables.append(table(n, got["summary"], flag, args.rounds, args.systems))
         out("\n" + tables[-1])
     out(f"\n{rounds.load_text()} at the end")
     if args.json:

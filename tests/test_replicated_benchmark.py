@@ -88,3 +88,16 @@ def test_a_bad_systems_list_is_one_line_and_exit_2(systems: str, says: str) -> N
     got = subprocess.run([sys.executable, str(SCRIPT), "--systems", systems],
                          capture_output=True, text=True, timeout=120)  # fmt: skip
     assert got.returncode == 2 and says in got.stderr.splitlines()[-1]
+
+
+def test_baseline_src_adds_a_before_row_of_every_mailroom_row(tmp_path: Path) -> None:
+    sys.path.append(str(SCRIPT.parent))  # the benchmarks import each other by name
+    import replicated_throughput as rt
+
+    args = rt.parse(["--systems", "mailroom-majority,pysyncobj,pysyncobj-nobatch",
+                     "--baseline-src", str(ROOT / "src")])  # fmt: skip
+    assert args.systems == ["mailroom-majority", "pysyncobj", "pysyncobj-nobatch",
+                            "mailroom-majority-before"]  # fmt: skip
+    assert rt.label("mailroom-majority-before") == f"{rt.SYSTEMS['mailroom-majority']} [before]"
+    with pytest.raises(SystemExit):  # no mailroom package there: refused at once
+        rt.parse(["--baseline-src", str(tmp_path)])

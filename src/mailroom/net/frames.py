@@ -114,7 +114,7 @@ class FrameReader:
         """Bytes of a frame not complete yet."""
         return len(self._buf)
 
-    def frames(self, data: bytes) -> Iterator[tuple[int, bytes]]:
+    def frames(self, data: bytes | memoryview) -> Iterator[tuple[int, bytes]]:
         """The complete frames of the stream so far, one at a time (``limit`` is read
         before each, so a caller may raise it between frames)."""
         buf = self._buf
