@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 from mailroom.core.codec import decode
 from mailroom.core.errors import RemoteError
@@ -62,8 +62,8 @@ class Inbound(asyncio.BufferedProtocol):
         self.data_received(self._read[:nbytes])
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
-        self.transport = transport
+        # a stream transport, though not always an asyncio.Transport subclass (uvloop's)
+        self.transport = transport = cast(asyncio.Transport, transport)
         name = transport.get_extra_info("peername")
         self.remote_host = name[0] if name else ""
         owner = self.owner
@@ -159,8 +159,7 @@ class Outbound(asyncio.Protocol):
         self.paused = False
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
-        self.transport = transport
+        self.transport = cast(asyncio.Transport, transport)  # uvloop's: not a subclass
         limit = self.link.owner.handshake_seconds()
         self.timeout = asyncio.get_running_loop().call_later(limit, self._expire)
 
