@@ -56,9 +56,11 @@ class Inbound(asyncio.BufferedProtocol):
         self._read = memoryview(bytearray(READ_SIZE))
 
     def get_buffer(self, sizehint: int) -> memoryview:
+        """Where the next read goes: this connection's buffer, whatever ``sizehint``."""
         return self._read
 
     def buffer_updated(self, nbytes: int) -> None:
+        """A read brought ``nbytes`` into the buffer: its frames, as ``data_received``."""
         self.data_received(self._read[:nbytes])
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
