@@ -252,8 +252,11 @@ def test_a_preauth_flood_leaves_memory_at_its_baseline(tmp_path: Path) -> None:
         # Each connection announces a frame of 1 MiB and sends it, before any HELLO.
         junk = size.to_bytes(4, "big") + bytes([fr.HELLO]) + b"x" * (size - 1)
 
-        def attack(_: int) -> socket.socket:
-            s = socket.create_connection(("127.0.0.1", port), timeout=10)
+        def attack(_: int) -> socket.socket | None:
+            try:  # a reset already at the connect: the node evicted it at once
+                s = socket.create_connection(("127.0.0.1", port), timeout=10)
+            except ConnectionResetError:
+                return None
             with contextlib.suppress(OSError):  # refused at the header: the node hung up
                 s.sendall(junk)
             return s
@@ -263,7 +266,9 @@ def test_a_preauth_flood_leaves_memory_at_its_baseline(tmp_path: Path) -> None:
             socks = list(pool.map(attack, range(conns)))
             peak = max(peak, rss_mb(pid))
         peak = max(peak, rss_mb(pid))
-        for s in socks:
+        opened = [s for s in socks if s is not None]
+        assert len(opened) >= conns // 3  # the flood reached the node
+        for s in opened:
             s.close()
         wait_for(lambda: _accepts(port), 30, "P0 to serve again")
         after = rss_mb(pid)

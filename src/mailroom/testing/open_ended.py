@@ -136,11 +136,11 @@ def run_steady(factory: Factory, scenario: Steady, *, samples: int = 32) -> Stea
     sent_at: dict[MessageId, float] = {}
     expected: dict[MessageId, int] = {}
     got: dict[MessageId, int] = {}
-    measuring = [True]  # latencies and samples of the first burst only
+    measuring = True  # latencies and first deliveries of the first burst only
 
     def on_deliver(sim: Simulation, pid: int, m: Message) -> None:
         got[m.id] = got.get(m.id, 0) + 1
-        if not measuring[0]:
+        if not measuring:
             return
         if out.first_delivery[pid] is None:
             out.first_delivery[pid] = sim.now
@@ -184,7 +184,7 @@ def run_steady(factory: Factory, scenario: Steady, *, samples: int = 32) -> Stea
         sim.schedule(s.duration * k / samples - 1e-9, measure)
     sim.run()
     out.rest.append(size())
-    measuring[0] = False
+    measuring = False
     for _ in range(2):
         burst(sim.now + s.period)
         sim.run()
