@@ -634,16 +634,16 @@ def test_a_process_killed_while_it_sends_in_lots_loses_nothing_and_hands_nothing
 
 @pytest.mark.parametrize("gap", [3600.0, 0.0])
 def test_an_acknowledgement_soon_after_a_write_waits_for_the_next_data(gap: float) -> None:
-    """On a node that gathers its sends, a write of control packets only (acks) to a
-    peer written to a moment ago is held for ``busy_gap``; data to that peer writes it
-    at once, with the data. ``busy_gap=0``: written at the end of the callback."""
+    """On a node that gathers its sends, a write of lazy packets only (acks) to a peer
+    written to a moment ago is held for ``lazy_wait``; data to that peer writes it at
+    once, with the data. ``lazy_wait=0``: written at the end of the callback."""
     socks = listening_sockets(3)
 
     async def main() -> list[bool]:
-        node = Node(_stack("cbcast", 0), table_of(socks), KEY, listen=socks[0], busy_gap=gap)
+        node = Node(_stack("cbcast", 0), table_of(socks), KEY, listen=socks[0], lazy_wait=gap)
         link = Link(node.transport, 1)  # not connected: only when it would write is seen
         link._wrote_at = time.monotonic()  # as if it had just written
-        link.push(b"ack", None, fr.CONTROL)
+        link.push(b"ack", None, fr.CONTROL, None, True)  # lazy: an acknowledgement
         link.flush_soon()
         held = link._held is not None and not link._flush_pending
         link.push(b"data", MessageId(0, 1), fr.BROADCAST)
@@ -657,4 +657,23 @@ def test_an_acknowledgement_soon_after_a_write_waits_for_the_next_data(gap: floa
         s.close()
     assert held == (gap > 0)
     assert soon and released
-    assert NodeConfig().busy_gap > 0  # on by default
+    assert NodeConfig().lazy_wait > 0  # on by default
+
+
+def test_a_control_packet_that_is_not_lazy_is_written_at_once() -> None:
+    """Only lazy packets wait: a proposal, a heartbeat or a report a delivery waits on is
+    written at the end of the callback, however recently the link wrote."""
+    socks = listening_sockets(3)
+
+    async def main() -> list[bool]:
+        node = Node(_stack("cbcast", 0), table_of(socks), KEY, listen=socks[0], lazy_wait=3600)
+        link = Link(node.transport, 1)
+        link._wrote_at = time.monotonic()
+        link.push(b"report", None, fr.CONTROL, None, False)
+        link.flush_soon()
+        return [link._flush_pending, link._held is None]
+
+    soon, nothing_held = asyncio.run(main())
+    for s in socks:
+        s.close()
+    assert soon and nothing_held

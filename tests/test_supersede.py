@@ -117,20 +117,29 @@ def _latest_only(protocol: str, quorum: str, n: int, senders: list[int],
     eps = [Group(p, n, protocol, members=range(n), safe=True, safe_quorum=quorum,
                  reliable=True) for p in range(n)]  # fmt: skip
     sim = Simulation(eps, adversarial=True)
+    got = run_schedule(sim, senders, send_now, pick, _superseding)
+    assert all(ep.status().waiting_safe == 0 for ep in eps)
+    return got
+
+
+def run_schedule(sim: Simulation, senders: list[int], send_now: Any, pick: Any,
+                 cut: Any) -> list[list[str]]:  # fmt: skip
+    """Broadcast "m0", "m1"... from ``senders`` in turn while ``send_now()``, else let the
+    packet ``pick(k)`` of the k in flight arrive, calling ``cut(sim)`` before each
+    arrival, until nothing is in flight; what each member delivered."""
     sent = 0
-    for _ in range(400):
+    for _ in range(600):
         if sent < len(senders) and (not sim.in_flight or send_now()):
             sim.broadcast(senders[sent], f"m{sent}")
             sent += 1
             continue
-        _superseding(sim)
+        cut(sim)
         if not sim.in_flight:
             break
         ids = sorted(sim.in_flight)
         sim.arrive(ids[pick(len(ids))])
     assert sent == len(senders) and not sim.in_flight
-    assert all(ep.status().waiting_safe == 0 for ep in eps)
-    return [[m.payload for m in sim.delivered[p]] for p in range(n)]
+    return [[m.payload for m in got] for got in sim.delivered]
 
 
 @pytest.mark.parametrize("quorum", ["all", "majority"])

@@ -14,12 +14,16 @@ class Transmit:
     """Put ``packet`` on the wire to process ``to``.
 
     ``message_id`` names the application message the packet carries, or is None
-    for control packets (acknowledgements, proposals, sequence numbers).
+    for control packets (acknowledgements, proposals, sequence numbers). ``lazy``
+    marks a control packet nothing waits on soon (an acknowledgement, a report no
+    delivery needs yet): a host may hold its write a moment, to send it with the next
+    packet for the same peer; sending it at once is always correct.
     """
 
     to: int
     packet: object
     message_id: MessageId | None
+    lazy: bool = attrs.field(default=False, kw_only=True)
 
 
 @attrs.frozen

@@ -166,7 +166,7 @@ class Stack:
                 else:
                     mid = carry
                 if level == 0:
-                    out.append(Transmit(a.to, a.packet, mid))
+                    out.append(Transmit(a.to, a.packet, mid, lazy=a.lazy))
                 else:
                     sent = self.layers[level - 1].send(a.packet, to=a.to)
                     out += self._from(level - 1, sent, mid, own=False)

@@ -55,7 +55,7 @@ from mailroom.net.discovery import format_address
 from mailroom.net.membership import group_endpoint
 from mailroom.net.metrics import metrics_routes
 from mailroom.net.node import Busy, Node, QuietLog
-from mailroom.net.settings import BUSY_GAP
+from mailroom.net.settings import BUSY_GAP, LAZY_WAIT
 from mailroom.net.status import serve, status_routes
 from mailroom.protocols import Reliable
 
@@ -191,6 +191,10 @@ def build_parser(
     p.add_argument("--busy-gap", type=float, default=BUSY_GAP, metavar="SECONDS",
                    help="sends that come within this long of the last ones sent wait for the "
                    f"rest of it, gathered (default {BUSY_GAP}; 0: never)")  # fmt: skip
+    p.add_argument("--lazy-wait", type=float, default=LAZY_WAIT, metavar="SECONDS",
+                   help="acknowledgements and reports nothing waits on go with the next "
+                   "frame to their peer, or this long after the last "
+                   f"(default {LAZY_WAIT})")  # fmt: skip
     p.add_argument("--delay", action="append", default=[], metavar="PID=SECONDS",
                    help="hold frames to PID back (a slow link)")  # fmt: skip
     g = p.add_argument_group("group membership")
@@ -293,7 +297,7 @@ def node_of(args: argparse.Namespace, app: GroupApp | None) -> Node:
                 run=args.run, delays=parse_delays(args.delay), listen=listen,
                 encrypt=args.encrypt, sync=args.sync, handshake_timeout=args.handshake_timeout,
                 rejoin=contacts, address=args.address, linger=args.linger,
-                busy_gap=args.busy_gap,
+                busy_gap=args.busy_gap, lazy_wait=args.lazy_wait,
                 **hooks)  # fmt: skip
     if app is not None and node.joined:  # resumed its view: the application too
         app.resume(node.resumed_state)

@@ -191,8 +191,8 @@ class Node:
                              coalesce=self.config.coalesce, linger=self.config.linger,
                              busy_gap=self.config.busy_gap)  # fmt: skip
         self._out.after_turn = self.transport.flush_all
-        if self._out.gather:  # acknowledgements wait for the next lot, as sends do
-            self.transport.ack_gap = self.config.busy_gap
+        if self.config.coalesce:  # lazy packets wait a moment for the next one that matters
+            self.transport.lazy_wait = self.config.lazy_wait
 
     @property
     def endpoint(self) -> Any:

@@ -54,7 +54,7 @@ class Service:
             self.discovery = Discovery(
                 directory,
                 node.pid,
-                lambda pid, data: transport.send([(pid, data, None, fr.CONTROL, None)]),
+                lambda pid, data: transport.send([(pid, data, None, fr.CONTROL, None, False)]),
                 transport.to_seed,
                 self._view,
                 join,

@@ -93,8 +93,8 @@ class Engine:
         waiting = tracer.unsent.waiting if tracer is not None else None
         out_lines = list(lines)
         out_ops = list(ops)
-        # a send's peer, message id, kind and latest_key
-        heads: list[tuple[int, MessageId | None, int, Hashable | None]] = []
+        # a send's peer, message id, kind, latest_key and laziness
+        heads: list[tuple[int, MessageId | None, int, Hashable | None, bool]] = []
         packets: list[object] = []  # and its packet, encoded with the others at the end
         loopback: list[object] = []
         handed: list[Handed] = []
@@ -112,9 +112,9 @@ class Engine:
                         loopback.append(a.packet)
                     else:
                         if mid is None:
-                            heads.append((a.to, None, fr.CONTROL, latest_key(a.packet)))
+                            heads.append((a.to, None, fr.CONTROL, latest_key(a.packet), a.lazy))
                         else:
-                            heads.append((a.to, mid, fixed or dests.kind(mid), None))
+                            heads.append((a.to, mid, fixed or dests.kind(mid), None, False))
                         packets.append(a.packet)
                 elif isinstance(a, Deliver):
                     m = a.message
@@ -147,8 +147,8 @@ class Engine:
         # broadcast over Reliable) is written once.
         datas = encode_all(packets) if packets else []
         sends: list[Send] = [
-            (to, data, mid, kind, latest)
-            for (to, mid, kind, latest), data in zip(heads, datas, strict=True)
+            (to, data, mid, kind, latest, lazy)
+            for (to, mid, kind, latest, lazy), data in zip(heads, datas, strict=True)
         ]
         return Step(out_ops, out_lines, sends, loopback, handed, stable, sent, delivered + count)
 

@@ -23,11 +23,12 @@ Rules, in words:
   layer's cumulative acknowledgement, a member's Stability report) is not written
   if the later one waits in the same outbox: the steps of one busy turn write one
   acknowledgement and one report per peer, not one per step (``superseded``).
-- With ``ack_gap`` (a node that gathers its sends: its ``busy_gap``), a write of
-  control packets only (a reliable layer's acknowledgements) to a peer written to
-  less than ``ack_gap`` ago waits for the rest of it, so that the next data (the
-  next lot of sends) carries it; data to that peer, or the end of a lot's turn,
-  writes it at once.
+- With ``lazy_wait`` (a node that gathers its sends), a write of lazy packets only
+  (``Transmit.lazy``: a reliable layer's acknowledgements, a group member's reports
+  that no delivery waits on) to a peer written to less than ``lazy_wait`` ago waits
+  for the rest of it, so that the next packet that matters carries it; any other
+  packet to that peer (data, a report a delivery waits on, a heartbeat), or the end
+  of a lot's turn, writes it at once.
 """
 
 from __future__ import annotations
@@ -56,8 +57,9 @@ from mailroom.net.stats import NetStats, QuietLog
 log = logging.getLogger("mailroom.net")
 
 #: One packet to send: (peer, codec bytes, the message id it carries, what it carries,
-#: its ``latest_key``: None, or a key shared with the later packets that supersede it).
-Send = tuple[int, bytes, MessageId | None, int, Hashable | None]
+#: its ``latest_key``: None, or a key shared with the later packets that supersede it,
+#: and whether it is lazy: a control packet nothing waits on soon, ``Transmit.lazy``).
+Send = tuple[int, bytes, MessageId | None, int, Hashable | None, bool]
 
 
 class Link:
@@ -78,29 +80,29 @@ class Link:
         self.delay = owner.config.delays.get(peer, 0.0)
         self.task: asyncio.Task[None] | None = None
         self._flush_pending = False
-        #: when this link last wrote (``time.monotonic``), and a control-only write
-        #: waiting for ``ack_gap`` to pass
+        #: when this link last wrote (``time.monotonic``), and a write of lazy packets
+        #: waiting for ``lazy_wait`` to pass
         self._wrote_at = -math.inf
         self._held: asyncio.TimerHandle | None = None
-        #: the outbox holds a packet that is not control (data writes at once)
+        #: the outbox holds a packet that is not lazy (it writes at once)
         self._data = False
 
     def push(self, packet: bytes, mid: MessageId | None, carries: int,
-             latest: Hashable | None = None) -> None:  # fmt: skip
+             latest: Hashable | None = None, lazy: bool = False) -> None:  # fmt: skip
         if self.delay > 0:
             loop = asyncio.get_running_loop()
-            loop.call_later(self.delay, self._push_now, packet, mid, carries, latest)
+            loop.call_later(self.delay, self._push_now, packet, mid, carries, latest, lazy)
         else:
-            self._push_now(packet, mid, carries, latest)
+            self._push_now(packet, mid, carries, latest, lazy)
 
     def _push_now(self, packet: bytes, mid: MessageId | None, carries: int,
-                  latest: Hashable | None) -> None:  # fmt: skip
+                  latest: Hashable | None, lazy: bool) -> None:  # fmt: skip
         outbox, keyed = self.outbox, self._keyed
         if latest is not None:
             keyed.append((self._pushed, latest))
         self._pushed += 1
         outbox.append((packet, mid, carries))
-        self._data = self._data or carries != fr.CONTROL
+        self._data = self._data or not lazy or carries != fr.CONTROL
         self._said.set()
         if len(outbox) > self.owner.outbox_limit:
             outbox.popleft()
@@ -123,11 +125,11 @@ class Link:
 
     def flush_soon(self) -> None:
         """Flush once the current callback is over: one write for a burst of steps (a
-        write of control packets only, soon after the last one: once ``ack_gap`` is over)."""
+        write of lazy packets only, soon after the last one: once ``lazy_wait`` is over)."""
         if self._flush_pending:
             return
         loop = asyncio.get_running_loop()
-        gap = self.owner.ack_gap
+        gap = self.owner.lazy_wait
         if gap > 0 and not self._data:
             wait = self._wrote_at + gap - time.monotonic()
             if wait > 0:
@@ -248,9 +250,9 @@ class Transport:
         self.on_seen = on_seen
         self.encrypt = config.encrypt
         self.outbox_limit = config.outbox_for(member)
-        #: Seconds a control-only write waits after the link's last write (0: none); set
-        #: by a node that gathers its sends (``Link.flush_soon``).
-        self.ack_gap = 0.0
+        #: Seconds a write of lazy packets only waits after the link's last write (0: none);
+        #: set by a node that gathers its sends (``Link.flush_soon``).
+        self.lazy_wait = 0.0
         self.stats = stats
         self.quiet = quiet
         self._on_frames = on_frames
@@ -385,8 +387,8 @@ class Transport:
         """Queue packets on their peers' links; each link writes once the callback is over."""
         links = self._links
         touched = set()
-        for to, data, mid, carries, latest in sends:
-            (links.get(to) or self.link(to)).push(data, mid, carries, latest)
+        for to, data, mid, carries, latest, lazy in sends:
+            (links.get(to) or self.link(to)).push(data, mid, carries, latest, lazy)
             touched.add(to)
         for to in touched:
             links[to].flush_soon()

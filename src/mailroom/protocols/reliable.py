@@ -309,7 +309,10 @@ class Reliable(HostClock, EndpointBase):
         return actions + [self._ack(q) for q in owed], errors
 
     def _ack(self, peer: int) -> Transmit:
-        return Transmit(peer, ReliableAck(self.pid, peer, self.received[peer]), None)
+        # lazy: only the sender's memory and its window wait on it, and its next data
+        # packet carries the same ack
+        ack = ReliableAck(self.pid, peer, self.received[peer])
+        return Transmit(peer, ack, None, lazy=True)
 
     def _receive(self, packet: object) -> tuple[list[Action], tuple[int, ...]]:
         """The actions of one packet and the peers it must be acknowledged to."""

@@ -64,6 +64,7 @@ def _load_safe_quorum(g: Group, data: object) -> None:
         g.safe_quorum = check_safe_quorum(data, g.safe)
     except LocalError as exc:
         raise LocalError(f"snapshot field safe_quorum: {exc}") from None
+    g._lazy_reports()
 
 
 class Group(Flushing):

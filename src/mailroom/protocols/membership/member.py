@@ -34,7 +34,7 @@ from mailroom.protocols.membership.packets import (
     Stability,
     Suspect,
 )
-from mailroom.protocols.membership.safe import SafeDelivery, check_safe_quorum
+from mailroom.protocols.membership.safe import SafeDelivery, check_safe_quorum, majority
 from mailroom.protocols.membership.transfer import Transfer
 from mailroom.protocols.membership.view import InstalledView
 from mailroom.protocols.reliable import Reliable
@@ -130,8 +130,16 @@ class Member(SafeDelivery, EndpointBase):
             inner = Stack(Reliable(rank, size, arm_within=self.retry), *layers)
         installed = InstalledView(view, self.pid, self.n, bases, incs, inner, self.safe)
         self._epoch = Epoch(self.pid, self.n, installed, transfer=transfer)
+        self._lazy_reports()
         self._changes = self._changes.within(view, tuple(incs))
         self._retries = Retries()
+
+    def _lazy_reports(self) -> None:
+        """Mark the installed view's reports that no delivery waits on (``quorum``)."""
+        installed = self._epoch.installed
+        if installed is not None:
+            size = len(installed.view.members)
+            installed.quorum(majority(size) if self.safe_quorum == "majority" else None)
 
     # -- what the parts say ------------------------------------------------------------
     @property

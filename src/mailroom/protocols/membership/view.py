@@ -64,6 +64,8 @@ class InstalledView:
         self._floor: list[int] = []
         #: safe delivery: the deliveries not handed over yet (None: delivered at once)
         self.held: Held | None = Held() if safe else None
+        #: the members no delivery waits on this process's reports for (``quorum``)
+        self.lazy_to: frozenset[int] = frozenset()
 
     # -- identities ------------------------------------------------------------------------
     def outer(self, mid: MessageId) -> MessageId:
@@ -124,7 +126,7 @@ class InstalledView:
                     (0, 0) if mid is None or outer is None else (outer.origin, outer.seq - mid.seq)
                 )
                 data = GroupData(self.view.id, self.pid, origin, base, a.packet)
-                out.append(Transmit(members[a.to], data, outer))
+                out.append(Transmit(members[a.to], data, outer, lazy=a.lazy))
             elif isinstance(a, Deliver):
                 out += self._delivered(a.message, logs, every)
             elif isinstance(a, Stable):
@@ -166,7 +168,7 @@ class InstalledView:
             return []
         out: list[Action] = [Deliver(msg)]
         if self.since_report >= every:
-            out += self.report()
+            out += self.report(lazy=True)  # only the flush log's pruning waits on it
         return out
 
     # -- what was delivered ------------------------------------------------------------------
@@ -208,14 +210,34 @@ class InstalledView:
         return [list(self.own[k]) for k in sorted(self.own)]
 
     # -- stability: what every member has, so the flush log stays small ---------------------
-    def report(self) -> list[Action]:
-        """Tell the other members what this process delivered (and prune with it)."""
+    def report(self, lazy: bool = False) -> list[Action]:
+        """Tell the other members what this process delivered (and prune with it); the
+        reports to ``lazy_to`` (to every member if ``lazy``) are marked lazy."""
         self.since_report = 0
         low = tuple(self.low)
         self.stable[self.pid] = low
         self._prune()
         packet = Stability(self.view.id, self.pid, low)
-        return [Transmit(m, packet, None) for m in self.view.members if m != self.pid]
+        waits = self.lazy_to
+        return [
+            Transmit(m, packet, None, lazy=lazy or m in waits)
+            for m in self.view.members
+            if m != self.pid
+        ]
+
+    def quorum(self, needed: int | None) -> None:
+        """Safe delivery by ``needed`` holders (None: by all of them): a member waits on
+        the reports of the first ``needed - 1`` other members of the view (the
+        sequencer's first), so this process's reports to the members it is not one of
+        those for are lazy: they are still sent, a moment later at most, and a member
+        whose first partners are slow or gone delivers once they come."""
+        members, me = self.view.members, self.pid
+        if needed is None:
+            self.lazy_to = frozenset()
+            return
+        self.lazy_to = frozenset(
+            q for q in members if q != me and me not in [m for m in members if m != q][: needed - 1]
+        )
 
     def heard(self, p: Stability) -> None:
         """Member ``p.sender`` reported what it delivered; RemoteError if malformed. A
