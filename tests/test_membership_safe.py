@@ -291,6 +291,39 @@ def test_a_batch_of_packets_is_announced_once() -> None:
         assert sum(isinstance(a, Transmit) for a in each) == 8  # two per delivery
 
 
+@pytest.mark.parametrize("quorum", ["all", "majority"])
+@settings(max_examples=examples(25), deadline=None)
+@given(data=st.data())
+def test_a_batch_hands_over_what_its_packets_one_by_one_would(
+    quorum: str, data: st.DataObject
+) -> None:
+    """Receiving a batch, a member looks at what it holds once, at the end of the step:
+    it hands over the same deliveries, in the same order, as receiving the packets one
+    by one would, whatever reports and data Hypothesis puts in the batch."""
+    n = data.draw(st.integers(3, 4))
+    sim = Simulation([Group(p, n, "sequencer", members=range(n), safe=True,
+                            safe_quorum=quorum) for p in range(n)], adversarial=True)  # fmt: skip
+    for k, sender in enumerate(data.draw(st.lists(st.integers(0, n - 1), min_size=1, max_size=5))):
+        sim.broadcast(sender, f"m{k}")
+    for _ in range(data.draw(st.integers(0, 30))):
+        if not sim.in_flight:
+            break
+        ids = sorted(sim.in_flight)
+        sim.arrive(ids[data.draw(st.integers(0, len(ids) - 1))])
+    me = data.draw(st.integers(0, n - 1))
+    batch = [p.packet for p in sim.packets(to=me)]
+    ep = sim.endpoints[me]
+    at_once, each = Group.restore(ep.snapshot()), Group.restore(ep.snapshot())
+    actions, errors = receive_batch(at_once, batch)
+    singly = [a for p in batch for a in each.receive(p)]
+
+    def handed(actions: list[object]) -> list[str]:
+        return [a.message.payload for a in actions if isinstance(a, Deliver)]
+
+    assert not errors and handed(actions) == handed(singly)
+    assert at_once.status().waiting_safe == each.status().waiting_safe
+
+
 def test_what_is_held_is_in_the_snapshot_and_restores_exactly() -> None:
     """Tagged causal broadcast: P0 holds its message (P1's report is lost) and the Stable
     report that follows it; the snapshot restores to the same endpoint, which goes on

@@ -28,8 +28,8 @@ answer with their report, so a lost report only delays. A member hands nothing o
 while it is frozen in a flush: the Commit releases everything it holds.
 
 ``Held`` is the queue (part of the installed view's snapshot); ``SafeDelivery`` is
-the member's side (a base of ``Member``): release after each step, the reports of
-a batch coalesced into one, and the retry that asks again.
+the member's side (a base of ``Member``): release after each step (a batch received
+is one step: one release and one report at its end), and the retry that asks again.
 """
 
 from __future__ import annotations
@@ -163,9 +163,11 @@ class SafeDelivery:
 
     def _handed(self, actions: list[Action]) -> list[Action]:
         """``actions`` of a step of the view's ordering protocol, then the held deliveries
-        that every member now holds (safe delivery)."""
+        that every member now holds (safe delivery; receiving a batch, once at its end)."""
         installed = self._epoch.installed
-        return actions + self._release() if installed is not None and installed.held else actions
+        if installed is None or not installed.held or self._one_step:
+            return actions
+        return actions + self._release()
 
     def _release(self) -> list[Action]:
         """Hand over the held deliveries that every member holds (none while frozen: the
@@ -218,8 +220,10 @@ class SafeDelivery:
         finally:
             self._one_step = False
         installed = self._epoch.installed
-        if installed is not None and installed.held is not None and installed.advanced():
-            actions += installed.report()
+        if installed is not None and installed.held is not None:
+            actions += self._release()
+            if installed.advanced():
+                actions += installed.report()
         return actions, errors
 
 
