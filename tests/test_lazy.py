@@ -25,7 +25,7 @@ from hypothesis import strategies as st
 from mailroom.core.actions import Transmit
 from mailroom.net import PeerTable
 from mailroom.net.membership import group_endpoint
-from mailroom.protocols import Reliable, ReliableAck, ReliablePacket
+from mailroom.protocols import Reliable, ReliableAck
 from mailroom.protocols.membership import Group, Stability
 from mailroom.protocols.membership.view import InstalledView
 from mailroom.replicated import AsyncReplica, ReplCounter
@@ -141,14 +141,6 @@ def test_one_lazy_report_too_many_is_caught(monkeypatch: pytest.MonkeyPatch) -> 
     got, eps = _without_lazy("sequencer", "majority", 3, [1], lambda: True, lambda k: 0)
     assert got[1] == got[2] == ["m0"]
     assert got[0] == [] and eps[0].status().waiting_safe == 1
-
-
-def test_a_reliable_packet_is_never_lazy() -> None:
-    """A packet that carries data is written at once, whatever its layer says."""
-    r = Reliable(0, 2)
-    out = r.send("x", to=1)
-    assert all(isinstance(t, Transmit) and isinstance(t.packet, ReliablePacket) and not t.lazy
-               for t in out)  # fmt: skip
 
 
 # -- real sockets ---------------------------------------------------------------------------

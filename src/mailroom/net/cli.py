@@ -197,6 +197,13 @@ def build_parser(
                    f"(default {LAZY_WAIT})")  # fmt: skip
     p.add_argument("--delay", action="append", default=[], metavar="PID=SECONDS",
                    help="hold frames to PID back (a slow link)")  # fmt: skip
+    _group_options(p)
+    p.add_argument("-v", "--verbose", action="store_true")
+    return p
+
+
+def _group_options(p: argparse.ArgumentParser) -> None:
+    """The option groups of a group member: membership, a growable group, operations."""
     g = p.add_argument_group("group membership")
     g.add_argument("--members", metavar="PIDS",
                    help="be a member of a group whose first view is PIDS (e.g. 0,1,2)")  # fmt: skip
@@ -228,8 +235,6 @@ def build_parser(
     o.add_argument("--metrics", metavar="ADDRESS",
                    help="serve Prometheus metrics at http://ADDRESS/metrics "
                    "(needs prometheus_client: the metrics extra)")  # fmt: skip
-    p.add_argument("-v", "--verbose", action="store_true")
-    return p
 
 
 def table_of(args: argparse.Namespace) -> PeerTable:

@@ -224,8 +224,7 @@ class Member(SafeDelivery, EndpointBase):
         view = self._epoch.installed
         assert view is not None
         view.heard(p)
-        # safe delivery: what every member now holds (a batch: at its end, one_step)
-        released = [] if self._one_step else self._release()
+        released = self._release()  # safe delivery: what every member now holds
         changes = self._changes
         if p.sender in changes.suspects and changes.lacks_majority(view.view):
             # the suspect answers in this view, and its suspicion can never win a

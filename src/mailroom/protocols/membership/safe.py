@@ -163,17 +163,15 @@ class SafeDelivery:
 
     def _handed(self, actions: list[Action]) -> list[Action]:
         """``actions`` of a step of the view's ordering protocol, then the held deliveries
-        that every member now holds (safe delivery; receiving a batch, once at its end)."""
+        that every member now holds (safe delivery)."""
         installed = self._epoch.installed
-        if installed is None or not installed.held or self._one_step:
-            return actions
-        return actions + self._release()
+        return actions + self._release() if installed is not None and installed.held else actions
 
     def _release(self) -> list[Action]:
         """Hand over the held deliveries that every member holds (none while frozen: the
-        Commit hands over what is held)."""
+        Commit hands over what is held; none within a batch: ``one_step`` does, at its end)."""
         installed = self._epoch.installed
-        if installed is None or not installed.held or self._epoch.flush.frozen:
+        if installed is None or not installed.held or self._epoch.flush.frozen or self._one_step:
             return []
         return installed.held.release(self.safe_holds(), self.safe_needed())
 
@@ -212,8 +210,8 @@ class SafeDelivery:
         self, receive: Callable[[object], list[Action]], packets: Iterable[object]
     ) -> tuple[list[Action], list[RemoteError]]:
         """``receive`` (this group's, or that of a layer around it) each of ``packets`` as
-        one step: under safe delivery this process announces how far it holds once, at
-        the end, rather than after each packet."""
+        one step: under safe delivery this process hands over what it may and announces
+        how far it holds once, at the end, rather than after each packet."""
         self._one_step = True
         try:
             actions, errors = receive_each(receive, packets)
