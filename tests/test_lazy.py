@@ -44,11 +44,11 @@ def _reports(group: Group) -> dict[int, bool]:
 
 
 def test_which_reports_are_lazy() -> None:
-    """n = 3 by majority: P1 and P2 wait on P0's reports, P0 on P1's; n = 5: each waits
-    on the first two others. Under "all" no report is lazy."""
+    """CBCAST, n = 3 by majority: P1 and P2 wait on P0's reports, P0 on P1's; n = 5: each
+    waits on the first two others. Under "all" no report is lazy."""
 
-    def lazy(n: int, quorum: str) -> dict[int, list[int]]:
-        groups = [Group(p, n, "sequencer", members=range(n), safe=True, safe_quorum=quorum)
+    def lazy(n: int, quorum: str, protocol: str = "cbcast") -> dict[int, list[int]]:
+        groups = [Group(p, n, protocol, members=range(n), safe=True, safe_quorum=quorum)
                   for p in range(n)]  # fmt: skip
         return {g.pid: sorted(q for q, z in _reports(g).items() if z) for g in groups}
 
@@ -56,6 +56,25 @@ def test_which_reports_are_lazy() -> None:
     assert lazy(5, "majority") == {0: [], 1: [], 2: [3, 4], 3: [0, 1, 2, 4], 4: [0, 1, 2, 3]}
     assert lazy(3, "all") == {0: [], 1: [], 2: []}
     assert lazy(5, "all") == {p: [] for p in range(5)}
+
+
+def test_under_a_sequencer_nobody_waits_on_its_reports() -> None:
+    """The sequencer holds whatever a member delivered (it numbered it first), so every
+    member counts it without its reports, which are all lazy. n = 3 by majority: P0
+    waits on P1 and the others on nobody; n = 5: P0 on P1 and P2, the others on the
+    sequencer and the first other of P1, P2; under "all", on every other but P0."""
+
+    def lazy(n: int, quorum: str) -> dict[int, list[int]]:
+        groups = [Group(p, n, "sequencer", members=range(n), safe=True, safe_quorum=quorum)
+                  for p in range(n)]  # fmt: skip
+        return {g.pid: sorted(q for q, z in _reports(g).items() if z) for g in groups}
+
+    assert lazy(3, "majority") == {0: [1, 2], 1: [2], 2: [0, 1]}
+    assert lazy(5, "majority") == {
+        0: [1, 2, 3, 4], 1: [], 2: [3, 4], 3: [0, 1, 2, 4], 4: [0, 1, 2, 3]
+    }  # fmt: skip
+    assert lazy(3, "all") == {0: [1, 2], 1: [], 2: []}
+    assert lazy(5, "all") == {0: [1, 2, 3, 4], 1: [], 2: [], 3: [], 4: []}
 
 
 def test_a_restored_member_marks_the_same_reports_lazy() -> None:
@@ -200,3 +219,25 @@ def test_a_member_whose_partner_is_gone_delivers_by_the_lazy_reports() -> None:
                 await r.close()
 
     assert asyncio.run(main()) == list(range(1, 21))
+
+
+def test_an_ack_is_urgent_once_half_the_window_waits_on_it() -> None:
+    """A host may hold a lazy ack for a while; so that the sender's window never closes
+    on held acks, the ack that finds half the window (4 of 8 here) received since the
+    receiver last told the sender at once is not lazy. A data packet back tells it too."""
+    a, b = Reliable(0, 2, window=8), Reliable(1, 2, window=8)
+
+    def ack_laziness(count: int) -> list[bool]:
+        out = []
+        for k in range(count):
+            [sent] = a.send(f"m{k}", to=1)
+            assert isinstance(sent, Transmit)
+            [ack] = [t for t in b.receive(sent.packet) if isinstance(t, Transmit)]
+            out.append(ack.lazy)
+            a.receive(ack.packet)
+        return out
+
+    assert ack_laziness(8) == [True, True, True, False, True, True, True, False]
+    [back] = b.send("reply", to=0)  # carries ack 8: told
+    assert isinstance(back, Transmit) and back.packet.ack == 8
+    assert ack_laziness(5) == [True, True, True, False, True]

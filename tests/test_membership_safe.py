@@ -35,6 +35,7 @@ from mailroom.testing.membership import (
     GroupSafeBelowMajority,
     GroupSafeForgetsSilent,
     GroupSafeOwnHold,
+    GroupSafeWrongFirst,
     GroupScenario,
     GroupSkipsFlushLog,
     assert_group_properties,
@@ -105,9 +106,14 @@ def test_safe_delivery_with_joiners_leaves_and_late_states(
     assert_group_properties(scenario, QUORUMS[quorum][0])
 
 
+@pytest.mark.parametrize("variant", [GroupSafeBelowMajority, GroupSafeWrongFirst])
 @pytest.mark.parametrize("protocol", ("cbcast", "sequencer"))
-def test_counting_one_holder_short_of_a_majority_breaks_uniform_agreement(protocol: str) -> None:
-    factory = variant_factory(GroupSafeBelowMajority, safe=True, safe_quorum="majority")
+def test_counting_one_holder_short_of_a_majority_breaks_uniform_agreement(
+    protocol: str, variant: type
+) -> None:
+    """Known-buggy: one holder too few, or the last member counted as holding what this
+    one delivered (as the sequencer rightly is)."""
+    factory = variant_factory(variant, safe=True, safe_quorum="majority")
 
     def fails(s: GroupScenario) -> bool:
         return bool(replay_group(s, factory).violations())

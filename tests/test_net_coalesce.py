@@ -8,7 +8,6 @@ from __future__ import annotations
 import asyncio
 import subprocess
 import sys
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -633,47 +632,84 @@ def test_a_process_killed_while_it_sends_in_lots_loses_nothing_and_hands_nothing
 
 
 @pytest.mark.parametrize("gap", [3600.0, 0.0])
-def test_an_acknowledgement_soon_after_a_write_waits_for_the_next_data(gap: float) -> None:
-    """On a node that gathers its sends, a write of lazy packets only (acks) to a peer
-    written to a moment ago is held for ``lazy_wait``; data to that peer writes it at
-    once, with the data. ``lazy_wait=0``: written at the end of the callback."""
+def test_a_lazy_packet_waits_until_due_and_a_later_one_replaces_it(gap: float) -> None:
+    """On a node that gathers its sends, a lazy packet (an ack) waits for ``lazy_wait``
+    (a timer, not a write): a later one of its key replaces it, data to that peer goes
+    at the end of the callback without it, and a packet that is not lazy with its key
+    replaces it too. ``lazy_wait=0``: every packet goes at the end of the callback."""
     socks = listening_sockets(3)
 
-    async def main() -> list[bool]:
+    async def main() -> list[Any]:
         node = Node(_stack("cbcast", 0), table_of(socks), KEY, listen=socks[0], lazy_wait=gap)
         link = Link(node.transport, 1)  # not connected: only when it would write is seen
-        link._wrote_at = time.monotonic()  # as if it had just written
-        link.push(b"ack", None, fr.CONTROL, None, True)  # lazy: an acknowledgement
+        link.push(b"ack1", None, fr.CONTROL, "a", True)  # lazy: an acknowledgement
+        link.push(b"ack2", None, fr.CONTROL, "a", True)
         link.flush_soon()
-        held = link._held is not None and not link._flush_pending
+        held = [len(link.lazy), len(link.outbox), link._held is not None, link._flush_pending]
         link.push(b"data", MessageId(0, 1), fr.BROADCAST)
         link.flush_soon()
-        soon = link._flush_pending
-        await asyncio.sleep(0)  # the write: nothing held any more
-        return [held, soon, link._held is None]
+        with_data = [len(link.lazy), len(link.outbox), link._flush_pending]
+        link.push(b"report", None, fr.CONTROL, "a", False)  # the same key, not lazy
+        replaced = [len(link.lazy), node.stats.superseded]
+        await node.close()
+        return [held, with_data, replaced]
 
-    held, soon, released = asyncio.run(main())
+    held, with_data, replaced = asyncio.run(main())
     for s in socks:
         s.close()
-    assert held == (gap > 0)
-    assert soon and released
+    if gap > 0:
+        assert held == [1, 0, True, False]  # one ack held, on a timer
+        assert with_data == [1, 1, True]  # data goes at once, without it
+        assert replaced == [0, 2]  # ack2 replaced ack1; the report replaced ack2
+    else:
+        assert held == [0, 2, False, True] and with_data == [0, 3, True]
     assert NodeConfig().lazy_wait > 0  # on by default
 
 
 def test_a_control_packet_that_is_not_lazy_is_written_at_once() -> None:
     """Only lazy packets wait: a proposal, a heartbeat or a report a delivery waits on is
-    written at the end of the callback, however recently the link wrote."""
+    written at the end of the callback."""
     socks = listening_sockets(3)
 
     async def main() -> list[bool]:
         node = Node(_stack("cbcast", 0), table_of(socks), KEY, listen=socks[0], lazy_wait=3600)
         link = Link(node.transport, 1)
-        link._wrote_at = time.monotonic()
         link.push(b"report", None, fr.CONTROL, None, False)
         link.flush_soon()
-        return [link._flush_pending, link._held is None]
+        result = [link._flush_pending, link._held is None]
+        await node.close()
+        return result
 
     soon, nothing_held = asyncio.run(main())
     for s in socks:
         s.close()
     assert soon and nothing_held
+
+
+@pytest.mark.parametrize("gap", [3600.0, 0.0])
+def test_a_stream_arrives_whole_with_acks_held_an_hour(gap: float) -> None:
+    """P0 sends 400 messages, one per turn, to P1 over Reliable (a window of 64): with
+    lazy packets held for an hour, P1's acks go only when half the window waits on them
+    (urgent), at most one per 32 messages, and the window never closes on them; with
+    ``lazy_wait=0``, about one ack per step."""
+
+    async def main() -> tuple[list[Any], int]:
+        got: list[list[Message]] = [[], [], []]
+        nodes = await _started("fifo", got, lazy_wait=gap)
+        before = nodes[1].stats.frames_out
+        for k in range(400):
+            nodes[0].send(k, to=1)
+            await asyncio.sleep(0)
+        await _until(lambda: len(got[1]) == 400)
+        written = nodes[1].stats.frames_out - before
+        for node in nodes:
+            await node.close()
+        return [m.payload for m in got[1]], written
+
+    payloads, written = asyncio.run(main())
+    assert payloads == list(range(400))
+    if gap > 0:
+        # urgent acks only: one per 32 received at most (a read may bring several)
+        assert 400 // 64 <= written <= 400 // 32 + 3
+    else:
+        assert written > 400 // 8

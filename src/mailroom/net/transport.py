@@ -23,12 +23,12 @@ Rules, in words:
   layer's cumulative acknowledgement, a member's Stability report) is not written
   if the later one waits in the same outbox: the steps of one busy turn write one
   acknowledgement and one report per peer, not one per step (``superseded``).
-- With ``lazy_wait`` (a node that gathers its sends), a write of lazy packets only
-  (``Transmit.lazy``: a reliable layer's acknowledgements, a group member's reports
-  that no delivery waits on) to a peer written to less than ``lazy_wait`` ago waits
-  for the rest of it, so that the next packet that matters carries it; any other
-  packet to that peer (data, a report a delivery waits on, a heartbeat), or the end
-  of a lot's turn, writes it at once.
+- With ``lazy_wait`` (a node that gathers its sends), lazy packets (``Transmit.lazy``:
+  a reliable layer's acknowledgements, a group member's reports that no delivery
+  waits on) go to a peer at most once per ``lazy_wait``, the latest of each key, with
+  the first write once they are due or alone then (``lazy``); every other packet
+  (data, a report a delivery waits on, a heartbeat) is written at the end of the
+  callback.
 """
 
 from __future__ import annotations
@@ -50,6 +50,7 @@ from mailroom.net.admission import Admission
 from mailroom.net.config import check_key
 from mailroom.net.connections import Batch, Inbound, Outbound
 from mailroom.net.discovery import ANY, Address, Directory, Discovery
+from mailroom.net.lazy import LazyHold
 from mailroom.net.seen import Seen
 from mailroom.net.settings import NodeConfig
 from mailroom.net.stats import NetStats, QuietLog
@@ -80,12 +81,10 @@ class Link:
         self.delay = owner.config.delays.get(peer, 0.0)
         self.task: asyncio.Task[None] | None = None
         self._flush_pending = False
-        #: when this link last wrote (``time.monotonic``), and a write of lazy packets
-        #: waiting for ``lazy_wait`` to pass
-        self._wrote_at = -math.inf
+        #: lazy packets (with ``lazy_wait``): they go at most once per ``lazy_wait``,
+        #: with the next write once due, or alone then (the timer)
+        self.lazy = LazyHold()
         self._held: asyncio.TimerHandle | None = None
-        #: the outbox holds a packet that is not lazy (it writes at once)
-        self._data = False
 
     def push(self, packet: bytes, mid: MessageId | None, carries: int,
              latest: Hashable | None = None, lazy: bool = False) -> None:  # fmt: skip
@@ -97,16 +96,26 @@ class Link:
 
     def _push_now(self, packet: bytes, mid: MessageId | None, carries: int,
                   latest: Hashable | None, lazy: bool) -> None:  # fmt: skip
+        self._said.set()
+        stats = self.owner.stats
+        if lazy and carries == fr.CONTROL and self.owner.lazy_wait > 0:
+            hold = self.lazy
+            if hold.add((packet, mid, carries), latest, time.monotonic(), self.owner.lazy_wait):
+                stats.superseded += 1
+            if len(hold) > self.owner.outbox_limit:
+                hold.drop_oldest()
+                stats.outbox_dropped += 1
+            return
         outbox, keyed = self.outbox, self._keyed
         if latest is not None:
             keyed.append((self._pushed, latest))
+            if self.lazy and self.lazy.drop(latest):  # this one says it, later
+                stats.superseded += 1
         self._pushed += 1
         outbox.append((packet, mid, carries))
-        self._data = self._data or not lazy or carries != fr.CONTROL
-        self._said.set()
         if len(outbox) > self.owner.outbox_limit:
             outbox.popleft()
-            self.owner.stats.outbox_dropped += 1
+            stats.outbox_dropped += 1
             oldest = self._pushed - len(outbox)
             while keyed and keyed[0][0] < oldest:
                 keyed.popleft()
@@ -124,48 +133,58 @@ class Link:
         self.flush()
 
     def flush_soon(self) -> None:
-        """Flush once the current callback is over: one write for a burst of steps (a
-        write of lazy packets only, soon after the last one: once ``lazy_wait`` is over)."""
+        """Flush once the current callback is over: one write for a burst of steps (lazy
+        packets alone: once they are due)."""
         if self._flush_pending:
             return
-        loop = asyncio.get_running_loop()
-        gap = self.owner.lazy_wait
-        if gap > 0 and not self._data:
-            wait = self._wrote_at + gap - time.monotonic()
-            if wait > 0:
-                if self._held is None:
-                    self._held = loop.call_later(wait, self.flush)
-                return
+        if not self.outbox:
+            self._arm_lazy()
+            return
         self._flush_pending = True
-        loop.call_soon(self.flush)
+        asyncio.get_running_loop().call_soon(self.flush)
+
+    def _arm_lazy(self) -> None:
+        """The timer that writes held lazy packets when they are due, if none is set."""
+        if self.lazy and self._held is None:
+            wait = max(0.0, self.lazy.due - time.monotonic())
+            self._held = asyncio.get_running_loop().call_later(wait, self._lazy_due)
+
+    def _lazy_due(self) -> None:
+        self._held = None
+        self.lazy.due = -math.inf  # due now, whatever the clock says
+        self.flush()
 
     def flush(self) -> None:
         self._flush_pending = False
-        if self._held is not None:
-            self._held.cancel()
-            self._held = None
         conn = self.conn
         if conn is None or conn.sealer is None or conn.paused or conn.transport is None:
             return
-        if conn.transport.is_closing() or not self.outbox:
+        if conn.transport.is_closing():
             return
-        items = self.take()
+        lazy = self.lazy.take(time.monotonic())
+        if lazy and self._held is not None:
+            self._held.cancel()
+            self._held = None
+        if not self.outbox and not lazy:
+            return
+        items = lazy + self.take()
         stats, sealer = self.owner.stats, conn.sealer
         stats.frames_out += len(items)
         first = sealer.counter
-        self._wrote_at = time.monotonic()
         conn.transport.write(sealer.seal_many(items))  # one MAC for the whole write
         stats.data_frames_out += sealer.counter - first
         if self.seed is not None:  # said: hang up (what was written is sent first)
             self._said.clear()
             conn.transport.close()
+        self._arm_lazy()
 
     def take(self) -> list[tuple[bytes, MessageId | None, int]]:
         """Empty the outbox: its packets in order, without those a later packet with the
         same ``latest_key`` supersedes."""
         items = list(self.outbox)
         keyed = self._keyed
-        self.clear()
+        self.outbox.clear()
+        self._keyed = collections.deque()
         if len(keyed) < 2:
             return items
         last = {key: number for number, key in keyed}  # the later number of a key wins
@@ -177,10 +196,10 @@ class Link:
         return [item for at, item in enumerate(items) if at not in stale]
 
     def clear(self) -> None:
-        """Forget what waits in the outbox."""
+        """Forget what waits in the outbox (lazy packets too)."""
         self.outbox.clear()
         self._keyed = collections.deque()
-        self._data = False
+        self.lazy.clear()
 
     async def run(self) -> None:
         loop = asyncio.get_running_loop()
@@ -250,8 +269,8 @@ class Transport:
         self.on_seen = on_seen
         self.encrypt = config.encrypt
         self.outbox_limit = config.outbox_for(member)
-        #: Seconds a write of lazy packets only waits after the link's last write (0: none);
-        #: set by a node that gathers its sends (``Link.flush_soon``).
+        #: Seconds a lazy packet may wait, to go with others (0: none wait; ``lazy``);
+        #: set by a node that gathers its sends.
         self.lazy_wait = 0.0
         self.stats = stats
         self.quiet = quiet

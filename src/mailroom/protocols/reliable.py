@@ -153,6 +153,9 @@ class Reliable(HostClock, EndpointBase):
         self.next_seq = [0] * n
         self.acked = [0] * n
         self.received = [0] * n
+        #: per peer, the ``received`` it was last told at once (a data packet's ack, an
+        #: urgent ack): how much of its window a lazy ack would leave waiting
+        self._told = [0] * n
         self._out: list[dict[int, _Out]] = [{} for _ in range(n)]
         self._held: list[dict[int, ReliablePacket]] = [{} for _ in range(n)]
         self._timers: list[tuple[float, int, int]] = []
@@ -185,6 +188,7 @@ class Reliable(HostClock, EndpointBase):
         if not entry.sent:
             entry.sent = True
             self._unarmed += 1
+        self._told[to] = self.received[to]
         packet = ReliablePacket(self.pid, to, seq, entry.msg, self.received[to], entry.payload)
         return Transmit(to, packet, MessageId(self.pid, entry.msg))
 
@@ -309,10 +313,15 @@ class Reliable(HostClock, EndpointBase):
         return actions + [self._ack(q) for q in owed], errors
 
     def _ack(self, peer: int) -> Transmit:
-        # lazy: only the sender's memory and its window wait on it, and its next data
-        # packet carries the same ack
-        ack = ReliableAck(self.pid, peer, self.received[peer])
-        return Transmit(peer, ack, None, lazy=True)
+        """Lazy: only the sender's memory and its window wait on it, and its next data
+        packet carries the same ack; urgent (not lazy) once half the peer's window is
+        packets it has not been told of at once, so a host that holds lazy packets
+        never closes the window."""
+        received = self.received[peer]
+        urgent = received - self._told[peer] >= max(1, self.window // 2)
+        if urgent:
+            self._told[peer] = received
+        return Transmit(peer, ReliableAck(self.pid, peer, received), None, lazy=not urgent)
 
     def _receive(self, packet: object) -> tuple[list[Action], tuple[int, ...]]:
         """The actions of one packet and the peers it must be acknowledged to."""

@@ -159,12 +159,16 @@ def _finite(text: str) -> float:
     return value
 
 
+#: The reader of a batch's text, built once (``json.loads`` with options builds one a call).
+_READER = json.JSONDecoder(parse_constant=_no_constant, parse_float=_finite)
+
+
 def parse_batch(text: str) -> list[Any]:
     """The operation payloads a batch's text holds; RemoteError if it is not a
     non-empty JSON list of lists the codec could carry (what a checkpoint keeps:
     finite floats, ints of 64 bits, at most 64 levels deep; JSON's keys are strings)."""
     try:
-        ops = json.loads(text, parse_constant=_no_constant, parse_float=_finite)
+        ops = _READER.decode(text)
     except (ValueError, RecursionError) as exc:
         raise RemoteError(f"a batch is not JSON text: {exc}") from None
     if type(ops) is not list or not ops or any(type(op) is not list for op in ops):

@@ -790,6 +790,25 @@ class GroupSafeForgetsSilent(Group):
         return [installed.hold_of(m) for m in heard]
 
 
+class GroupSafeWrongFirst(Group):
+    """Safe delivery that counts the view's last member as holding whatever this one
+    delivered, as it rightly counts the sequencer (``first_to_deliver``), though the
+    last member delivers nothing first: at n = 3 by majority a member hands its own
+    message over alone, and when it is cut off the survivors never get it (uniform
+    agreement)."""
+
+    protocol = "GroupSafeWrongFirst"
+
+    def safe_holds(self) -> list[Sequence[int]]:
+        installed = self._epoch.installed
+        assert installed is not None
+        holds = installed.holds()
+        last = len(holds) - 1
+        if installed.rank != last:
+            holds[last] = installed.low
+        return holds
+
+
 def variant_factory(cls: type[Group], **options: Any) -> GroupFactory:
     """A factory for ``replay_group`` that makes ``cls`` endpoints (``options`` go to
     the class: ``variant_factory(Group, safe=True)`` makes groups with safe delivery)."""
@@ -823,6 +842,7 @@ __all__ = [
     "GroupSafeBelowMajority",
     "GroupSafeForgetsSilent",
     "GroupSafeOwnHold",
+    "GroupSafeWrongFirst",
     "GroupScenario",
     "GroupSkipsFlushLog",
     "assert_group_properties",

@@ -22,10 +22,20 @@ from mailroom.core.errors import LocalError, RemoteError
 from mailroom.core.messages import Message, MessageId, Payload, TaggedMessage
 from mailroom.core.persist import Field, counter, snap_counter, snap_list
 from mailroom.core.registry import restore_endpoint
+from mailroom.core.stack import Stack
 from mailroom.core.wire import carried_message_id
 from mailroom.protocols.membership.packets import Entry, GroupData, Stability
 from mailroom.protocols.membership.safe import Held, covered
 from mailroom.protocols.membership.values import ENTRIES, snap_members
+
+
+def first_to_deliver(inner: Any) -> int | None:
+    """The rank that, by the ordering protocol ``inner`` (its top layer), delivers every
+    message before any other does and in the same order (``first_to_deliver()``), or
+    None."""
+    top = inner.layers[-1] if isinstance(inner, Stack) else inner
+    method = getattr(top, "first_to_deliver", None)
+    return None if method is None else int(method())
 
 
 class InstalledView:
@@ -66,6 +76,9 @@ class InstalledView:
         self.held: Held | None = Held() if safe else None
         #: the members no delivery waits on this process's reports for (``quorum``)
         self.lazy_to: frozenset[int] = frozenset()
+        #: the rank that holds whatever this process delivered (the sequencer), if the
+        #: ordering protocol names one (``first_to_deliver``): no need for its reports
+        self.first = first_to_deliver(inner)
 
     # -- identities ------------------------------------------------------------------------
     def outer(self, mid: MessageId) -> MessageId:
@@ -227,17 +240,24 @@ class InstalledView:
 
     def quorum(self, needed: int | None) -> None:
         """Safe delivery by ``needed`` holders (None: by all of them): a member waits on
-        the reports of the first ``needed - 1`` other members of the view (the
-        sequencer's first), so this process's reports to the members it is not one of
-        those for are lazy: they are still sent, a moment later at most, and a member
-        whose first partners are slow or gone delivers once they come."""
-        members, me = self.view.members, self.pid
-        if needed is None:
-            self.lazy_to = frozenset()
-            return
-        self.lazy_to = frozenset(
-            q for q in members if q != me and me not in [m for m in members if m != q][: needed - 1]
-        )
+        the reports of the first ``needed - 1`` other members of the view, or, when the
+        ordering protocol names a first holder (the sequencer: ``first``), counts it
+        without its reports and waits on the first ``needed - 2`` others. This
+        process's reports to the members that do not wait on it are lazy: they are
+        still sent, a moment later at most, and a member whose first partners are slow
+        or gone delivers once they come."""
+        members = self.view.members
+        first = None if self.first is None else members[self.first]
+
+        def waits_on(q: int) -> list[int]:
+            others = [m for m in members if m != q and m != first]
+            if needed is None:
+                return others
+            counted = 1 if first is None or q == first else 2  # itself, and the first holder
+            return others[: needed - counted]
+
+        me = self.pid
+        self.lazy_to = frozenset(q for q in members if q != me and me not in waits_on(q))
 
     def heard(self, p: Stability) -> None:
         """Member ``p.sender`` reported what it delivered; RemoteError if malformed. A
@@ -254,15 +274,25 @@ class InstalledView:
 
     def hold_of(self, member: int) -> Sequence[int]:
         """How far ``member`` holds, as far as this process knows (its own: how far its
-        ordering protocol delivered; another's: its last report, zeros before one)."""
+        ordering protocol delivered; another's: its last report, zeros before one; the
+        first holder's: at least this process's own)."""
         if member == self.pid:
             return self.low
-        return self.stable.get(member) or (0,) * len(self.low)
+        known = self.stable.get(member) or (0,) * len(self.low)
+        if self.first is not None and self.view.members[self.first] == member:
+            return tuple(map(max, known, self.low))
+        return known
 
     def holds(self) -> list[Sequence[int]]:
         """``hold_of`` every member, in member order."""
-        stable, zeros = self.stable, (0,) * len(self.low)
-        return [self.low if m == self.pid else stable.get(m, zeros) for m in self.view.members]
+        stable, zeros, low = self.stable, (0,) * len(self.low), self.low
+        holds: list[Sequence[int]] = [
+            low if m == self.pid else stable.get(m, zeros) for m in self.view.members
+        ]
+        first = self.first
+        if first is not None and first != self.rank:
+            holds[first] = tuple(map(max, holds[first], low))
+        return holds
 
     def _prune(self) -> None:
         if len(self.stable) < len(self.view.members):
@@ -298,6 +328,7 @@ class InstalledView:
 
     def _load_inner(self, data: object) -> None:
         self.inner = restore_endpoint(data)  # type: ignore[arg-type]
+        self.first = first_to_deliver(self.inner)
         if self.inner.n != len(self.view.members) or self.inner.pid != self.rank:
             raise LocalError("snapshot's inner protocol does not fit its view")
 

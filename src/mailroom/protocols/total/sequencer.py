@@ -128,6 +128,12 @@ class Sequencer(EndpointBase):
     def is_sequencer(self) -> bool:
         return self.pid == self.sequencer
 
+    def first_to_deliver(self) -> int:
+        """The process that delivers every message first (it numbers it), and in the
+        order every process delivers in: whatever a process has delivered, it holds
+        too (safe delivery counts it without its report)."""
+        return self.sequencer
+
     # -- the application's side ----------------------------------------------------
     def broadcast(self, payload: Payload) -> list[Action]:
         """Send ``payload`` to everyone in the sequencer's order."""
