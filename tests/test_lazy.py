@@ -2,15 +2,18 @@
 host may hold a moment so that the next packet for the same peer carries them.
 
 A reliable layer's acknowledgement is lazy (only the sender's memory and window wait
-on it, and the next data packet carries the same ack). Under safe delivery by a
-majority, a member waits on the reports of the first ``majority - 1`` other members
-of the view (the sequencer's first), so a report to a member that does not wait on
-its sender is lazy; under "all" every report is on the path, and a plain group's
-periodic report (for pruning) is lazy. The promise is checked as strongly as it can
-be: groups whose network never carries a lazy packet at all still deliver everything,
-with no timer fired. Marking one report too many lazy is caught. On real sockets, a
-member that never sends data writes its lazy packets rarely, and a member whose
-report partner is gone still delivers, by the others' lazy reports.
+on it, and the next data packet carries the same ack) until half the sender's window
+waits on it (then it is urgent). Under safe delivery by a majority, a member waits on
+the reports of the first ``majority - 1`` other members of the view; under the
+Sequencer every member counts the sequencer as holding what it delivered (it
+delivered it first), so nobody waits on the sequencer's reports and the others wait
+on the first ``majority - 2`` others. A report to a member that does not wait on its
+sender is lazy; under "all" every report but the sequencer's is on the path, and a
+plain group's periodic report (for pruning) is lazy. The promise is checked as
+strongly as it can be: groups whose network never carries a lazy packet at all still
+deliver everything, with no timer fired. Marking one report too many lazy is caught.
+On real sockets, a member that never sends data writes its lazy packets rarely, and a
+member whose report partner is gone still delivers, by the others' lazy reports.
 """
 
 from __future__ import annotations

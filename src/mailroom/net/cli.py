@@ -192,9 +192,8 @@ def build_parser(
                    help="sends that come within this long of the last ones sent wait for the "
                    f"rest of it, gathered (default {BUSY_GAP}; 0: never)")  # fmt: skip
     p.add_argument("--lazy-wait", type=float, default=LAZY_WAIT, metavar="SECONDS",
-                   help="acknowledgements and reports nothing waits on go with the next "
-                   "frame to their peer, or this long after the last "
-                   f"(default {LAZY_WAIT})")  # fmt: skip
+                   help="acknowledgements and reports nothing waits on go to a peer at "
+                   f"most once per this long (default {LAZY_WAIT}; 0: at once)")  # fmt: skip
     p.add_argument("--delay", action="append", default=[], metavar="PID=SECONDS",
                    help="hold frames to PID back (a slow link)")  # fmt: skip
     _group_options(p)

@@ -34,8 +34,8 @@ GROUP_OUTBOX = 1024
 #: Seconds after a lot of sends was taken during which the next lot waits for the rest
 #: of that time (sends that come this fast are gathered; after a quiet spell none waits).
 BUSY_GAP = 0.0005
-#: Seconds a write of lazy packets only (``Transmit.lazy``: acknowledgements, reports no
-#: delivery waits on) may wait after the link's last write, for data to carry them.
+#: Seconds a lazy packet (``Transmit.lazy``: acknowledgements, reports no delivery waits
+#: on) may wait, so that a link sends its lazy packets at most once per this long.
 LAZY_WAIT = 0.005
 
 
@@ -99,8 +99,8 @@ class NodeConfig:
     #: A lot started within this many seconds of the last one taken waits for the rest
     #: of them (0: never; the end of the turn, or ``linger``, as set).
     busy_gap: float = attrs.field(default=BUSY_GAP, validator=_seconds)
-    #: A write of lazy packets only waits until this many seconds after the link's last
-    #: write, so that the next packet that matters carries them (0: at the turn's end).
+    #: Lazy packets to a peer go at most once per this many seconds, the latest of each
+    #: kind, with the next write once due (0: every packet at the end of the callback).
     lazy_wait: float = attrs.field(default=LAZY_WAIT, validator=_seconds)
     #: A growable group: "host:port" where the others reach this node (None: its peer-table
     #: entry, else the listening socket's name).
