@@ -46,14 +46,19 @@ def _reports(group: Group) -> dict[int, bool]:
     return {t.to: t.lazy for t in installed.report() if isinstance(t, Transmit)}
 
 
+def _lazy_marks(n: int, quorum: str, protocol: str) -> dict[int, list[int]]:
+    """To whom each member of a fresh safe group of ``n`` sends its reports lazily."""
+    groups = [Group(p, n, protocol, members=range(n), safe=True, safe_quorum=quorum)
+              for p in range(n)]  # fmt: skip
+    return {g.pid: sorted(q for q, z in _reports(g).items() if z) for g in groups}
+
+
 def test_which_reports_are_lazy() -> None:
     """CBCAST, n = 3 by majority: P1 and P2 wait on P0's reports, P0 on P1's; n = 5: each
     waits on the first two others. Under "all" no report is lazy."""
 
-    def lazy(n: int, quorum: str, protocol: str = "cbcast") -> dict[int, list[int]]:
-        groups = [Group(p, n, protocol, members=range(n), safe=True, safe_quorum=quorum)
-                  for p in range(n)]  # fmt: skip
-        return {g.pid: sorted(q for q, z in _reports(g).items() if z) for g in groups}
+    def lazy(n: int, quorum: str) -> dict[int, list[int]]:
+        return _lazy_marks(n, quorum, "cbcast")
 
     assert lazy(3, "majority") == {0: [], 1: [2], 2: [0, 1]}
     assert lazy(5, "majority") == {0: [], 1: [], 2: [3, 4], 3: [0, 1, 2, 4], 4: [0, 1, 2, 3]}
@@ -68,9 +73,7 @@ def test_under_a_sequencer_nobody_waits_on_its_reports() -> None:
     sequencer and the first other of P1, P2; under "all", on every other but P0."""
 
     def lazy(n: int, quorum: str) -> dict[int, list[int]]:
-        groups = [Group(p, n, "sequencer", members=range(n), safe=True, safe_quorum=quorum)
-                  for p in range(n)]  # fmt: skip
-        return {g.pid: sorted(q for q, z in _reports(g).items() if z) for g in groups}
+        return _lazy_marks(n, quorum, "sequencer")
 
     assert lazy(3, "majority") == {0: [1, 2], 1: [2], 2: [0, 1]}
     assert lazy(5, "majority") == {
