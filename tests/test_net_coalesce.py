@@ -686,6 +686,28 @@ def test_a_control_packet_that_is_not_lazy_is_written_at_once() -> None:
     assert soon and nothing_held
 
 
+def test_a_lazy_packet_to_a_slow_link_still_gets_its_timer() -> None:
+    """A link staged slow (``delays``) queues its packets late, from a timer of its own:
+    a lazy one then arms the hold's timer too, so that it goes without a later write."""
+    socks = listening_sockets(3)
+
+    async def main() -> list[Any]:
+        node = Node(_stack("cbcast", 0), table_of(socks), KEY, listen=socks[0],
+                    lazy_wait=3600, delays={1: 0.001})  # fmt: skip
+        link = Link(node.transport, 1)
+        link.push(b"ack", None, fr.CONTROL, "a", True)
+        before = [len(link.lazy), link._held is None]  # still on its way to the outbox
+        await asyncio.sleep(0.05)
+        after = [len(link.lazy), link._held is not None]
+        await node.close()
+        return [before, after]
+
+    before, after = asyncio.run(main())
+    for s in socks:
+        s.close()
+    assert before == [0, True] and after == [1, True]
+
+
 @pytest.mark.parametrize("gap", [3600.0, 0.0])
 def test_a_stream_arrives_whole_with_acks_held_an_hour(gap: float) -> None:
     """P0 sends 400 messages, one per turn, to P1 over Reliable (a window of 64): with

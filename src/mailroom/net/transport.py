@@ -105,6 +105,8 @@ class Link:
             if len(hold) > self.owner.outbox_limit:
                 hold.drop_oldest()
                 stats.outbox_dropped += 1
+            if self.delay > 0:  # pushed late, by a timer: arm the hold's own
+                self.flush_soon()
             return
         outbox, keyed = self.outbox, self._keyed
         if latest is not None:
