@@ -126,7 +126,8 @@ def run_schedule(sim: Simulation, senders: list[int], send_now: Any, pick: Any,
                  cut: Any) -> list[list[str]]:  # fmt: skip
     """Broadcast "m0", "m1"... from ``senders`` in turn while ``send_now()``, else let the
     packet ``pick(k)`` of the k in flight arrive, calling ``cut(sim)`` before each
-    arrival, until nothing is in flight; what each member delivered."""
+    arrival, until every message is sent and nothing is in flight; what each member
+    delivered."""
     sent = 0
     for _ in range(600):
         if sent < len(senders) and (not sim.in_flight or send_now()):
@@ -135,6 +136,8 @@ def run_schedule(sim: Simulation, senders: list[int], send_now: Any, pick: Any,
             continue
         cut(sim)
         if not sim.in_flight:
+            if sent < len(senders):
+                continue  # the network is empty: the next message is sent now
             break
         ids = sorted(sim.in_flight)
         sim.arrive(ids[pick(len(ids))])
