@@ -97,18 +97,27 @@ class Link:
     def _push_now(self, packet: bytes, mid: MessageId | None, carries: int,
                   latest: Hashable | None, lazy: bool) -> None:  # fmt: skip
         self._said.set()
-        stats = self.owner.stats
         if lazy and carries == fr.CONTROL and self.owner.lazy_wait > 0:
-            hold = self.lazy
-            if hold.add((packet, mid, carries), latest, time.monotonic(), self.owner.lazy_wait):
-                stats.superseded += 1
-            if len(hold) > self.owner.outbox_limit:
-                hold.drop_oldest()
-                stats.outbox_dropped += 1
-            if self.delay > 0:  # pushed late, by a timer: arm the hold's own
-                self.flush_soon()
-            return
-        outbox, keyed = self.outbox, self._keyed
+            self._hold(packet, mid, carries, latest)
+        else:
+            self._queue(packet, mid, carries, latest)
+        if self.delay > 0:  # pushed late, by a timer of its own: nobody else flushes
+            self.flush_soon()
+
+    def _hold(self, packet: bytes, mid: MessageId | None, carries: int,
+              latest: Hashable | None) -> None:  # fmt: skip
+        """A lazy packet: into the hold (``lazy``), replacing one of its key."""
+        hold, stats = self.lazy, self.owner.stats
+        if hold.add((packet, mid, carries), latest, time.monotonic(), self.owner.lazy_wait):
+            stats.superseded += 1
+        if len(hold) > self.owner.outbox_limit:
+            hold.drop_oldest()
+            stats.outbox_dropped += 1
+
+    def _queue(self, packet: bytes, mid: MessageId | None, carries: int,
+               latest: Hashable | None) -> None:  # fmt: skip
+        """Any other packet: into the outbox, written at the end of the callback."""
+        outbox, keyed, stats = self.outbox, self._keyed, self.owner.stats
         if latest is not None:
             keyed.append((self._pushed, latest))
             if self.lazy and self.lazy.drop(latest):  # this one says it, later
@@ -121,8 +130,6 @@ class Link:
             oldest = self._pushed - len(outbox)
             while keyed and keyed[0][0] < oldest:
                 keyed.popleft()
-        if self.delay > 0:
-            self.flush_soon()
 
     def ready(self, conn: Outbound, seen: int) -> None:
         """``conn`` completed its handshake; the peer has seen our message ids up to

@@ -291,7 +291,7 @@ class InstalledView:
         ]
         first = self.first
         if first is not None and first != self.rank:
-            holds[first] = tuple(map(max, holds[first], low))
+            holds[first] = self.hold_of(self.view.members[first])
         return holds
 
     def _prune(self) -> None:
