@@ -202,6 +202,7 @@ def run_child(main: Callable[[argparse.Namespace], None], args: argparse.Namespa
     finally:
         if args.profile:
             name = f"{args.role}-n{args.n}-{args.tag}-P{args.pid}.prof"
+            os.makedirs(args.profile, exist_ok=True)
             PROFILER.prof.dump_stats(os.path.join(args.profile, name))
 
 

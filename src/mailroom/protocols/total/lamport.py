@@ -46,13 +46,14 @@ message this process never sent: RemoteError.
 from __future__ import annotations
 
 import heapq
+import math
 from collections.abc import Callable, Sequence
 from typing import Any
 
 import attrs
 
 from mailroom.core import validate
-from mailroom.core.actions import Action, Deliver, Transmit
+from mailroom.core.actions import Action, Transmit, delivery
 from mailroom.core.endpoint import EndpointBase
 from mailroom.core.errors import LocalError, RemoteError
 from mailroom.core.hooks import hook
@@ -115,7 +116,8 @@ class LamportTotalOrder(EndpointBase):
         self.latest = [0] * n
         self.delivered = [0] * n
         self._queue: list[tuple[int, int, int]] = []  # heap of (ts, origin, seq)
-        self._messages: dict[MessageId, LamportMessage] = {}
+        #: the queued messages by (origin, seq): a tuple hashes far faster than a MessageId
+        self._messages: dict[tuple[int, int], LamportMessage] = {}
 
     @classmethod
     def stack(cls, pid: int, n: int) -> Stack:
@@ -154,7 +156,7 @@ class LamportTotalOrder(EndpointBase):
         for i, payload in enumerate(payloads):
             self._enqueue(LamportMessage(self.pid, first.seq + i, ts + i, payload))
         self._clock += 1
-        actions += self._acknowledge(self._messages[MessageId(self.pid, self.sent_count)])
+        actions += self._acknowledge(self._messages[self.pid, self.sent_count])
         return actions + self._drain()
 
     @hook
@@ -181,8 +183,7 @@ class LamportTotalOrder(EndpointBase):
         ts = validate.positive(m.ts, "timestamp")
         if sender == self.pid:
             raise RemoteError("a process's own messages never travel to itself")
-        mid = MessageId(sender, seq)
-        if seq <= self.delivered[sender] or mid in self._messages:
+        if seq <= self.delivered[sender] or (sender, seq) in self._messages:
             self.duplicates += 1
             return []
         self._clock = max(self._clock, ts) + 1
@@ -197,11 +198,11 @@ class LamportTotalOrder(EndpointBase):
         first_ts = validate.first_of_range(b.first_ts, len(payloads), "timestamp")
         if sender == self.pid:
             raise RemoteError("a process's own messages never travel to itself")
+        queued, low = self._messages, self.delivered[sender]
         fresh = [
             LamportMessage(sender, first_seq + i, first_ts + i, payload)
             for i, payload in enumerate(payloads)
-            if first_seq + i > self.delivered[sender]
-            and MessageId(sender, first_seq + i) not in self._messages
+            if first_seq + i > low and (sender, first_seq + i) not in queued
         ]
         if not fresh:
             self.duplicates += 1
@@ -227,7 +228,7 @@ class LamportTotalOrder(EndpointBase):
         return self._drain()
 
     def _enqueue(self, m: LamportMessage) -> None:
-        self._messages[MessageId(m.sender, m.seq)] = m
+        self._messages[m.sender, m.seq] = m
         heapq.heappush(self._queue, (m.ts, m.sender, m.seq))
 
     def _acknowledge(self, m: LamportMessage) -> list[Action]:
@@ -240,11 +241,20 @@ class LamportTotalOrder(EndpointBase):
 
     def _drain(self) -> list[Action]:
         actions: list[Action] = []
-        while self._queue and not self._missing(self._queue[0][0]):
-            _, origin, seq = heapq.heappop(self._queue)
-            m = self._messages.pop(MessageId(origin, seq))
-            self.delivered[origin] = max(self.delivered[origin], seq)
-            actions.append(Deliver(_message(m)))
+        queue = self._queue
+        if not queue:
+            return actions
+        # the rule, for every queued stamp at once: deliverable while below every other
+        # process's latest stamp (``_missing`` empty); delivering changes no ``latest``
+        others = [t for k, t in enumerate(self.latest) if k != self.pid]
+        bound = min(others) if others else math.inf
+        messages, delivered = self._messages, self.delivered
+        while queue and queue[0][0] < bound:
+            _, origin, seq = heapq.heappop(queue)
+            m = messages.pop((origin, seq))
+            if seq > delivered[origin]:
+                delivered[origin] = seq
+            actions.append(delivery(origin, seq, m.payload))
         return actions
 
     # -- introspection -------------------------------------------------------------------
@@ -253,7 +263,7 @@ class LamportTotalOrder(EndpointBase):
 
     def _queued_in_order(self) -> list[LamportMessage]:
         """The queued messages in delivery order (by timestamp, then origin)."""
-        return [self._messages[MessageId(o, s)] for _, o, s in sorted(self._queue)]
+        return [self._messages[o, s] for _, o, s in sorted(self._queue)]
 
     def pending(self) -> list[Pending]:
         out = []
@@ -275,9 +285,8 @@ class LamportTotalOrder(EndpointBase):
         sender = validate.pid(m.sender, self.n)
         seq = validate.positive(m.seq, "seq")
         validate.positive(m.ts, "timestamp")
-        mid = MessageId(sender, seq)
-        if seq <= self.delivered[sender] or mid in self._messages:
-            raise LocalError(f"snapshot queues {mid}, delivered or queued twice")
+        if seq <= self.delivered[sender] or (sender, seq) in self._messages:
+            raise LocalError(f"snapshot queues {MessageId(sender, seq)}, delivered or queued twice")
         self._enqueue(m)
 
     persistent = (

@@ -42,7 +42,7 @@ from typing import Any, ClassVar
 import attrs
 
 from mailroom.core import validate
-from mailroom.core.actions import Action, Deliver, Transmit
+from mailroom.core.actions import Action, Deliver, Transmit, delivery
 from mailroom.core.endpoint import EndpointBase
 from mailroom.core.errors import LocalError, RemoteError
 from mailroom.core.hooks import hook
@@ -220,10 +220,7 @@ class Sequencer(EndpointBase):
         order = SequencerOrderBatch(first, origin, first_seq, payloads)
         mid = MessageId(origin, first_seq)
         actions: list[Action] = [Transmit(to, order, mid) for to in range(self.n) if to != self.pid]
-        actions += [
-            Deliver(Message(MessageId(origin, first_seq + i), origin, payload))
-            for i, payload in enumerate(payloads)
-        ]
+        actions += [delivery(origin, first_seq + i, payload) for i, payload in enumerate(payloads)]
         return actions
 
     def _number(self, origin: int, seq: int, payload: Payload) -> list[Action]:
@@ -238,7 +235,7 @@ class Sequencer(EndpointBase):
         order = SequencerOrder(self.numbered, origin, seq, payload)
         mid = MessageId(origin, seq)
         actions: list[Action] = [Transmit(to, order, mid) for to in range(self.n) if to != self.pid]
-        actions.append(Deliver(Message(mid, origin, payload)))
+        actions.append(delivery(origin, seq, payload))
         return actions
 
     def _on_order(self, p: SequencerOrder) -> list[Action]:
@@ -285,16 +282,7 @@ class Sequencer(EndpointBase):
                 f"P{self.pid} never sent message {last_seq} (it sent {self.sent_count})"
             )
         start = max(0, self.delivered + 1 - first)  # the batch's first index not yet delivered
-        new = []
-        for i in range(start, size):
-            held = self._held.get(first + i)
-            if held is None:
-                new.append(i)
-            elif (held.origin, held.seq) != (origin, first_seq + i):
-                raise RemoteError(
-                    f"number {first + i} names {MessageId(origin, first_seq + i)} but already "
-                    f"{MessageId(held.origin, held.seq)}"
-                )
+        new = self._new_numbers(first, origin, first_seq, range(start, size))
         if not new:
             self.duplicates += 1
             return []
@@ -306,6 +294,23 @@ class Sequencer(EndpointBase):
             return []
         return self.deliver_batch(p, start)
 
+    def _new_numbers(self, first: int, origin: int, first_seq: int, indexes: range) -> list[int]:
+        """The ``indexes`` of a batch (numbered from ``first``) not held here yet;
+        RemoteError if a held order has one of the batch's numbers for another message."""
+        if not self._held:  # (the common case: nothing out of order)
+            return list(indexes)
+        new = []
+        for i in indexes:
+            held = self._held.get(first + i)
+            if held is None:
+                new.append(i)
+            elif (held.origin, held.seq) != (origin, first_seq + i):
+                raise RemoteError(
+                    f"number {first + i} names {MessageId(origin, first_seq + i)} but already "
+                    f"{MessageId(held.origin, held.seq)}"
+                )
+        return new
+
     @hook
     def deliver_batch(self, batch: SequencerOrderBatch, start: int) -> list[Action]:
         """Rule, at a receiver: a batch of orders (checked) whose index ``start`` has the
@@ -313,11 +318,13 @@ class Sequencer(EndpointBase):
         order that is next."""
         origin, first, first_seq = batch.origin, batch.first_number, batch.first_seq
         payloads = batch.payloads
-        actions: list[Action] = []
-        for i in range(start, len(payloads)):
-            self._held.pop(first + i, None)
-            mid = MessageId(origin, first_seq + i)
-            actions.append(Deliver(Message(mid, origin, payloads[i])))
+        held = self._held
+        if held:
+            for i in range(start, len(payloads)):
+                held.pop(first + i, None)
+        actions: list[Action] = [
+            delivery(origin, first_seq + i, payloads[i]) for i in range(start, len(payloads))
+        ]
         self.delivered = first + len(payloads) - 1
         while (nxt := self._held.pop(self.delivered + 1, None)) is not None:
             self.delivered += 1

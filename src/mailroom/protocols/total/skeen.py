@@ -67,7 +67,7 @@ from collections.abc import Collection, Sequence
 from typing import Any
 
 from mailroom.core import validate
-from mailroom.core.actions import Action, Deliver, Transmit
+from mailroom.core.actions import Action, Deliver, Transmit, delivery
 from mailroom.core.endpoint import EndpointBase
 from mailroom.core.errors import LocalError, RemoteError
 from mailroom.core.hooks import hook
@@ -111,14 +111,14 @@ def _load_held(ep: Skeen, data: object) -> None:
     for item in snap_list(data, "held"):
         m = packet_from_data(SkeenMessage, item["message"])
         mid = ep._check_message(m)
-        if mid in ep._held:
+        if (mid.origin, mid.seq) in ep._held:
             raise LocalError(f"snapshot holds {mid} twice")
         number = snap_positive(item["number"], "held.number")
         if number > ep._clock or number < m.ts:
             raise LocalError(f"snapshot holds {mid} with number {number} outside 1..clock")
-        ep._hold(mid, m, number)
+        ep._hold(m, number)
         if snap_bool(item["final"], "held.final"):
-            ep._mark_final(ep._held[mid], number)
+            ep._mark_final(ep._held[mid.origin, mid.seq], number)
     if ep._next_ready() is not None:
         raise LocalError("snapshot holds a message that was deliverable")
 
@@ -165,17 +165,17 @@ def _load_collecting(ep: Skeen, data: object) -> None:
 
 
 def _dump_finals(ep: Skeen) -> list[list[int]]:
-    return [[m.origin, m.seq, v] for m, v in ep.finals.items()]
+    return [[origin, seq, v] for (origin, seq), v in ep._finals.items()]
 
 
 def _load_finals(ep: Skeen, data: object) -> None:
     for item in snap_list(data, "finals"):
         origin, seq, number = item
-        mid = MessageId(snap_pid(origin, ep.n, "finals"), snap_positive(seq, "finals"))
-        if mid in ep.finals:
-            raise LocalError(f"snapshot lists {mid} twice in finals")
-        ep.finals[mid] = snap_positive(number, "finals")
-    if len(ep.finals) > ep.keep_finals:
+        mid = (snap_pid(origin, ep.n, "finals"), snap_positive(seq, "finals"))
+        if mid in ep._finals:
+            raise LocalError(f"snapshot lists {MessageId(*mid)} twice in finals")
+        ep._finals[mid] = snap_positive(number, "finals")
+    if len(ep._finals) > ep.keep_finals:
         raise LocalError("snapshot keeps more finals than keep_finals")
 
 
@@ -191,7 +191,8 @@ class Skeen(EndpointBase):
             raise LocalError(f"keep_finals must be a non-negative integer, got {keep_finals!r}")
         self.keep_finals = keep_finals
         self._clock = 0
-        self._held: dict[MessageId, _Held] = {}
+        #: the mail room, by (origin, seq): a tuple hashes far faster than a MessageId
+        self._held: dict[tuple[int, int], _Held] = {}
         #: keys of the held messages not final yet (lazy: entries of messages that
         #: became final are skipped when they reach the top)
         self._open: list[Key] = []
@@ -203,13 +204,20 @@ class Skeen(EndpointBase):
         #: per sender: every index <= _low[p] has arrived here, and so has each in _high[p]
         self._low = [0] * n
         self._high: list[set[int]] = [set() for _ in range(n)]
-        #: final numbers of the last ``keep_finals`` messages delivered here, oldest first
-        self.finals: dict[MessageId, int] = {}
+        #: final numbers of the last ``keep_finals`` messages delivered here, oldest
+        #: first, by (origin, seq)
+        self._finals: dict[tuple[int, int], int] = {}
 
     @property
     def clock(self) -> int:
         """The Lamport clock."""
         return self._clock
+
+    @property
+    def finals(self) -> dict[MessageId, int]:
+        """The final numbers of the last ``keep_finals`` messages delivered here, oldest
+        first (a copy)."""
+        return {MessageId(*mid): number for mid, number in self._finals.items()}
 
     # -- the application's side ----------------------------------------------------
     def broadcast(self, payload: Payload) -> list[Action]:
@@ -245,7 +253,7 @@ class Skeen(EndpointBase):
         self._collecting[mid.seq] = collecting
         if self.pid in dest:
             own = SkeenMessage(self.pid, mid.seq, ts, dest, payload, self._sent_to[self.pid])
-            self._hold(mid, own, ts)
+            self._hold(own, ts)
             collecting.proposals[self.pid] = ts
         return actions + self._maybe_finish(mid.seq)
 
@@ -286,12 +294,12 @@ class Skeen(EndpointBase):
         mid = self._check_message(m)
         if mid.origin == self.pid:
             raise RemoteError("a process's own messages never travel to itself")
-        if mid in self._held or self._seen(mid.origin, m.index):
+        if (mid.origin, mid.seq) in self._held or self._seen(mid.origin, m.index):
             self.duplicates += 1
             return []
         self._mark_seen(mid.origin, m.index)
         self._clock = max(self._clock, m.ts) + 1
-        self._hold(mid, m, self._clock)
+        self._hold(m, self._clock)
         return [
             Transmit(mid.origin, SkeenProposal(self.pid, mid.origin, mid.seq, self._clock), None)
         ]
@@ -306,10 +314,22 @@ class Skeen(EndpointBase):
             self._low[sender] += 1
             high.discard(self._low[sender])
 
-    def _hold(self, mid: MessageId, m: SkeenMessage, proposal: int) -> None:
-        held = _Held(m, proposal, final=False)
-        self._held[mid] = held
-        heapq.heappush(self._open, held.key)
+    def _hold(self, m: SkeenMessage, proposal: int) -> None:
+        self._hold_fields(m.sender, m.seq, m.ts, m.dest, m.payload, m.index, proposal)
+
+    def _hold_fields(
+        self,
+        sender: int,
+        seq: int,
+        ts: int,
+        dest: tuple[int, ...],
+        payload: Any,
+        index: int,
+        proposal: int,
+    ) -> None:
+        """Hold message (sender, seq) (its packet's fields, checked) with ``proposal``."""
+        self._held[sender, seq] = _Held(sender, seq, ts, dest, payload, index, proposal, False)
+        heapq.heappush(self._open, (proposal, sender, seq))
 
     def _on_proposal(self, p: SkeenProposal) -> list[Action]:
         sender = validate.pid(p.sender, self.n)
@@ -368,7 +388,7 @@ class Skeen(EndpointBase):
             for q, k in zip(collecting.dest, collecting.indexes, strict=True)
             if q != self.pid
         ]
-        held = self._held.get(MessageId(self.pid, seq))
+        held = self._held.get((self.pid, seq))
         if held is not None:
             actions += self._finalize(held, final)
         return actions
@@ -391,17 +411,14 @@ class Skeen(EndpointBase):
         mid = MessageId(origin, seq)
         if origin == self.pid:
             raise RemoteError("a process's own final numbers never travel to itself")
-        held = self._held.get(mid)
+        held = self._held.get((origin, seq))
         if held is None:
-            known = self.finals.get(mid)
+            known = self._finals.get((origin, seq))
             if known is not None and known != number:
                 raise RemoteError(f"second final number {number} for {mid}, which has {known}")
             if known is None and (
                 not self._seen(origin, index)
-                or any(
-                    h.message.sender == origin and h.message.index == index
-                    for h in self._held.values()
-                )
+                or any(h.sender == origin and h.index == index for h in self._held.values())
             ):
                 raise RemoteError(f"final number for unknown message {mid}")
             if number > self._clock:
@@ -410,10 +427,8 @@ class Skeen(EndpointBase):
                     f"number P{self.pid} has seen ({self._clock})"
                 )
             return None  # a late copy for a message delivered here
-        if held.message.index != index:
-            raise RemoteError(
-                f"final number for {mid} names index {index}, not {held.message.index}"
-            )
+        if held.index != index:
+            raise RemoteError(f"final number for {mid} names index {index}, not {held.index}")
         if held.final:
             if held.number != number:
                 raise RemoteError(
@@ -432,7 +447,7 @@ class Skeen(EndpointBase):
 
     def _mark_final(self, held: _Held, number: int) -> None:
         held.number, held.final = number, True
-        heapq.heappush(self._ready, held.key)
+        heapq.heappush(self._ready, (number, held.sender, held.seq))
 
     # -- the rules a variant may change (mailroom.core.hooks) ------------------------------
     @hook
@@ -467,7 +482,7 @@ class Skeen(EndpointBase):
         message is final)."""
         heap, held = self._open, self._held
         while heap:
-            h = held.get(MessageId(heap[0][1], heap[0][2]))
+            h = held.get((heap[0][1], heap[0][2]))
             if h is not None and not h.final:
                 return heap[0]
             heapq.heappop(heap)
@@ -484,13 +499,13 @@ class Skeen(EndpointBase):
         return actions
 
     def _deliver(self, key: Key) -> Deliver:
-        mid = MessageId(key[1], key[2])
-        h = self._held.pop(mid)
+        h = self._held.pop((key[1], key[2]))
         if self.keep_finals:
-            self.finals[mid] = h.number
-            if len(self.finals) > self.keep_finals:
-                del self.finals[next(iter(self.finals))]
-        return Deliver(_message(h.message))
+            finals = self._finals
+            finals[key[1], key[2]] = h.number
+            if len(finals) > self.keep_finals:
+                del finals[next(iter(finals))]
+        return delivery(key[1], key[2], h.payload)
 
     # -- introspection -------------------------------------------------------------------
     def buffered(self) -> int:
@@ -502,28 +517,29 @@ class Skeen(EndpointBase):
         return (
             len(self._held)
             + len(self._collecting)
-            + len(self.finals)
+            + len(self._finals)
             + sum(len(h) for h in self._high)
         )
 
     def _waits_on(self, key: Key) -> list[MessageId]:
         """The held messages not final yet whose keys are below ``key``."""
-        return sorted(
-            (mid for mid, h in self._held.items() if not h.final and h.key < key),
-            key=lambda mid: self._held[mid].key,
-        )
+        return [
+            MessageId(h.sender, h.seq)
+            for h in sorted(self._held.values(), key=lambda h: h.key)
+            if not h.final and h.key < key
+        ]
 
     def pending(self) -> list[Pending]:
         out = []
         for _, h in sorted(self._held.items(), key=lambda item: item[1].key):
-            mid = MessageId(h.message.sender, h.message.seq)
+            mid = MessageId(h.sender, h.seq)
             if not h.final:
                 wait = Wait(mid.origin, 0, 1, "final number")
                 why = f"its final number from P{mid.origin} (proposed {h.number})"
             else:
                 others = self._waits_on(h.key)
                 if not others:  # only on a subclass with another delivery rule
-                    others = sorted(m for m, x in self._held.items() if not x.final)
+                    others = sorted(MessageId(*m) for m, x in self._held.items() if not x.final)
                 wait = Wait(others[0].origin, 0, 1, "final number")
                 why = "the final numbers of " + ", ".join(str(o) for o in others)
             out.append(Pending(_message(h.message), (wait,), why))

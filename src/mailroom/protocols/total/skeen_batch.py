@@ -51,11 +51,11 @@ def send_batch(ep: Skeen, payloads: tuple[Any, ...]) -> list[Action]:
         for q in dest
         if q != ep.pid
     ]
+    own = starts[ep.pid]
     for i, payload in enumerate(payloads):
-        collecting = sp._Collecting(ts + i, dest, tuple(k + i for k in starts), {ep.pid: ts + i})
+        collecting = sp._Collecting(ts + i, dest, tuple([k + i for k in starts]), {ep.pid: ts + i})
         ep._collecting[first + i] = collecting
-        own = sp.SkeenMessage(ep.pid, first + i, ts + i, dest, payload, starts[ep.pid] + i)
-        ep._hold(MessageId(ep.pid, first + i), own, ts + i)
+        ep._hold_fields(ep.pid, first + i, ts + i, dest, payload, own + i, ts + i)
     return actions + announce(ep, range(first, first + size))
 
 
@@ -66,23 +66,21 @@ def on_batch(ep: Skeen, b: sp.SkeenBatch) -> list[Action]:
     first_seq = validate.first_of_range(b.first_seq, size, "seq")
     first_ts = validate.first_of_range(b.first_ts, size, "timestamp")
     first_index = validate.first_of_range(b.first_index, size, "index")
-    messages = [
-        sp.SkeenMessage(b.sender, first_seq + i, first_ts + i, b.dest, payloads[i], first_index + i)
-        for i in range(size)
-    ]
-    ep._check_message(messages[0])  # (the others differ only in counters checked above)
-    sender = messages[0].sender
+    first = sp.SkeenMessage(b.sender, first_seq, first_ts, b.dest, payloads[0], first_index)
+    ep._check_message(first)  # (the others differ only in counters checked above)
+    sender, dest = first.sender, first.dest
     if sender == ep.pid:
         raise RemoteError("a process's own messages never travel to itself")
     proposed: list[tuple[int, int]] = []
-    for m in messages:
-        mid = MessageId(sender, m.seq)
-        if mid in ep._held or ep._seen(sender, m.index):
+    held = ep._held
+    for i, payload in enumerate(payloads):
+        seq, index = first_seq + i, first_index + i
+        if (sender, seq) in held or ep._seen(sender, index):
             continue
-        ep._mark_seen(sender, m.index)
-        ep._clock = max(ep._clock, m.ts) + 1
-        ep._hold(mid, m, ep._clock)
-        proposed.append((m.seq, ep._clock))
+        ep._mark_seen(sender, index)
+        ep._clock = max(ep._clock, first_ts + i) + 1
+        ep._hold_fields(sender, seq, first_ts + i, dest, payload, index, ep._clock)
+        proposed.append((seq, ep._clock))
     if not proposed:
         ep.duplicates += 1
         return []
@@ -141,9 +139,11 @@ def announce(ep: Skeen, seqs: range | list[int]) -> list[Action]:
     if not done:
         return []
     first_seq, _, first = done[0]
+    # consecutive seqs to one destination set are consecutive indexes at each destination
+    # (every multicast counts one at each of its destinations), so that suffices
+    dest = first.dest
     together = len(done) > 1 and all(
-        seq == first_seq + k and c.dest == first.dest and c.indexes == _plus(first.indexes, k)
-        for k, (seq, _, c) in enumerate(done)
+        seq == first_seq + k and c.dest == dest for k, (seq, _, c) in enumerate(done)
     )
     actions: list[Action]
     if together:  # consecutive everywhere: one batch of final numbers per destination
@@ -160,7 +160,7 @@ def announce(ep: Skeen, seqs: range | list[int]) -> list[Action]:
             for q, k in zip(c.dest, c.indexes, strict=True)
             if q != ep.pid
         ]
-    own = [(ep._held.get(MessageId(ep.pid, seq)), v) for seq, v, _ in done]
+    own = [(ep._held.get((ep.pid, seq)), v) for seq, v, _ in done]
     ep.learn_finals([v for _, v, _ in done])
     return actions + _finalize(ep, [(h, v) for h, v in own if h is not None], learn=False)
 
@@ -174,14 +174,12 @@ def _finalize(ep: Skeen, fresh: list[tuple[sp._Held, int]], *, learn: bool = Tru
     return ep._drain()
 
 
-def _plus(values: tuple[int, ...], k: int) -> tuple[int, ...]:
-    return tuple(x + k for x in values)
-
-
 def _numbers(value: object, what: str) -> tuple[int, ...]:
     """A batch's numbers: 1..BATCH_LIMIT positive counters."""
     if type(value) is not tuple or not 1 <= len(value) <= validate.BATCH_LIMIT:
         raise RemoteError(f"a batch carries 1..{validate.BATCH_LIMIT} {what}s")
+    if set(map(type, value)) == {int} and 1 <= min(value) and max(value) <= validate.MAX_COUNTER:
+        return value  # the common case, checked without a call per number
     for v in value:
         validate.positive(v, what)
     return value

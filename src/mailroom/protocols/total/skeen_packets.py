@@ -57,13 +57,26 @@ class SkeenFinal:
 
 @attrs.define
 class _Held:
-    message: SkeenMessage
+    """A message in the mail room: its packet's fields (kept flat, so that a batch's
+    messages are held without a packet each), its number and whether it is final."""
+
+    sender: int
+    seq: int
+    ts: int
+    dest: tuple[int, ...]
+    payload: Any
+    index: int
     number: int
     final: bool
 
     @property
+    def message(self) -> SkeenMessage:
+        """The message as the packet that carried it alone."""
+        return SkeenMessage(self.sender, self.seq, self.ts, self.dest, self.payload, self.index)
+
+    @property
     def key(self) -> Key:
-        return (self.number, self.message.sender, self.message.seq)
+        return (self.number, self.sender, self.seq)
 
 
 @attrs.define
