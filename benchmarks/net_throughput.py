@@ -85,7 +85,7 @@ from peer_mailroom import MAILROOM
 from peer_pysyncobj import Setup
 from peer_redis import INSTALL as REDIS_INSTALL
 from peer_redis import RedisServer, hiredis_in_use
-from peer_run import Children, attempt, latencies, peak_figures, sleep_until
+from peer_run import GC_YOUNG, Children, attempt, latencies, peak_figures, sleep_until
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ORDER = {"CBCAST": "causal", "Skeen": "total", "Sequencer": "total", "Lamport": "total",
@@ -434,6 +434,14 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--json", default="", help="also write every figure to this file")
     p.add_argument("--encrypt", action="store_true", help="also run each mailroom row encrypted")
     p.add_argument(
+        "--gc-young",
+        type=int,
+        default=0,
+        help="every process of every row (the peers' too) sets the garbage collector's "
+        "young-generation threshold to this before its window (mailroom.net.tune_collector, "
+        "python -m mailroom.net --gc-young); 0 (default): Python's own (700)",
+    )
+    p.add_argument(
         "--baseline-src",
         default="",
         help="also run each mailroom row (peak only) "
@@ -460,6 +468,9 @@ def main() -> None:
     if flag:
         print(flag, flush=True)
     os.environ.setdefault("MAILROOM_KEY", secrets.token_hex(32))  # a fresh key per run
+    if args.gc_young < 0:
+        p.error(f"--gc-young {args.gc_young}: a threshold is 0 (Python's own) or more")
+    os.environ[GC_YOUNG] = str(args.gc_young)  # the children inherit it
     server = RedisServer()
     if "redis" in systems and not server.start():
         print(f"Redis Streams row skipped: {server.missing}; {REDIS_INSTALL}.", flush=True)
@@ -478,8 +489,10 @@ def main() -> None:
           f"{len(lat_rows)} rows x {len(loads)} loads x {args.latency_rounds} rounds x "
           f"{len(sizes)} sizes = {len(lat_rows) * len(loads) * args.latency_rounds * len(sizes)} "
           f"latency runs of {args.latency_seconds:g} s", flush=True)  # fmt: skip
-    print(f"{' '.join(sys.argv)}\n{rounds.load_text()} at the start; {versions()}", flush=True)
+    print(f"{' '.join(sys.argv)}\n{rounds.load_text()} at the start; {versions()}; "
+          f"gc young threshold {args.gc_young or 'Python default'}", flush=True)  # fmt: skip
     figures: dict[str, Any] = {"argv": sys.argv, "flag": flag, "versions": versions(),
+                               "gc_young": args.gc_young,
                                "started": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
                                "sizes": {}}  # fmt: skip
     try:

@@ -143,12 +143,18 @@ def rss_mb() -> float:
 #: measured window, as a long-running service does once it has started, so that the
 #: collector's full passes skip what start-up made (``--gc-freeze``).
 GC_FREEZE = "MAILROOM_BENCH_GC_FREEZE"
+#: Set in a benchmark child's environment: the collector's young-generation threshold
+#: (``mailroom.net.tune_collector``) for every process of every row (``--gc-young``).
+GC_YOUNG = "MAILROOM_BENCH_GC_YOUNG"
 
 
 def start_signal(extra: str = "") -> float:
     """Say ``ready`` to the driver, read the common start time, sleep until then."""
     if os.environ.get(GC_FREEZE):  # every process of every row alike (--gc-freeze)
         gc.freeze()
+    young = int(os.environ.get(GC_YOUNG) or 0)
+    if young:  # every process of every row alike (--gc-young), as tune_collector does
+        gc.set_threshold(young, *gc.get_threshold()[1:])
     print(f"ready {extra}".rstrip(), flush=True)
     start = float(sys.stdin.readline())
     time.sleep(max(0.0, start - time.monotonic()))

@@ -5,10 +5,12 @@ are the fields of ``NodeConfig``); ``PeerTable`` is the
 ``pid -> host:port`` table (``peers.toml``); ``load_key`` reads the group key
 from a file or ``$MAILROOM_KEY`` (``generate_key`` writes a new one);
 ``group_endpoint`` makes a member (or joiner) of a process group with views, for
-a node to host. ``python -m mailroom.net`` runs one process of a group with a
+a node to host; ``tune_collector`` sizes the garbage collector's young generation
+for a process that runs nodes. ``python -m mailroom.net`` runs one process of a group with a
 scripted workload. See ``docs/runtime.md``.
 """
 
+from mailroom.net.collector import tune_collector
 from mailroom.net.config import KEY_ENV, PeerTable, generate_key, load_key
 from mailroom.net.frames import FrameError
 from mailroom.net.membership import group_endpoint
@@ -25,4 +27,5 @@ __all__ = [
     "generate_key",
     "group_endpoint",
     "load_key",
+    "tune_collector",
 ]

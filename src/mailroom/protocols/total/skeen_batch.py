@@ -178,7 +178,7 @@ def _numbers(value: object, what: str) -> tuple[int, ...]:
     """A batch's numbers: 1..BATCH_LIMIT positive counters."""
     if type(value) is not tuple or not 1 <= len(value) <= validate.BATCH_LIMIT:
         raise RemoteError(f"a batch carries 1..{validate.BATCH_LIMIT} {what}s")
-    if set(map(type, value)) == {int} and 1 <= min(value) and max(value) <= validate.MAX_COUNTER:
+    if set(map(type, value)) == {int} and min(value) >= 1 and max(value) <= validate.MAX_COUNTER:
         return value  # the common case, checked without a call per number
     for v in value:
         validate.positive(v, what)
