@@ -192,7 +192,12 @@ class Sequencer(EndpointBase):
         first_seq = validate.first_of_range(p.first_seq, len(payloads), "seq")
         if sender == self.pid:
             raise RemoteError("the sequencer's own messages never travel as requests")
-        fresh = [i for i in range(len(payloads)) if not self._numbered_seq(sender, first_seq + i)]
+        if first_seq > self._low[sender] and not self._high[sender]:
+            fresh = list(range(len(payloads)))  # (the common case: in order, none numbered)
+        else:
+            fresh = [
+                i for i in range(len(payloads)) if not self._numbered_seq(sender, first_seq + i)
+            ]
         if not fresh:
             self.duplicates += 1
             return []
@@ -210,10 +215,13 @@ class Sequencer(EndpointBase):
         if len(payloads) == 1:
             return self._number(origin, first_seq, payloads[0])
         high = self._high[origin]
-        high.update(range(first_seq, first_seq + len(payloads)))
-        while self._low[origin] + 1 in high:
-            self._low[origin] += 1
-            high.discard(self._low[origin])
+        if first_seq == self._low[origin] + 1 and not high:  # in order: the window moves
+            self._low[origin] += len(payloads)
+        else:
+            high.update(range(first_seq, first_seq + len(payloads)))
+            while self._low[origin] + 1 in high:
+                self._low[origin] += 1
+                high.discard(self._low[origin])
         first = self.numbered + 1
         self.numbered += len(payloads)
         self.delivered += len(payloads)
