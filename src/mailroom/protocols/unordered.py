@@ -24,6 +24,7 @@ from mailroom.core.messages import Message, MessageId, Payload
 from mailroom.core.pending import Pending
 from mailroom.core.persist import CLOCK, Field, counts, window
 from mailroom.core.wire import as_row, packet
+from mailroom.protocols import _window as reorder
 from mailroom.protocols._packets import carries_seq
 from mailroom.protocols.detect import CausalityDetector, CausalityViolation
 
@@ -100,18 +101,14 @@ class Unordered(EndpointBase):
         index = validate.positive(packet.index, "index")
         if index > seq:
             raise RemoteError(f"index {index} exceeds the sender's count of messages {seq}")
-        high = self._high[sender]
-        if index <= self._low[sender] or index in high:
+        if reorder.seen(self._low, self._high, sender, index):
             self.duplicates += 1
             return []
         if sender != self.pid and vc[self.pid] > self._clock[self.pid]:
             raise RemoteError(
                 f"vector clock[{self.pid}] claims P{self.pid} had events it never had"
             )
-        high.add(index)
-        while self._low[sender] + 1 in high:
-            self._low[sender] += 1
-            high.discard(self._low[sender])
+        reorder.mark(self._low, self._high, sender, index)
         mid = MessageId(sender, seq)
         self.detector.observe(mid, VectorClock(vc))
         for k, v in enumerate(vc):

@@ -50,6 +50,7 @@ from mailroom.core.messages import Message, MessageId, Payload
 from mailroom.core.pending import Pending, Wait
 from mailroom.core.persist import Field, argument, counter, packets, window
 from mailroom.core.wire import as_row, packet
+from mailroom.protocols import _window as reorder
 from mailroom.protocols._packets import carries_batch, carries_message, carries_seq
 
 #: The most messages one batch packet carries (a longer batch travels as several).
@@ -176,13 +177,10 @@ class Sequencer(EndpointBase):
         seq = validate.positive(p.seq, "seq")
         if sender == self.pid:
             raise RemoteError("the sequencer's own messages never travel as requests")
-        if seq <= self._low[sender] or seq in self._high[sender]:
+        if reorder.seen(self._low, self._high, sender, seq):
             self.duplicates += 1
             return []
         return self._number(sender, seq, p.payload)
-
-    def _numbered_seq(self, origin: int, seq: int) -> bool:
-        return seq <= self._low[origin] or seq in self._high[origin]
 
     def _on_request_batch(self, p: SequencerRequestBatch) -> list[Action]:
         if not self.is_sequencer:
@@ -192,12 +190,7 @@ class Sequencer(EndpointBase):
         first_seq = validate.first_of_range(p.first_seq, len(payloads), "seq")
         if sender == self.pid:
             raise RemoteError("the sequencer's own messages never travel as requests")
-        if first_seq > self._low[sender] and not self._high[sender]:
-            fresh = list(range(len(payloads)))  # (the common case: in order, none numbered)
-        else:
-            fresh = [
-                i for i in range(len(payloads)) if not self._numbered_seq(sender, first_seq + i)
-            ]
+        fresh = reorder.unseen(self._low, self._high, sender, first_seq, len(payloads))
         if not fresh:
             self.duplicates += 1
             return []
@@ -214,14 +207,7 @@ class Sequencer(EndpointBase):
         """At the sequencer: number (origin, first_seq..) as one range, forward, deliver."""
         if len(payloads) == 1:
             return self._number(origin, first_seq, payloads[0])
-        high = self._high[origin]
-        if first_seq == self._low[origin] + 1 and not high:  # in order: the window moves
-            self._low[origin] += len(payloads)
-        else:
-            high.update(range(first_seq, first_seq + len(payloads)))
-            while self._low[origin] + 1 in high:
-                self._low[origin] += 1
-                high.discard(self._low[origin])
+        reorder.mark(self._low, self._high, origin, first_seq, len(payloads))
         first = self.numbered + 1
         self.numbered += len(payloads)
         self.delivered += len(payloads)
@@ -233,11 +219,7 @@ class Sequencer(EndpointBase):
 
     def _number(self, origin: int, seq: int, payload: Payload) -> list[Action]:
         """At the sequencer: give (origin, seq) the next number, forward and deliver it."""
-        high = self._high[origin]
-        high.add(seq)
-        while self._low[origin] + 1 in high:
-            self._low[origin] += 1
-            high.discard(self._low[origin])
+        reorder.mark(self._low, self._high, origin, seq)
         self.numbered += 1
         self.delivered += 1
         order = SequencerOrder(self.numbered, origin, seq, payload)

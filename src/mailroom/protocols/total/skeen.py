@@ -86,6 +86,7 @@ from mailroom.core.persist import (
     window,
 )
 from mailroom.core.wire import packet_from_data, packet_to_data
+from mailroom.protocols import _window as reorder
 from mailroom.protocols.total import skeen_batch
 from mailroom.protocols.total.skeen_packets import (
     Key,
@@ -305,14 +306,10 @@ class Skeen(EndpointBase):
         ]
 
     def _seen(self, sender: int, index: int) -> bool:
-        return index <= self._low[sender] or index in self._high[sender]
+        return reorder.seen(self._low, self._high, sender, index)
 
     def _mark_seen(self, sender: int, index: int) -> None:
-        high = self._high[sender]
-        high.add(index)
-        while self._low[sender] + 1 in high:
-            self._low[sender] += 1
-            high.discard(self._low[sender])
+        reorder.mark(self._low, self._high, sender, index)
 
     def _hold(self, m: SkeenMessage, proposal: int) -> None:
         self._hold_fields(m.sender, m.seq, m.ts, m.dest, m.payload, m.index, proposal)
