@@ -12,15 +12,18 @@ each key deliver everything, with no timer fired.
 from __future__ import annotations
 
 import asyncio
+import math
 from typing import Any
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from mailroom.core.actions import Transmit
+from mailroom.core.codec import encode
 from mailroom.core.messages import MessageId
 from mailroom.core.wire import latest_key
-from mailroom.net import Node
+from mailroom.net import Node, transport
 from mailroom.net import frames as fr
 from mailroom.net.transport import Link
 from mailroom.protocols import ReliableAck, ReliablePacket
@@ -75,6 +78,42 @@ def test_a_link_writes_the_last_packet_of_each_key_in_order() -> None:
     assert [packet for packet, _, _ in taken] == [b"d1", b"hb", b"rep2", b"ack3"]
     assert superseded == 3 and left == 0
     assert alone == [(b"ack4", None, fr.CONTROL)]
+
+
+def test_a_lazy_packet_is_encoded_only_if_it_is_written(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A step hands a lazy packet to its link as itself, not its bytes, and the link
+    encodes it only when it writes it: the many acknowledgements a later one supersedes
+    cost no encoding, and what is written is the latest one's bytes."""
+    socks = listening_sockets(2)
+    encoded: list[object] = []
+
+    def counting(packet: object) -> bytes:
+        encoded.append(packet)
+        return encode(packet)
+
+    monkeypatch.setattr(transport, "encode", counting)
+
+    async def main() -> tuple[list[object], list[Any], list[Any]]:
+        node = Node(_stack("cbcast", 0, 2), table_of(socks), KEY, listen=socks[0])
+        acks = [ReliableAck(0, 1, k) for k in range(1, 6)]
+        step = node._engine.run([Transmit(1, acks[0], None, lazy=True),
+                                 Transmit(1, Heartbeat(0, 1), None)], [], [], 0, 0)  # fmt: skip
+        datas = [data for _, data, *_ in step.sends]
+        node.transport.lazy_wait = 0.005
+        link = Link(node.transport, 1)  # not connected: nothing is written by itself
+        for ack in acks:
+            link.push(ack, None, fr.CONTROL, latest_key(ack), lazy=True)
+        early = link.take_lazy(-math.inf)  # not due yet: nothing taken
+        due = link.take_lazy(math.inf)
+        await node.close()
+        return datas, early, due
+
+    datas, early, due = asyncio.run(main())
+    for s in socks:
+        s.close()
+    assert datas == [ReliableAck(0, 1, 1), encode(Heartbeat(0, 1))]
+    assert early == [] and encoded == [ReliableAck(0, 1, 5)]  # the four superseded: never
+    assert due == [(encode(ReliableAck(0, 1, 5)), None, fr.CONTROL)]
 
 
 def test_a_full_outbox_drops_its_oldest_and_still_supersedes() -> None:

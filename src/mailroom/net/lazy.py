@@ -20,8 +20,9 @@ from collections.abc import Hashable
 
 from mailroom.core.messages import MessageId
 
-#: One queued packet: (codec bytes, the message id it carries, what it carries).
-Item = tuple[bytes, MessageId | None, int]
+#: One held packet: (the packet, encoded when it goes; the message id it carries; what
+#: it carries).
+Item = tuple[object, MessageId | None, int]
 
 
 class LazyHold:

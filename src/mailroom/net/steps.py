@@ -44,7 +44,8 @@ class Step:
     ops: list[Any]
     #: its trace events
     lines: list[bytes]
-    #: packets for the peers: (peer, bytes, message id, what the frame says it carries)
+    #: packets for the peers: (peer, bytes, message id, what the frame says it carries,
+    #: latest_key, lazy); a lazy packet as itself, encoded only if its link writes it
     sends: list[Send]
     #: packets for this process itself
     loopback: list[object]
@@ -93,9 +94,10 @@ class Engine:
         waiting = tracer.unsent.waiting if tracer is not None else None
         out_lines = list(lines)
         out_ops = list(ops)
-        # a send's peer, message id, kind, latest_key and laziness
-        heads: list[tuple[int, MessageId | None, int, Hashable | None, bool]] = []
-        packets: list[object] = []  # and its packet, encoded with the others at the end
+        # a send's peer, message id, kind, latest_key, laziness and (lazy: it may never
+        # go, most are superseded; encoded by its link if it does) its packet
+        heads: list[tuple[int, MessageId | None, int, Hashable | None, bool, object]] = []
+        packets: list[object] = []  # the others' packets, encoded together at the end
         loopback: list[object] = []
         handed: list[Handed] = []
         stable: list[tuple[MessageId, ...]] = []
@@ -110,11 +112,15 @@ class Engine:
                         out_lines.append(self._sent_now(mid))
                     if a.to == pid:
                         loopback.append(a.packet)
-                    else:
-                        if mid is None:
-                            heads.append((a.to, None, fr.CONTROL, latest_key(a.packet), a.lazy))
+                    elif mid is None:
+                        packet = a.packet
+                        if a.lazy:
+                            heads.append((a.to, None, fr.CONTROL, latest_key(packet), True, packet))
                         else:
-                            heads.append((a.to, mid, fixed or dests.kind(mid), None, False))
+                            heads.append((a.to, None, fr.CONTROL, latest_key(packet), False, None))
+                            packets.append(packet)
+                    else:
+                        heads.append((a.to, mid, fixed or dests.kind(mid), None, False, None))
                         packets.append(a.packet)
                 elif isinstance(a, Deliver):
                     m = a.message
@@ -145,10 +151,10 @@ class Engine:
             todo = more
         # One call for the step's packets: a packet carried to several peers (a
         # broadcast over Reliable) is written once.
-        datas = encode_all(packets) if packets else []
+        datas = iter(encode_all(packets) if packets else ())
         sends: list[Send] = [
-            (to, data, mid, kind, latest, lazy)
-            for (to, mid, kind, latest, lazy), data in zip(heads, datas, strict=True)
+            (to, next(datas) if packet is None else packet, mid, kind, latest, lazy)
+            for to, mid, kind, latest, lazy, packet in heads
         ]
         return Step(out_ops, out_lines, sends, loopback, handed, stable, sent, delivered + count)
 

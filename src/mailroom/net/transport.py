@@ -26,7 +26,8 @@ Rules, in words:
 - With ``lazy_wait`` (a node that gathers its sends), lazy packets (``Transmit.lazy``:
   a reliable layer's acknowledgements, a group member's reports that no delivery
   waits on) go to a peer at most once per ``lazy_wait``, the latest of each key, with
-  the first write once they are due or alone then (``lazy``); every other packet
+  the first write once they are due or alone then (``lazy``), each encoded only
+  then (most are superseded before they go); every other packet
   (data, a report a delivery waits on, a heartbeat) is written at the end of the
   callback.
 """
@@ -42,6 +43,7 @@ import socket
 import time
 from collections.abc import Callable, Hashable, Iterable
 
+from mailroom.core.codec import encode
 from mailroom.core.messages import MessageId
 from mailroom.net import frames as fr
 from mailroom.net import handshake as hs
@@ -60,7 +62,14 @@ log = logging.getLogger("mailroom.net")
 #: One packet to send: (peer, codec bytes, the message id it carries, what it carries,
 #: its ``latest_key``: None, or a key shared with the later packets that supersede it,
 #: and whether it is lazy: a control packet nothing waits on soon, ``Transmit.lazy``).
-Send = tuple[int, bytes, MessageId | None, int, Hashable | None, bool]
+#: A lazy packet comes as itself, not its bytes: most are superseded before they go,
+#: so its link encodes it only if it is written.
+Send = tuple[int, object, MessageId | None, int, Hashable | None, bool]
+
+
+def _bytes(packet: object) -> bytes:
+    """A queued packet's bytes (a lazy packet is encoded here, when it goes)."""
+    return packet if type(packet) is bytes else encode(packet)
 
 
 class Link:
@@ -86,7 +95,7 @@ class Link:
         self.lazy = LazyHold()
         self._held: asyncio.TimerHandle | None = None
 
-    def push(self, packet: bytes, mid: MessageId | None, carries: int,
+    def push(self, packet: object, mid: MessageId | None, carries: int,
              latest: Hashable | None = None, lazy: bool = False) -> None:  # fmt: skip
         if self.delay > 0:
             loop = asyncio.get_running_loop()
@@ -94,17 +103,17 @@ class Link:
         else:
             self._push_now(packet, mid, carries, latest, lazy)
 
-    def _push_now(self, packet: bytes, mid: MessageId | None, carries: int,
+    def _push_now(self, packet: object, mid: MessageId | None, carries: int,
                   latest: Hashable | None, lazy: bool) -> None:  # fmt: skip
         self._said.set()
         if lazy and carries == fr.CONTROL and self.owner.lazy_wait > 0:
             self._hold(packet, mid, carries, latest)
         else:
-            self._queue(packet, mid, carries, latest)
+            self._queue(_bytes(packet), mid, carries, latest)
         if self.delay > 0:  # pushed late, by a timer of its own: nobody else flushes
             self.flush_soon()
 
-    def _hold(self, packet: bytes, mid: MessageId | None, carries: int,
+    def _hold(self, packet: object, mid: MessageId | None, carries: int,
               latest: Hashable | None) -> None:  # fmt: skip
         """A lazy packet: into the hold (``lazy``), replacing one of its key."""
         hold, stats = self.lazy, self.owner.stats
@@ -170,7 +179,7 @@ class Link:
             return
         if conn.transport.is_closing():
             return
-        lazy = self.lazy.take(time.monotonic())
+        lazy = self.take_lazy(time.monotonic())
         if lazy and self._held is not None:
             self._held.cancel()
             self._held = None
@@ -186,6 +195,11 @@ class Link:
             self._said.clear()
             conn.transport.close()
         self._arm_lazy()
+
+    def take_lazy(self, now: float) -> list[tuple[bytes, MessageId | None, int]]:
+        """The held lazy packets if they are due at ``now``, encoded now (those a later
+        one superseded never were)."""
+        return [(_bytes(packet), mid, carries) for packet, mid, carries in self.lazy.take(now)]
 
     def take(self) -> list[tuple[bytes, MessageId | None, int]]:
         """Empty the outbox: its packets in order, without those a later packet with the
