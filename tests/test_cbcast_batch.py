@@ -70,6 +70,27 @@ def test_a_batch_delivers_what_its_single_packets_deliver() -> None:
     assert {**batched.snapshot(), "duplicates": 1} == single.snapshot()
 
 
+def test_a_held_batch_is_one_run_that_releases_as_its_single_packets_would() -> None:
+    """A batch that must wait is held as one run, yet says, keeps and releases what its
+    single packets would: the same pending messages and snapshot while it waits, and,
+    once it is released, an older message that its second one releases goes before its
+    third (arrival order, chosen again after every delivery)."""
+    m0 = CBCASTPacket(0, (1, 0, 0, 0), "m0")
+    batch = CBCASTBatch(1, (1, 1, 0, 0), ("a", "b", "c"))
+    singles = [CBCASTPacket(1, (1, 1 + i, 0, 0), x) for i, x in enumerate("abc")]
+    z = CBCASTPacket(2, (1, 2, 1, 0), "z")  # P2 had P0's m0 and P1's a and b
+    runs, ones = CBCAST(3, 4), CBCAST(3, 4)
+    assert runs.receive(z) == [] and runs.receive(batch) == []
+    assert ones.receive(z) == [] and all(ones.receive(p) == [] for p in singles)
+    assert runs.buffered() == ones.buffered() == 4
+    held = runs._buffer._streams[1]  # P1's three messages: one item, one arrival
+    assert sorted(held) == [0, 1, 2] and len({id(item) for item in held.values()}) == 1
+    assert runs.pending() == ones.pending()
+    assert runs.snapshot() == ones.snapshot()
+    assert delivered(runs.receive(m0)) == delivered(ones.receive(m0)) == ["m0", "a", "b", "z", "c"]
+    assert runs.snapshot() == ones.snapshot() and runs.buffered() == 0
+
+
 def test_malformed_batches_are_refused_and_change_nothing() -> None:
     p1 = CBCAST(1, 3)
     p1.receive(CBCASTPacket(2, (0, 0, 2), "held"))

@@ -20,6 +20,13 @@ parked on the first process k it waits for, keyed by the count it needs; when a
 delivery from k raises ``delivered[k]`` far enough the head resumes its scan
 where it stopped. Each message's vector is thus scanned once in all, so buffered
 delivery costs amortized O(n) per message and never rescans the buffer.
+
+A run (``offer_run``) is k consecutive messages of one sender that arrived
+together with the same needs on the others (a batch): it is held as one item, one
+arrival and one scan, and each message's value is built only when it is released
+(or listed). It releases exactly what k single offers would, in the same order:
+its messages' arrivals would have been consecutive, so no other message's falls
+between them.
 """
 
 from __future__ import annotations
@@ -70,14 +77,23 @@ class ArrivalOrder(Generic[K]):
 @attrs.define(eq=False)
 class _Item(Generic[T]):
     """A held message: the ``index``-th of ``sender``'s stream, its ``need`` vector,
-    its ``arrival`` number, and how far its needs were scanned."""
+    its ``arrival`` number, and how far its needs were scanned. A run's item stands
+    for messages ``index``, ``index + 1``...: ``make(i)`` builds the value of the i-th."""
 
     sender: int
     index: int
     need: Sequence[int]
-    value: T
+    value: T | None
     arrival: int
     scan: int = 0
+    make: Callable[[int], T] | None = None
+
+    def value_of(self, index: int) -> T:
+        """The value of the held message ``index`` (one this item stands for)."""
+        if self.make is not None:
+            return self.make(index - self.index)
+        assert self.value is not None
+        return self.value
 
 
 class DependencyBuffer(Generic[T]):
@@ -111,6 +127,23 @@ class DependencyBuffer(Generic[T]):
             self._evaluate(sender)
         return True
 
+    def offer_run(
+        self, sender: int, index: int, need: Sequence[int], count: int, make: Callable[[int], T]
+    ) -> bool:
+        """Hold ``count`` messages ``index``.. of ``sender`` with the same needs on the
+        others as one run (``make(i)``: the i-th's value), unless one of them is
+        delivered or held already (then False, nothing held: offer them one by one)."""
+        stream = self._streams[sender]
+        if index < self.delivered[sender] or any(i in stream for i in range(index, index + count)):
+            return False
+        item: _Item[T] = _Item(sender, index, need, None, self._ready.stamp(), make=make)
+        for i in range(index, index + count):
+            stream[i] = item
+        self.held += count
+        if index == self.delivered[sender]:
+            self._evaluate(sender)
+        return True
+
     def has_ready(self) -> bool:
         """Whether a held message is deliverable now."""
         return len(self._ready) > 0
@@ -123,8 +156,11 @@ class DependencyBuffer(Generic[T]):
         sender = self._ready.pop()
         if sender is None:
             return None
-        item = self._streams[sender].pop(self.delivered[sender])
+        index = self.delivered[sender]
+        item = self._streams[sender].pop(index)
         self.held -= 1
+        if item.make is not None:
+            return item.make(index - item.index)
         return item.value
 
     def delivered_one(self, sender: int) -> None:
@@ -152,13 +188,15 @@ class DependencyBuffer(Generic[T]):
         """Every held message as (sender, index, value), by sender then index."""
         for sender, stream in enumerate(self._streams):
             for index in sorted(stream):
-                yield sender, index, stream[index].value
+                yield sender, index, stream[index].value_of(index)
 
     def by_arrival(self) -> list[T]:
-        """Every held message in the order it arrived: what a snapshot must keep so
-        that a restored endpoint releases cascades in the same order."""
-        held = [item for stream in self._streams for item in stream.values()]
-        return [item.value for item in sorted(held, key=lambda item: item.arrival)]
+        """Every held message in the order it arrived (a run's in index order): what a
+        snapshot must keep so that a restored endpoint releases cascades in the same
+        order."""
+        held = [(item.arrival, index, item) for stream in self._streams
+                for index, item in stream.items()]  # fmt: skip
+        return [item.value_of(index) for _, index, item in sorted(held, key=_first_two)]
 
     def waits(self, sender: int, index: int, unit: str) -> tuple[Wait, ...]:
         """What the held message (sender, index) is waiting for."""
@@ -172,6 +210,10 @@ class DependencyBuffer(Generic[T]):
         if index > delivered[sender]:
             waits.append(Wait(sender, delivered[sender], index, unit))
         return tuple(sorted(waits, key=lambda w: w.sender))
+
+
+def _first_two(entry: tuple[int, int, object]) -> tuple[int, int]:
+    return entry[0], entry[1]
 
 
 def rescan(

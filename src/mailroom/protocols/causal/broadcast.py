@@ -16,7 +16,9 @@ of one sender with the first one's stamp V; message i's stamp is V with entry
 ``sender`` raised by i (the others are the same: nothing is delivered between
 them). A receiver takes the batch as the k packets arriving one after another, so
 it delivers exactly what k single packets would and holds what they would (as
-single packets: the state and snapshot are the same).
+single packets: the state and snapshot are the same). A batch that must wait is
+held as one run (``DependencyBuffer.offer_run``: one entry, one scan of the stamp),
+its messages' packets built as each is released.
 
 Extension point (``mailroom.core.hooks``): ``batch_deliverable``, when a batch is
 delivered whole as it arrives.
@@ -68,6 +70,24 @@ class CBCASTBatch:
     payloads: Payloads = attrs.field(converter=as_row)
 
     carries, carries_all, carries_last = carries_stamped_batch("vc")
+
+
+_new = object.__new__
+_SENDER, _VC, _PAYLOAD = (CBCASTPacket.__dict__[f].__set__ for f in ("sender", "vc", "payload"))
+
+
+def _stamped(sender: int, vc: tuple[int, ...], payload: Any) -> CBCASTPacket:
+    """``CBCASTPacket(sender, vc, payload)`` for a stamp that is a tuple already, its
+    slots filled directly (a held batch's message, built when it is released)."""
+    p = _new(CBCASTPacket)
+    _SENDER(p, sender)
+    _VC(p, vc)
+    _PAYLOAD(p, payload)
+    return p
+
+
+assert tuple(f.name for f in attrs.fields(CBCASTPacket)) == ("sender", "vc", "payload")
+assert _stamped(1, (0, 2), "x") == CBCASTPacket(1, (0, 2), "x")
 
 
 class CBCAST(BufferedEndpoint):
@@ -140,6 +160,14 @@ class CBCAST(BufferedEndpoint):
             return [delivery(sender, first + i, x) for i, x in enumerate(payloads)]
         before = tuple(vc[:sender])
         after = tuple(vc[sender + 1 :])
+
+        def message(i: int) -> CBCASTPacket:
+            return _stamped(sender, (*before, first + i, *after), payloads[i])
+
+        # Held as one run when none of it is here yet (what k single packets would do,
+        # without a packet and a scan of the stamp per message until each is released)
+        if self._buffer.offer_run(sender, first - 1, vc, len(payloads), message):
+            return self._drain()
         actions: list[Action] = []
         fresh = False
         for i, payload in enumerate(payloads):
