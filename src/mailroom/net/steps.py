@@ -113,11 +113,10 @@ class Engine:
                     if a.to == pid:
                         loopback.append(a.packet)
                     elif mid is None:
-                        packet = a.packet
-                        if a.lazy:
-                            heads.append((a.to, None, fr.CONTROL, latest_key(packet), True, packet))
-                        else:
-                            heads.append((a.to, None, fr.CONTROL, latest_key(packet), False, None))
+                        packet, lazy = a.packet, a.lazy
+                        heads.append((a.to, None, fr.CONTROL, latest_key(packet), lazy,
+                                      packet if lazy else None))  # fmt: skip
+                        if not lazy:
                             packets.append(packet)
                     else:
                         heads.append((a.to, mid, fixed or dests.kind(mid), None, False, None))

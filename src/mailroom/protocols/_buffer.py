@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import heapq
 from collections.abc import Callable, Iterator, Sequence
+from operator import itemgetter
 from typing import Generic, TypeVar
 
 import attrs
@@ -159,9 +160,7 @@ class DependencyBuffer(Generic[T]):
         index = self.delivered[sender]
         item = self._streams[sender].pop(index)
         self.held -= 1
-        if item.make is not None:
-            return item.make(index - item.index)
-        return item.value
+        return item.value_of(index)
 
     def delivered_one(self, sender: int) -> None:
         """``delivered[sender]`` just went up by one: wake whatever that enables."""
@@ -196,7 +195,7 @@ class DependencyBuffer(Generic[T]):
         order."""
         held = [(item.arrival, index, item) for stream in self._streams
                 for index, item in stream.items()]  # fmt: skip
-        return [item.value_of(index) for _, index, item in sorted(held, key=_first_two)]
+        return [item.value_of(index) for _, index, item in sorted(held, key=itemgetter(0, 1))]
 
     def waits(self, sender: int, index: int, unit: str) -> tuple[Wait, ...]:
         """What the held message (sender, index) is waiting for."""
@@ -210,10 +209,6 @@ class DependencyBuffer(Generic[T]):
         if index > delivered[sender]:
             waits.append(Wait(sender, delivered[sender], index, unit))
         return tuple(sorted(waits, key=lambda w: w.sender))
-
-
-def _first_two(entry: tuple[int, int, object]) -> tuple[int, int]:
-    return entry[0], entry[1]
 
 
 def rescan(
