@@ -75,7 +75,11 @@ def test_bad_arguments_are_reported(
     with pytest.raises(Exception, match="PID=SECONDS"):
         cli.parse_delays(["x"])
     monkeypatch.setenv("MAILROOM_KEY", "k" * 32)
-    for flag, name in (("--linger", "linger"), ("--busy-gap", "busy_gap")):
+    for flag, name in (
+        ("--linger", "linger"),
+        ("--busy-gap", "busy_gap"),
+        ("--max-in-flight", "max_in_flight"),
+    ):
         assert cli.main(["--pid", "0", "--peers", str(peers), flag, "-1"]) == 2
         err = capsys.readouterr().err
         assert name in err and len(err.strip().splitlines()) == 1

@@ -57,7 +57,7 @@ from mailroom.net.discovery import format_address
 from mailroom.net.membership import group_endpoint
 from mailroom.net.metrics import metrics_routes
 from mailroom.net.node import Busy, Node, QuietLog
-from mailroom.net.settings import BUSY_GAP, LAZY_WAIT
+from mailroom.net.settings import BUSY_GAP, LAZY_WAIT, MAX_IN_FLIGHT
 from mailroom.net.status import serve, status_routes
 from mailroom.protocols import Reliable
 
@@ -196,6 +196,9 @@ def build_parser(
     p.add_argument("--lazy-wait", type=float, default=LAZY_WAIT, metavar="SECONDS",
                    help="acknowledgements and reports nothing waits on go to a peer at "
                    f"most once per this long (default {LAZY_WAIT}; 0: at once)")  # fmt: skip
+    p.add_argument("--max-in-flight", type=int, default=MAX_IN_FLIGHT, metavar="N",
+                   help="wait to send while N of this node's broadcasts are not delivered "
+                   f"back to it (default {MAX_IN_FLIGHT}; 0: no bound)")  # fmt: skip
     p.add_argument("--delay", action="append", default=[], metavar="PID=SECONDS",
                    help="hold frames to PID back (a slow link)")  # fmt: skip
     p.add_argument("--gc-young", type=int, default=0, metavar="OBJECTS",
@@ -308,7 +311,7 @@ def node_of(args: argparse.Namespace, app: GroupApp | None) -> Node:
                 encrypt=args.encrypt, sync=args.sync, handshake_timeout=args.handshake_timeout,
                 rejoin=contacts, address=args.address, linger=args.linger,
                 busy_gap=args.busy_gap, lazy_wait=args.lazy_wait,
-                **hooks)  # fmt: skip
+                max_in_flight=args.max_in_flight or None, **hooks)  # fmt: skip
     if app is not None and node.joined:  # resumed its view: the application too
         app.resume(node.resumed_state)
         app.joined.set()

@@ -1,8 +1,17 @@
-"""Flow control: whether a node can take a send now (the endpoint's windows and the
-bound on the packets the reliable layer keeps unacknowledged, ``max_retained``).
+"""Flow control: whether a node can take a send now (the endpoint's windows, the
+bound on the packets the reliable layer keeps unacknowledged, ``max_retained``, and
+the bound on this node's broadcasts not yet delivered back to it, ``max_in_flight``).
 
-The answers change only when the endpoint does (a step, or a send given to it), so
-they are kept until ``changed()``: the application may ask before every send."""
+The endpoint's answers change only when it does (a step, or a send given to it), so
+they are kept until ``changed()``: the application may ask before every send.
+
+Why ``max_in_flight``: the reliable windows bound what waits on each channel, not
+what a relay accepts. A sequencer numbers every member's requests as they come and
+forwards each to every member; when it cannot forward as fast as the members request,
+its windows fill and the orders queue behind them without bound (memory, and a wait of
+seconds for every message). A broadcast is delivered back to its sender once the
+group has taken it (numbered, proposed, acknowledged), so counting the broadcasts
+not back yet bounds what each sender has in the group's queues, wherever they are."""
 
 from __future__ import annotations
 
@@ -15,9 +24,14 @@ from mailroom.core.stack import Stack
 class Flow:
     """Asks the endpoint's layers whether a send fits."""
 
-    def __init__(self, endpoint: Any, max_retained: int | None, n: int) -> None:
+    def __init__(
+        self, endpoint: Any, max_retained: int | None, n: int, max_in_flight: int | None = None
+    ) -> None:
         self.endpoint = endpoint
         self.max_retained = max_retained
+        self.max_in_flight = max_in_flight
+        #: this node's broadcasts not yet delivered back to it (as counted since start)
+        self.in_flight = 0
         self.controlled = "can_send" in capabilities(endpoint)
         layers = list(endpoint.layers) if isinstance(endpoint, Stack) else [endpoint]
         self.keepers = [x for x in layers if hasattr(x, "retained")]
@@ -51,6 +65,19 @@ class Flow:
         if self._open is None:
             self._open = not self.controlled or bool(self.endpoint.can_send())
         return self._open
+
+    def broadcast(self, count: int) -> None:
+        """This node broadcast ``count`` messages."""
+        self.in_flight += count
+
+    def came_back(self, count: int) -> None:
+        """``count`` of this node's broadcasts were delivered here (at zero it stays: a
+        restarted node delivers broadcasts it made before the restart)."""
+        self.in_flight = max(0, self.in_flight - count)
+
+    def too_many_in_flight(self) -> bool:
+        """True when ``max_in_flight`` of this node's broadcasts are not back yet."""
+        return self.max_in_flight is not None and self.in_flight >= self.max_in_flight
 
     def full(self) -> bool:
         """True when the reliable layer keeps ``max_retained`` unacknowledged packets."""

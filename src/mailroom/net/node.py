@@ -31,6 +31,9 @@ Rules, in words:
   its packets were never acknowledged, so their senders send them again.
 - The reliable layer keeps what it sends until acknowledged; a send while it
   keeps ``max_retained`` packets (a peer down for long) raises ``Busy``.
+- ``can_send()`` is False while ``max_in_flight`` of the node's broadcasts are not
+  delivered back to it yet, so that a relay (a sequencer) queues at most that many
+  for each sender (``flow``); a send made anyway still goes.
 - Frames that are garbage, forged (bad MAC), replayed, from an unknown pid or
   from a process whose peer-table entry does not match, and connections that
   do not authenticate within ``HANDSHAKE_TIMEOUT``, are dropped and counted
@@ -84,6 +87,7 @@ from mailroom.net.restart import Restart
 from mailroom.net.service import Service
 from mailroom.net.settings import GROUP_OUTBOX as GROUP_OUTBOX
 from mailroom.net.settings import HANDSHAKE_TIMEOUT as HANDSHAKE_TIMEOUT
+from mailroom.net.settings import MAX_IN_FLIGHT as MAX_IN_FLIGHT
 from mailroom.net.settings import MAX_RETAINED as MAX_RETAINED
 from mailroom.net.settings import MAX_UNAUTHENTICATED as MAX_UNAUTHENTICATED
 from mailroom.net.settings import OUTBOX_LIMIT as OUTBOX_LIMIT
@@ -185,7 +189,7 @@ class Node:
                               done.unsent) if self.trace is not None else None  # fmt: skip
         self._engine = Engine(ep, done.dests, self._tracer, logged=self._journal.ckpt is not None)
         self._engine.view = ep.view.id if self.member and ep.joined else None
-        self._flow = Flow(ep, self.config.max_retained, self.peers.n)
+        self._flow = Flow(ep, self.config.max_retained, self.peers.n, self.config.max_in_flight)
         self._out = Outgoing(ep, self._engine, self._flow, self.stats, self._quiet, self._step,
                              logged=self._journal.ckpt is not None, member=self.member,
                              coalesce=self.config.coalesce, linger=self.config.linger,
@@ -270,7 +274,9 @@ class Node:
     def broadcast(self, payload: Payload) -> MessageId:
         """Broadcast ``payload`` to the group; returns its message id."""
         self._check_can_issue()
-        return self._out.broadcast(payload)
+        mid = self._out.broadcast(payload)
+        self._flow.broadcast(1)
+        return mid
 
     def send(self, payload: Payload, to: int) -> MessageId:
         """Send ``payload`` to process ``to``; returns its message id."""
@@ -286,7 +292,9 @@ class Node:
         Every payload is checked first: a bad one is a LocalError and nothing is sent.
         """
         self._check_can_issue()
-        return self._out.broadcast_many(payloads)
+        ids = self._out.broadcast_many(payloads)
+        self._flow.broadcast(len(ids))
+        return ids
 
     def flush(self) -> None:
         """Take the sends made so far in this turn of the event loop as one step now
@@ -306,13 +314,20 @@ class Node:
             )
 
     def can_send(self) -> bool:
-        """True when the node can take a send now (windows open, files writable)."""
+        """True when the node can take a send now (windows open, files writable, fewer
+        than ``max_in_flight`` of its broadcasts not delivered back yet)."""
         if self._commit.stalled is not None:
             return False
-        return self._flow.windows_open() and not self._flow.full()
+        flow = self._flow
+        return flow.windows_open() and not flow.full() and not flow.too_many_in_flight()
+
+    @property
+    def in_flight(self) -> int:
+        """This node's broadcasts not delivered back to it yet (``max_in_flight``)."""
+        return self._flow.in_flight
 
     async def wait_can_send(self) -> None:
-        """Return when the node can take a send (windows open, files writable)."""
+        """Return when the node can take a send (``can_send()``)."""
         while not self.can_send():
             self._can_send.clear()
             await self._can_send.wait()
@@ -472,8 +487,11 @@ class Node:
                 self.on_stable(messages)
 
     def _hand(self, handed: list[Handed]) -> None:
+        pid, back = self.pid, 0
         for m in handed:
             if type(m) is Message:
+                if m.sender == pid:
+                    back += 1
                 if self.on_deliver is not None:
                     self.on_deliver(m)
                 else:
@@ -491,6 +509,8 @@ class Node:
                 self.on_deliver(m)
             else:
                 self._queue.put_nowait(m)
+        if back:
+            self._flow.came_back(back)
 
     def _compact(self, *, strict: bool) -> None:
         """Write a new base checkpoint; a failure only delays it (unless ``strict``)."""

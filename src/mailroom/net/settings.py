@@ -25,6 +25,8 @@ HANDSHAKE_TIMEOUT = 10.0
 MAX_UNAUTHENTICATED = 64
 #: Default bound on the packets the reliable layer keeps for unacknowledged sends.
 MAX_RETAINED = 4096
+#: Default bound on a node's broadcasts not yet delivered back to it (``can_send()``).
+MAX_IN_FLIGHT = 1024
 #: First pause before retrying a failed checkpoint or trace write (doubles up to 1 s).
 IO_RETRY = 0.05
 #: Default outbox bound per peer (frames waiting for a connection).
@@ -37,6 +39,12 @@ BUSY_GAP = 0.0005
 #: Seconds a lazy packet (``Transmit.lazy``: acknowledgements, reports no delivery waits
 #: on) may wait, so that a link sends its lazy packets at most once per this long.
 LAZY_WAIT = 0.005
+
+
+def _bound(_: object, attribute: attrs.Attribute[Any], value: object) -> None:
+    """None or a positive int (else LocalError)."""
+    if value is not None and (type(value) is not int or value < 1):
+        raise LocalError(f"{attribute.name} must be a positive integer or None, got {value!r}")
 
 
 def _delays(value: Mapping[int, float] | None) -> dict[int, float]:
@@ -76,6 +84,10 @@ class NodeConfig:
     sync: bool = False
     #: Sends raise ``Busy`` while the reliable layer keeps this many packets (None: no bound).
     max_retained: int | None = MAX_RETAINED
+    #: ``can_send()`` is False while this many of the node's broadcasts are not delivered
+    #: back to it yet (``flow``: a relay such as a sequencer queues no more than that for
+    #: it); a send still goes (None: no bound).
+    max_in_flight: int | None = attrs.field(default=MAX_IN_FLIGHT, validator=_bound)
     #: Accepted connections allowed in their handshake at once.
     max_unauthenticated: int = MAX_UNAUTHENTICATED
     #: Seconds a connection has to authenticate (None: ``HANDSHAKE_TIMEOUT``).
@@ -122,6 +134,7 @@ __all__ = [
     "GROUP_OUTBOX",
     "HANDSHAKE_TIMEOUT",
     "IO_RETRY",
+    "MAX_IN_FLIGHT",
     "MAX_RETAINED",
     "MAX_UNAUTHENTICATED",
     "OUTBOX_LIMIT",

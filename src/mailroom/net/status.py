@@ -83,6 +83,7 @@ def node_status(node: Node) -> dict[str, Any]:
         "held": int(ep.buffered()),
         "retransmissions": sum(int(getattr(x, "retransmissions", 0)) for x in layers),
         "unacknowledged": sum(int(x.retained()) for x in layers if hasattr(x, "retained")),
+        "in_flight": node.in_flight,
         "checkpoint_bytes": size,
         "delivery_lag": round(node.service.lag(now), 3),
         "quorum_lines": node.service.quorum_lines,
