@@ -56,8 +56,8 @@ def test_a_broadcast_is_in_flight_until_it_is_delivered_back() -> None:
         seen["full"] = (member.in_flight, member.can_send())
         member.broadcast("m8")  # past the bound: it still goes
         seen["past"] = member.in_flight
-        await member.wait_can_send()  # returns once enough came back
-        seen["woken"] = member.in_flight < 8
+        await member.wait_can_send()  # returns once half of the bound came back
+        seen["woken"] = member.in_flight
         await _until(lambda: all(len(g) == 9 for g in got))
         seen["back"] = (member.in_flight, member.can_send(), node_status(member)["in_flight"])
         # the sequencer delivers its own broadcasts in the step that takes them
@@ -77,7 +77,7 @@ def test_a_broadcast_is_in_flight_until_it_is_delivered_back() -> None:
     assert seen["answers"] == [True] * 8
     assert seen["full"] == (8, False)
     assert seen["past"] == 9
-    assert seen["woken"]
+    assert seen["woken"] <= 4
     assert seen["back"] == (0, True, 0)
     assert seen["sequencer"] == (8, False)
     assert seen["sequencer_after"] == (0, True)

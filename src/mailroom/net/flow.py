@@ -32,6 +32,8 @@ class Flow:
         self.max_in_flight = max_in_flight
         #: this node's broadcasts not yet delivered back to it (as counted since start)
         self.in_flight = 0
+        #: sends wait: ``max_in_flight`` were reached and no more than half came back yet
+        self.held_back = False
         self.controlled = "can_send" in capabilities(endpoint)
         layers = list(endpoint.layers) if isinstance(endpoint, Stack) else [endpoint]
         self.keepers = [x for x in layers if hasattr(x, "retained")]
@@ -67,17 +69,19 @@ class Flow:
         return self._open
 
     def broadcast(self, count: int) -> None:
-        """This node broadcast ``count`` messages."""
+        """This node broadcast ``count`` messages: at ``max_in_flight`` sends wait."""
         self.in_flight += count
+        if self.max_in_flight is not None and self.in_flight >= self.max_in_flight:
+            self.held_back = True
 
     def came_back(self, count: int) -> None:
         """``count`` of this node's broadcasts were delivered here (at zero it stays: a
-        restarted node delivers broadcasts it made before the restart)."""
+        restarted node delivers broadcasts it made before the restart). Sends go on once
+        no more than half of ``max_in_flight`` are out, so that they resume as a lot and
+        not one message per delivery that comes back."""
         self.in_flight = max(0, self.in_flight - count)
-
-    def too_many_in_flight(self) -> bool:
-        """True when ``max_in_flight`` of this node's broadcasts are not back yet."""
-        return self.max_in_flight is not None and self.in_flight >= self.max_in_flight
+        if self.held_back and self.in_flight <= (self.max_in_flight or 0) // 2:
+            self.held_back = False
 
     def full(self) -> bool:
         """True when the reliable layer keeps ``max_retained`` unacknowledged packets."""

@@ -31,9 +31,9 @@ Rules, in words:
   its packets were never acknowledged, so their senders send them again.
 - The reliable layer keeps what it sends until acknowledged; a send while it
   keeps ``max_retained`` packets (a peer down for long) raises ``Busy``.
-- ``can_send()`` is False while ``max_in_flight`` of the node's broadcasts are not
-  delivered back to it yet, so that a relay (a sequencer) queues at most that many
-  for each sender (``flow``); a send made anyway still goes.
+- ``can_send()`` is False once ``max_in_flight`` of the node's broadcasts are not
+  delivered back to it, until half of them are, so that a relay (a sequencer)
+  queues at most that many for each sender (``flow``); a send made anyway still goes.
 - Frames that are garbage, forged (bad MAC), replayed, from an unknown pid or
   from a process whose peer-table entry does not match, and connections that
   do not authenticate within ``HANDSHAKE_TIMEOUT``, are dropped and counted
@@ -314,12 +314,12 @@ class Node:
             )
 
     def can_send(self) -> bool:
-        """True when the node can take a send now (windows open, files writable, fewer
-        than ``max_in_flight`` of its broadcasts not delivered back yet)."""
+        """True when the node can take a send now (windows open, files writable, not
+        held back by its broadcasts in flight: ``max_in_flight``)."""
         if self._commit.stalled is not None:
             return False
         flow = self._flow
-        return flow.windows_open() and not flow.full() and not flow.too_many_in_flight()
+        return flow.windows_open() and not flow.full() and not flow.held_back
 
     @property
     def in_flight(self) -> int:

@@ -84,9 +84,9 @@ class NodeConfig:
     sync: bool = False
     #: Sends raise ``Busy`` while the reliable layer keeps this many packets (None: no bound).
     max_retained: int | None = MAX_RETAINED
-    #: ``can_send()`` is False while this many of the node's broadcasts are not delivered
-    #: back to it yet (``flow``: a relay such as a sequencer queues no more than that for
-    #: it); a send still goes (None: no bound).
+    #: ``can_send()`` is False once this many of the node's broadcasts are not delivered
+    #: back to it, until half of them are (``flow``: a relay such as a sequencer queues no
+    #: more than that for it); a send still goes (None: no bound).
     max_in_flight: int | None = attrs.field(default=MAX_IN_FLIGHT, validator=_bound)
     #: Accepted connections allowed in their handshake at once.
     max_unauthenticated: int = MAX_UNAUTHENTICATED
