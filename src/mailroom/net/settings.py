@@ -26,7 +26,7 @@ MAX_UNAUTHENTICATED = 64
 #: Default bound on the packets the reliable layer keeps for unacknowledged sends.
 MAX_RETAINED = 4096
 #: Default bound on a node's broadcasts not yet delivered back to it (``can_send()``).
-MAX_IN_FLIGHT = 1024
+MAX_IN_FLIGHT = 2048
 #: First pause before retrying a failed checkpoint or trace write (doubles up to 1 s).
 IO_RETRY = 0.05
 #: Default outbox bound per peer (frames waiting for a connection).
