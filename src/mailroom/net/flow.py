@@ -11,7 +11,9 @@ forwards each to every member; when it cannot forward as fast as the members req
 its windows fill and the orders queue behind them without bound (memory, and a wait of
 seconds for every message). A broadcast is delivered back to its sender once the
 group has taken it (numbered, proposed, acknowledged), so counting the broadcasts
-not back yet bounds what each sender has in the group's queues, wherever they are."""
+not back yet bounds what each sender has out in the group. (Not the queue to a
+receiver slower than the rest: its own broadcasts wait behind it, so it sends less
+and catches up; one that stops reading is the failure detector's matter.)"""
 
 from __future__ import annotations
 
