@@ -142,15 +142,16 @@ def test_a_sequencer_keeps_a_bounded_queue_for_each_sender() -> None:
     """With ``max_in_flight`` = 16 each member has at most 16 messages in the group, so the
     sequencer keeps at most 2 x 16 orders for each of its 2 peers (twice that as slack:
     an order is acknowledged a little after its sender has it back; measured, it kept
-    4 or 5 packets). Without the bound the same run has the sequencer keep about 200:
-    the check can fail."""
+    4 or 5 packets). Without the bound the same run has the members put hundreds in
+    flight and the sequencer keep more (60 to 250 packets, by the machine's speed):
+    what the bound holds back is there to hold."""
     bound = 2 * (N - 1) * (N - 1) * 16
     kept, most = asyncio.run(_sequencer_backlog(16, 1500))
     assert most == [16, 16]
     assert kept <= bound
     unbounded, most = asyncio.run(_sequencer_backlog(None, 1500))
-    assert unbounded > bound
     assert min(most) > 16
+    assert unbounded > kept
 
 
 @pytest.mark.parametrize("bad", [0, -1, 1.5, True, "8"])
