@@ -20,7 +20,19 @@ from __future__ import annotations
 from typing import Any
 
 from mailroom.core.endpoint import capabilities
+from mailroom.core.errors import LocalError
 from mailroom.core.stack import Stack
+
+
+class Busy(LocalError):
+    """The node cannot take a send now (window full, mail room full, or its files
+    cannot be written); ``await node.wait_can_send()`` returns when it can."""
+
+
+def check_writable(stalled: object | None) -> None:
+    """Busy while the node's files cannot be written (``stalled``: why)."""
+    if stalled is not None:
+        raise Busy(f"the node cannot write its files ({stalled}); it retries")
 
 
 class Flow:
@@ -85,6 +97,23 @@ class Flow:
         if self.held_back and self.in_flight <= (self.max_in_flight or 0) // 2:
             self.held_back = False
 
+    def admit(self, stalled: object | None) -> None:
+        """Busy while the node's files cannot be written (``stalled``: why) or while the
+        reliable layer keeps ``max_retained`` packets; else nothing."""
+        check_writable(stalled)
+        if self.full():
+            raise Busy(
+                f"{self.retained()} packets wait for acknowledgement "
+                f"(max_retained={self.max_retained})"
+            )
+
+    def can_send(self, stalled: object | None) -> bool:
+        """True when a send goes at once: files writable (``stalled`` None), windows
+        open, ``max_retained`` not reached, not held back by broadcasts in flight."""
+        if stalled is not None:
+            return False
+        return self.windows_open() and not self.full() and not self.held_back
+
     def full(self) -> bool:
         """True when the reliable layer keeps ``max_retained`` unacknowledged packets."""
         if self._full is None:
@@ -95,4 +124,4 @@ class Flow:
         return self._full
 
 
-__all__ = ["Flow"]
+__all__ = ["Busy", "Flow", "check_writable"]

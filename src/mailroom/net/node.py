@@ -79,7 +79,8 @@ from mailroom.net.commit import Commit
 from mailroom.net.config import PeerTable
 from mailroom.net.connections import Batch
 from mailroom.net.discovery import directory_of
-from mailroom.net.flow import Flow
+from mailroom.net.flow import Busy as Busy
+from mailroom.net.flow import Flow, check_writable
 from mailroom.net.journal import Journal, Restored, open_files, resume
 from mailroom.net.membership import group_of, is_member
 from mailroom.net.outgoing import Outgoing
@@ -103,11 +104,6 @@ from mailroom.net.tracing import Tracer, stack_names
 from mailroom.net.transport import Transport
 
 log = logging.getLogger("mailroom.net")
-
-
-class Busy(LocalError):
-    """The node cannot take a send now (window full, mail room full, or its files
-    cannot be written); ``await node.wait_can_send()`` returns when it can."""
 
 
 class Node:
@@ -305,21 +301,11 @@ class Node:
         """LocalError if closed; Busy while stalled or while too much is unacknowledged."""
         if self._closed:
             raise LocalError("the node is closed")
-        if self._commit.stalled is not None:
-            raise Busy(f"the node cannot write its files ({self._commit.stalled}); it retries")
-        if self._flow.full():
-            raise Busy(
-                f"{self._flow.retained()} packets wait for acknowledgement "
-                f"(max_retained={self._flow.max_retained})"
-            )
+        self._flow.admit(self._commit.stalled)
 
     def can_send(self) -> bool:
-        """True when the node can take a send now (windows open, files writable, not
-        held back by its broadcasts in flight: ``max_in_flight``)."""
-        if self._commit.stalled is not None:
-            return False
-        flow = self._flow
-        return flow.windows_open() and not flow.full() and not flow.held_back
+        """True when the node can take a send now (``Flow.can_send`` says when)."""
+        return self._flow.can_send(self._commit.stalled)
 
     @property
     def in_flight(self) -> int:
@@ -370,8 +356,7 @@ class Node:
             raise LocalError(f"{name}: the node does not host a group endpoint")
         if self._closed:
             raise LocalError("the node is closed")
-        if self._commit.stalled is not None:
-            raise Busy(f"the node cannot write its files ({self._commit.stalled}); it retries")
+        check_writable(self._commit.stalled)
         self._out.flush()
         actions = getattr(self._endpoint, name)(*args)
         self._step(actions, [op] if self._journal.ckpt is not None else [], [])
@@ -481,17 +466,15 @@ class Node:
                         self.transport.drop_outbox(gone)
         if step.sends:
             self.transport.send(step.sends)
+        self._flow.came_back(step.back)
         self._hand(step.handed)
         if self.on_stable is not None:
             for messages in step.stable:
                 self.on_stable(messages)
 
     def _hand(self, handed: list[Handed]) -> None:
-        pid, back = self.pid, 0
         for m in handed:
             if type(m) is Message:
-                if m.sender == pid:
-                    back += 1
                 if self.on_deliver is not None:
                     self.on_deliver(m)
                 else:
@@ -509,8 +492,6 @@ class Node:
                 self.on_deliver(m)
             else:
                 self._queue.put_nowait(m)
-        if back:
-            self._flow.came_back(back)
 
     def _compact(self, *, strict: bool) -> None:
         """Write a new base checkpoint; a failure only delays it (unless ``strict``)."""
@@ -526,7 +507,7 @@ class Node:
                         "keeps growing until it succeeds", self.pid, exc)  # fmt: skip
 
 
-# Names defined elsewhere stay importable from here (``NetStats``, ``QuietLog``,
-# ``NodeConfig``, the bounds, ``frame_parts``); ``__all__`` lists what is defined here,
-# so each is documented once.
-__all__ = ["Busy", "Node", "stack_names"]
+# Names defined elsewhere stay importable from here (``Busy``, ``NetStats``,
+# ``QuietLog``, ``NodeConfig``, the bounds, ``frame_parts``); ``__all__`` lists what is
+# defined here, so each is documented once.
+__all__ = ["Node", "stack_names"]

@@ -56,12 +56,15 @@ class Step:
     #: the counters after the step
     sent: int
     delivered: int
+    #: how many of the messages handed are this process's own (``Flow.came_back``)
+    back: int = 0
 
     def then(self, later: Step) -> Step:
         """This step and ``later`` as one: written in one go, acted on in order."""
         return Step(self.ops + later.ops, self.lines + later.lines, self.sends + later.sends,
                     self.loopback + later.loopback, self.handed + later.handed,
-                    self.stable + later.stable, later.sent, later.delivered)  # fmt: skip
+                    self.stable + later.stable, later.sent, later.delivered,
+                    self.back + later.back)  # fmt: skip
 
 
 class Engine:
@@ -101,7 +104,7 @@ class Engine:
         loopback: list[object] = []
         handed: list[Handed] = []
         stable: list[tuple[MessageId, ...]] = []
-        count = 0
+        count = back = 0
         todo: Sequence[Action] = actions
         while todo:
             more: list[Action] = []  # what consumptions answer: the same step, after
@@ -125,6 +128,8 @@ class Engine:
                     m = a.message
                     handed.append(m)
                     count += 1
+                    if m.sender == pid:
+                        back += 1
                     if tracer is not None:
                         if waiting and m.id in waiting:
                             out_lines.append(self._sent_now(m.id))
@@ -155,7 +160,8 @@ class Engine:
             (to, next(datas) if packet is None else packet, mid, kind, latest, lazy)
             for to, mid, kind, latest, lazy, packet in heads
         ]
-        return Step(out_ops, out_lines, sends, loopback, handed, stable, sent, delivered + count)
+        return Step(out_ops, out_lines, sends, loopback, handed, stable, sent, delivered + count,
+                    back)  # fmt: skip
 
     def _sent_now(self, mid: MessageId | None) -> bytes:
         assert self.tracer is not None and mid is not None
