@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -14,6 +15,7 @@ from spark_traces import NAMED_LOG
 
 from mailroom.cli import main
 from mailroom.core.messages import MessageId
+from mailroom.spark import get_session
 from mailroom.trace.events import Event
 from mailroom.trace.jsonl import write_jsonl
 from mailroom.trace.parquet import write_parquet
@@ -215,18 +217,34 @@ def test_an_unknown_propagation_is_refused(capsys: pytest.CaptureFixture[str]) -
 
 
 @pytest.mark.slow
-def test_a_fresh_jvm_says_nothing_on_stderr(tmp_path: Path) -> None:
+def test_a_fresh_jvm_says_nothing_on_stderr_and_leaves_no_directory(tmp_path: Path) -> None:
     # PySpark's shell lines and the JVM's incubator warning are start-up noise, not
-    # something the user asked for (a new process: the shared session's JVM is warm)
+    # something the user asked for (a new process: the shared session's JVM is warm);
+    # the checkpoint directory the session made for itself goes when the process does
     write_jsonl(CLEAN, tmp_path / "t.jsonl")
     argv = ["check", str(tmp_path / "t.jsonl"), "--engine", "spark", "--master", "local[1]"]
     argv += ["--out", str(tmp_path / "report")]
+    temp = tmp_path / "temp"
+    temp.mkdir()
     done = subprocess.run(
-        [sys.executable, "-m", "mailroom", *argv], capture_output=True, text=True, check=False
+        [sys.executable, "-m", "mailroom", *argv],
+        capture_output=True,
+        text=True,
+        check=False,
+        env={**os.environ, "TMPDIR": str(temp)},
     )
     assert done.returncode == 0, done.stderr
     assert "checked 3 events" in done.stdout
     assert done.stderr == ""
+    assert not list(temp.glob("mailroom-ckpt-*"))
+
+
+def test_a_reused_session_keeps_its_checkpoint_directory(spark: Any) -> None:
+    # asking for the session again (each CLI command and check does) makes no new one
+    before = spark.sparkContext.getCheckpointDir()
+    again = get_session("local[2]", app="mailroom-tests", shuffle_partitions=2)
+    assert again is spark
+    assert spark.sparkContext.getCheckpointDir() == before
 
 
 @pytest.mark.slow

@@ -11,7 +11,9 @@ runs the parallel (throughput) garbage collector: nobody waits on its pauses.
 
 from __future__ import annotations
 
+import atexit
 import os
+import shutil
 import sys
 import tempfile
 import threading
@@ -49,7 +51,8 @@ def get_session(
     """Create (or reuse) a SparkSession sized to ``master``, UI off, checkpoint directory set.
 
     ``shuffle_partitions`` defaults to ``PARTITIONS_PER_CORE`` times the cores the
-    master offers; ``driver_memory`` to ``local_driver_memory()`` on a local master.
+    master offers; ``driver_memory`` to ``local_driver_memory()`` on a local master;
+    ``checkpoint_dir`` to a temporary directory removed when the process exits.
     """
     from pyspark.sql import SparkSession
 
@@ -88,8 +91,19 @@ def get_session(
     if shuffle_partitions is None:
         shuffle_partitions = max(2, PARTITIONS_PER_CORE * spark.sparkContext.defaultParallelism)
     spark.conf.set("spark.sql.shuffle.partitions", str(shuffle_partitions))
-    spark.sparkContext.setCheckpointDir(checkpoint_dir or tempfile.mkdtemp(prefix="mailroom-ckpt-"))
+    _set_checkpoint_dir(spark.sparkContext, checkpoint_dir)
     return spark
+
+
+def _set_checkpoint_dir(context: Any, asked: str | None) -> None:
+    """Checkpoint into ``asked``, or into a temporary directory of the context's own,
+    made once (a reused session keeps it) and removed when the process exits."""
+    if asked is not None:
+        context.setCheckpointDir(asked)
+    elif context.getCheckpointDir() is None:
+        made = tempfile.mkdtemp(prefix="mailroom-ckpt-")
+        atexit.register(shutil.rmtree, made, ignore_errors=True)
+        context.setCheckpointDir(made)
 
 
 #: What the JVM prints on stderr at start-up whatever its logging says (Spark 4
