@@ -49,13 +49,21 @@ class Journal:
         resumed: Any,
         restored: bool,
         seen: Seen | None = None,
+        app_changes: Any = None,
     ) -> None:
         self.trace, self.ckpt = trace, ckpt
         #: The message ids the node has seen (kept in every base).
         self.seen = seen
         #: Returns the application's JSON data to keep (or None).
         self.app_state = app_state
+        #: Returns what the application's data gained since it was last asked (a list of
+        #: JSON records), or None when it changed otherwise (``NodeConfig.app_changes``).
+        self.app_changes = app_changes
         self._app_json = json.dumps(resumed) if restored else None
+        #: Changes taken from the application and not written yet (a write failed).
+        self._unwritten: list[Any] = []
+        #: The whole state is due in the next record (the last one with it failed).
+        self._whole_due = app_changes is not None
 
     def write(self, steps: Sequence[Step], sent: int, incarnation: int) -> None:
         """Persist ``steps``: the trace lines, then the checkpoint log's records; the log's
@@ -72,20 +80,38 @@ class Journal:
                 count += len(s.lines)
                 records.append({"ops": s.ops, "trace": count, "trace_bytes": end,
                                 "sent": s.sent, "delivered": s.delivered})  # fmt: skip
-            if self.app_state is not None:
-                text = json.dumps(self.app_state(), allow_nan=False)
-                if text != self._app_json:
-                    records[-1]["app"] = json.loads(text)
-                    self._app_json = text
+            if len(records) > 1:  # steps that waited (a write failed): acted on as one
+                records[0]["batch"] = len(records)
+            if self.app_state is not None:  # as of before the first of them
+                records[0].update(self._app_record())
             try:
                 ckpt.append(records, (sent, incarnation, count, end))
             except OSError:
                 self._app_json = None  # write it again with the retry
+                self._whole_due = self._whole_due or "app" in records[0]
                 if trace is not None:
                     trace.rollback()  # no event in the trace that the checkpoint lacks
                 raise
+            self._unwritten, self._whole_due = [], False
         if trace is not None:
             trace.confirm(*staged)
+
+    def _app_record(self) -> dict[str, Any]:
+        """What the step's record keeps of the application: its state whole ("app"),
+        when it changed and no list of changes says how, or its changes ("app_log")."""
+        changes = None if self.app_changes is None else self.app_changes()
+        if changes is None or self._whole_due:
+            self._unwritten, self._whole_due = [], True
+            text = json.dumps(self.app_state(), allow_nan=False)
+            if text == self._app_json:
+                return {}
+            self._app_json = text
+            return {"app": json.loads(text)}
+        self._unwritten += changes
+        if not self._unwritten:
+            return {}
+        self._app_json = None  # the state whole is no longer the last one written
+        return {"app_log": list(self._unwritten)}
 
     def compact(
         self,
@@ -116,6 +142,7 @@ class Journal:
             base["app"] = self.app_state()
         self.ckpt.compact(base, (*marks, base["trace"], base["trace_bytes"]))
         self._app_json = json.dumps(base.get("app"))
+        self._unwritten, self._whole_due = [], False  # the base holds them
 
     def close(self) -> None:
         if self.ckpt is not None:
@@ -133,12 +160,15 @@ class Restored:
     unsent: Unsent
     #: The highest message id of every process that arrived here.
     seen: Seen
-    #: Deliveries of the last logged step: the application state saved with it predates them.
+    #: Deliveries of the steps of the last write: the application state saved with it
+    #: predates them (one step, or those that waited while writes failed).
     redelivered: list[Message] = attrs.Factory(list)
     #: A joiner's state requested in the last logged steps and not provided yet.
     owed: int | None = None
     #: What ``app_state`` returned last.
     resumed_state: Any = None
+    #: What ``app_changes`` returned since, in order.
+    resumed_changes: list[Any] = attrs.Factory(list)
     #: The endpoint was replaced (a rejoin): a new base is due at start.
     rebase: bool = False
     #: The checkpoint it came from (None: a fresh start).
@@ -210,13 +240,19 @@ def restore(saved: Saved, fresh: Any, where: str, rejoin: Collection[int] | None
             f"{where} is of P{endpoint.pid} of {endpoint.n}, not P{fresh.pid} of {fresh.n}"
         )
     done.saved = saved
+    last = last_write(saved.steps)
     for k, step in enumerate(saved.steps):
         try:
-            _replay(done, step["ops"])
+            delivered = _replay(done, step["ops"])
         except (LocalError, TypeError, ValueError, KeyError, IndexError) as exc:
             raise LocalError(f"{where}: log step {k + 1} does not replay: {exc}") from None
-    apps = [s["app"] for s in saved.steps if "app" in s]  # logged when it changed
-    done.resumed_state = apps[-1] if apps else saved.base.get("app")
+        if k >= last:  # the application's state saved with that write predates them
+            done.redelivered += delivered
+    done.resumed_state = saved.base.get("app")
+    for step in saved.steps:  # the state whole when it changed, or what it gained
+        if "app" in step:
+            done.resumed_state, done.resumed_changes = step["app"], []
+        done.resumed_changes += step.get("app_log", [])
     if saved.cut is not None:
         if group_of(done.endpoint) is None or saved.marks is None:
             raise LocalError(f"{saved.cut}; resuming would hand its messages again and "
@@ -231,8 +267,18 @@ def restore(saved: Saved, fresh: Any, where: str, rejoin: Collection[int] | None
     return done
 
 
-def _replay(done: Restored, ops: list[Any]) -> None:
-    """Replay one logged step's inputs on ``done``'s endpoint and bookkeeping."""
+def last_write(steps: Sequence[dict[str, Any]]) -> int:
+    """The index of the first step of the last write: a record with ``batch`` m began a
+    write of m steps, any other one a write of its own."""
+    k = first = 0
+    while k < len(steps):
+        first, k = k, k + steps[k].get("batch", 1)
+    return first
+
+
+def _replay(done: Restored, ops: list[Any]) -> list[Message]:
+    """Replay one logged step's inputs on ``done``'s endpoint and bookkeeping; returns
+    its deliveries."""
     endpoint, dests = done.endpoint, done.dests
     delivered: list[Message] = []
     for op in ops:
@@ -262,7 +308,7 @@ def _replay(done: Restored, ops: list[Any]) -> None:
             elif isinstance(a, StateRequest):
                 done.owed = a.view
         done.unsent.replayed(actions)
-    done.redelivered = delivered
+    return delivered
 
 
 def _carried(packet: str) -> tuple[MessageId, ...]:

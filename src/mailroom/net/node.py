@@ -111,7 +111,8 @@ class Node:
 
     The keyword arguments are the fields of ``NodeConfig`` (or pass ``config``), e.g.
     ``checkpoint``, ``trace``, ``on_deliver`` (else read ``deliveries()``) and
-    ``app_state`` (after a restart, ``resumed_state`` holds what it returned last).
+    ``app_state`` (after a restart, ``resumed_state`` holds what it returned last, and
+    ``resumed_changes`` what ``app_changes`` returned since).
     An endpoint with explicit consumption is told the application takes each
     delivery in the step that delivers it (the consumption is logged with the step).
 
@@ -148,7 +149,7 @@ class Node:
         self.on_view = config.on_view
         self.get_state = config.get_state
         self.on_excluded = config.on_excluded
-        self.resumed_state: Any = done.resumed_state
+        self.resumed_state, self.resumed_changes = done.resumed_state, done.resumed_changes
         self._fresh = saved is None
         self.stats = NetStats()
         self._quiet = QuietLog()
@@ -161,7 +162,7 @@ class Node:
                                    seen=done.seen, on_seen=self._restart.heard)  # fmt: skip
         self.trace, ckpt = open_files(saved, self.checkpoint_path, config, endpoint, peers.n)
         self._journal = Journal(self.trace, ckpt, config.app_state, done.resumed_state,
-                                saved is not None, done.seen)  # fmt: skip
+                                saved is not None, done.seen, config.app_changes)  # fmt: skip
         self._adopt(done)
         self._commit = Commit(self.pid, self._journal, self._marks, self._act, self._acted,
                               self.transport.pause, self.stats, self._quiet)  # fmt: skip

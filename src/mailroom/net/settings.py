@@ -58,6 +58,11 @@ def _seconds(_: object, attribute: attrs.Attribute[float], value: object) -> Non
         raise LocalError(f"{attribute.name} must be a finite number of seconds >= 0, got {value!r}")
 
 
+def _with_app_state(config: NodeConfig, value: object) -> None:
+    if value is not None and config.app_state is None:
+        raise LocalError("app_changes needs app_state too (the data whole, for each new base)")
+
+
 @attrs.frozen(kw_only=True)
 class NodeConfig:
     """Everything a ``Node`` is told besides its endpoint, peer table and key."""
@@ -72,6 +77,12 @@ class NodeConfig:
     on_deliver: Callable[[Message], None] | None = None
     #: Returns JSON data to keep in the checkpoint (``Node.resumed_state`` after a restart).
     app_state: Callable[[], Any] | None = None
+    #: With ``app_state``: returns the JSON records its data gained since ``app_state`` or
+    #: this was last called, or None if it changed otherwise. A step's checkpoint record
+    #: then keeps those, not the whole data (``Node.resumed_changes`` after a restart).
+    app_changes: Callable[[], list[Any] | None] | None = attrs.field(
+        default=None, validator=lambda config, _, value: _with_app_state(config, value)
+    )
     #: Seconds to hold frames to a peer back (a slow link).
     delays: dict[int, float] = attrs.field(factory=dict, converter=_delays)
     #: A listening socket to use instead of binding the peer-table address.

@@ -215,6 +215,11 @@ def _check_step(record: Any, where: str) -> dict[str, Any]:
         raise LocalError(f"{where}: not a step record")
     for key in ("trace", "trace_bytes", "sent", "delivered"):
         _count(record, key, where)
+    if not isinstance(record.get("app_log", []), list):
+        raise LocalError(f"{where}: field 'app_log' must be a list")
+    batch = record.get("batch", 1)
+    if type(batch) is not int or batch < 1:
+        raise LocalError(f"{where}: field 'batch' must be a count of steps >= 1")
     return record
 
 

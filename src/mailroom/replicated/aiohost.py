@@ -97,10 +97,13 @@ class AsyncReplica:
                 f"{group.inner_protocol} does not deliver in total order: replicas would diverge",
                 hint="use sequencer, skeen or lamport",
             )
-        for name in ("on_deliver", "on_view", "get_state", "on_excluded", "app_state"):
+        for name in ("on_deliver", "on_view", "get_state", "on_excluded", "app_state",
+                     "app_changes"):  # fmt: skip
             if name in node_options:
                 raise LocalError(f"{name} is the replica's own: do not pass it")
         self.timeout = timeout
+        #: the replica's incarnation when the node last kept its checkpoint whole
+        self._saved_as: int | None = None
         self._obj = obj
         self._history = history
         self._futures: dict[OpKey, asyncio.Future[Any]] = {}
@@ -117,11 +120,12 @@ class AsyncReplica:
             "on_view": self._on_view,
             "get_state": self._get_state,
             "on_excluded": self._on_excluded,
-            "app_state": (lambda: self.replica.checkpoint()) if keep else None,
+            "app_state": self._saved if keep else None,
+            "app_changes": self._saved_changes if keep else None,
         }
         self.node = Node(endpoint, peers, key, **hooks, **node_options)
         if self.node.resumed_state is not None:
-            self._resume(self.node.resumed_state)
+            self._resume(self.node.resumed_state, self.node.resumed_changes)
         elif history is not None:  # not resumed: its history starts here (a restart's, there)
             self.replica = Replica(
                 obj, group.pid, view=view, incarnation=incarnation, history=history
@@ -131,9 +135,12 @@ class AsyncReplica:
         self.local = _Calls(self.replica_read)
         self.sync = _Calls(self._blocking)
 
-    def _resume(self, data: Payload) -> None:
-        """Restarted from the node's checkpoint: the replica as it was, unless the node
-        rejoins (then it waits for the state by transfer)."""
+    def _resume(self, data: Payload, changes: list[Any]) -> None:
+        """Restarted from the node's checkpoint (the replica's, then the entries its log
+        gained since): the replica as it was, unless the node rejoins (then it waits
+        for the state by transfer)."""
+        if changes and type(data) is dict and type(data.get("log")) is list:
+            data = {**data, "log": data["log"] + changes}
         group = group_of(self.node.endpoint)
         assert group is not None
         if group.joined:
@@ -143,6 +150,18 @@ class AsyncReplica:
             self.replica.view = None
             self.replica._history = self._history
         self.replica.incarnation = group.incarnation
+
+    def _saved(self) -> dict[str, Any]:
+        """The replica's checkpoint, for the node to keep whole (its ``app_state``)."""
+        self.replica.journal.saved()
+        self._saved_as = self.replica.incarnation
+        return self.replica.checkpoint()
+
+    def _saved_changes(self) -> list[Any] | None:
+        """The entries the replica's log gained since (the node's ``app_changes``); None
+        after a compaction, a new replica or incarnation: the checkpoint whole is due."""
+        replica = self.replica
+        return replica.journal.changes() if self._saved_as == replica.incarnation else None
 
     # -- life cycle ----------------------------------------------------------------------
     async def start(self) -> None:

@@ -54,6 +54,9 @@ class OperationLog:
         self.log: list[Entry] = []
         self.log_bytes = 0
         self.compactions = 0
+        #: entries of ``log`` a node's checkpoint holds (``saved``, ``changes``); None
+        #: when the base changed since, so that only the whole checkpoint says it
+        self._saved: int | None = None
 
     def add(self, entry: Entry, size: int) -> None:
         self.log.append(entry)
@@ -70,9 +73,23 @@ class OperationLog:
         self.log = []
         self.log_bytes = 0
         self.compactions += 1
+        self._saved = None
 
     def checkpoint(self) -> dict[str, Any]:
         return {"format": FORMAT, "base": self.base, "log": list(self.log)}
+
+    def saved(self) -> None:
+        """A node's checkpoint now holds ``checkpoint()`` whole: ``changes`` counts from here."""
+        self._saved = len(self.log)
+
+    def changes(self) -> list[Entry] | None:
+        """The entries logged since ``saved()`` or the last ``changes()``: what a node's
+        checkpoint lacks; None if the base changed since (then ``saved()`` is due)."""
+        if self._saved is None:
+            return None
+        out = self.log[self._saved :]
+        self._saved = len(self.log)
+        return out
 
 
 def checked_checkpoint(data: object) -> tuple[dict[str, Any], list[Entry]]:
