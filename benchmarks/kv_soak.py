@@ -19,6 +19,7 @@ Exit status 0 if no write failed and the replicas agree, 1 otherwise.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import http.client
 import json
 import os
@@ -132,10 +133,8 @@ def held(pid: int, member: int, folder: Path) -> tuple[float, int, int]:
     files = len(os.listdir(f"/proc/{pid}/fd"))
     size = 0
     for path in folder.glob(f"p{member}.*"):
-        try:
+        with contextlib.suppress(FileNotFoundError):  # a temporary file, renamed meanwhile
             size += path.stat().st_size
-        except FileNotFoundError:  # a checkpoint's temporary file, renamed meanwhile
-            pass
     return rss, files, size
 
 
@@ -170,10 +169,8 @@ def stop_service(launcher: subprocess.Popen[str], members: list[tuple[int, int]]
         launcher.kill()
         launcher.wait(10)
     for _, pid in members:
-        try:
+        with contextlib.suppress(ProcessLookupError):
             os.kill(pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
 
 
 def ratio(value: float, first: float) -> str:
@@ -205,7 +202,8 @@ def soak(args: argparse.Namespace, folder: Path) -> int:
         threading.Thread(target=client, args=(seed, ports, args, writes, stop))
         for seed in range(args.clients)
     ]
-    print(f"kv_soak: 3 members, {args.clients} clients, {args.keys} keys, "
+    who = ", ".join(f"P{m} pid {pid}" for m, (_, pid) in enumerate(members))
+    print(f"kv_soak: 3 members ({who}), {args.clients} clients, {args.keys} keys, "
           f"{args.minutes:g} min, load {os.getloadavg()[0]:.2f} at the start")  # fmt: skip
     print("| s | writes/s | errors | p50 ms | p99 ms | RSS MB | / first | open files "
           "| files KB | / first |")  # fmt: skip
@@ -240,8 +238,10 @@ def soak(args: argparse.Namespace, folder: Path) -> int:
     agree = len({(s["applied"], s["digest"]) for s in final}) == 1
     print(f"{writes.total:,} writes acknowledged, {writes.total_errors} failed"
           + (f" (last: {writes.last_error})" if writes.total_errors else ""))  # fmt: skip
-    print(f"replicas {'equal' if agree else 'DIFFER'}: "
-          + ", ".join(f"P{s['pid']} applied {s['applied']} digest {s['digest']}" for s in final))
+    print(
+        f"replicas {'equal' if agree else 'DIFFER'}: "
+        + ", ".join(f"P{s['pid']} applied {s['applied']} digest {s['digest']}" for s in final)
+    )
     return 0 if agree and not writes.total_errors else 1
 
 

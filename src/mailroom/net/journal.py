@@ -140,7 +140,11 @@ class Journal:
             base["seen"] = self.seen.saved()
         if self.app_state is not None:
             base["app"] = self.app_state()
-        self.ckpt.compact(base, (*marks, base["trace"], base["trace_bytes"]))
+        try:
+            self.ckpt.compact(base, (*marks, base["trace"], base["trace_bytes"]))
+        except OSError:  # the application was asked for its data whole: log it so next
+            self._whole_due = self.app_changes is not None
+            raise
         self._app_json = json.dumps(base.get("app"))
         self._unwritten, self._whole_due = [], False  # the base holds them
 
