@@ -15,7 +15,7 @@ from __future__ import annotations
 import base64
 import json
 import logging
-from collections.abc import Collection, Sequence
+from collections.abc import Callable, Collection, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -49,7 +49,7 @@ class Journal:
         resumed: Any,
         restored: bool,
         seen: Seen | None = None,
-        app_changes: Any = None,
+        app_changes: Callable[[], list[Any] | None] | None = None,
     ) -> None:
         self.trace, self.ckpt = trace, ckpt
         #: The message ids the node has seen (kept in every base).
