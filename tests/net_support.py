@@ -7,6 +7,7 @@ so no other program can take the port between choosing and using it.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import os
 import resource
@@ -19,6 +20,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
+from mailroom import CBCAST, Reliable, Stack
 from mailroom.net import PeerTable, pake
 from mailroom.net import frames as fr
 from mailroom.net import handshake as hs
@@ -271,3 +273,15 @@ __all__ = [
     "rss_mb",
     "table_of",
 ]
+
+
+def reliable_cbcast(pid: int, n: int) -> Any:
+    """``Stack(Reliable, CBCAST)`` with a short retransmission timeout, as most net tests use."""
+    return Stack(Reliable(pid, n, rto=0.2), CBCAST(pid, n))
+
+
+async def until(predicate: Any, timeout: float = 30.0) -> None:
+    """Wait for ``predicate`` inside the event loop; the timeout is only a safety net."""
+    async with asyncio.timeout(timeout):
+        while not predicate():
+            await asyncio.sleep(0.01)

@@ -14,7 +14,6 @@ from typing import Any
 import attrs
 import pytest
 
-from mailroom import CBCAST, Reliable, Stack
 from mailroom.core.errors import LocalError
 from mailroom.core.messages import Message
 from mailroom.net import Node, NodeConfig
@@ -24,7 +23,7 @@ from mailroom.protocols.membership import Group
 from mailroom.replicated import ReplDict
 from mailroom.replicated.aiohost import AsyncReplica
 
-from .net_support import KEY, listening_sockets, table_of
+from .net_support import KEY, listening_sockets, reliable_cbcast, table_of, until
 
 
 class Ledger:
@@ -62,12 +61,6 @@ def records(checkpoint: Path) -> list[dict[str, Any]]:
     return [json.loads(line.split(b" ", 1)[1]) for line in lines if line.strip()]
 
 
-async def until(predicate: Any, timeout: float = 30.0) -> None:
-    async with asyncio.timeout(timeout):  # only a safety net
-        while not predicate():
-            await asyncio.sleep(0.01)
-
-
 def test_a_write_of_several_steps_hands_all_their_deliveries_again(tmp_path: Path) -> None:
     # Steps that waited while writes failed are written as one, the application's data
     # as of before the first: a restart hands the deliveries of all of them again. The
@@ -76,14 +69,11 @@ def test_a_write_of_several_steps_hands_all_their_deliveries_again(tmp_path: Pat
     table = table_of(socks)
     ckpt = tmp_path / "p0.ckpt"
 
-    def stack(p: int) -> Any:
-        return Stack(Reliable(p, 3, rto=0.2), CBCAST(p, 3))
-
     async def main() -> Path:
         app = Ledger()
-        nodes = [Node(stack(0), table, KEY, listen=socks[0], checkpoint=ckpt,
-                      on_deliver=app.deliver, app_state=app.whole),
-                 *[Node(stack(p), table, KEY, listen=socks[p]) for p in (1, 2)]]  # fmt: skip
+        others = [Node(reliable_cbcast(p, 3), table, KEY, listen=socks[p]) for p in (1, 2)]
+        nodes = [Node(reliable_cbcast(0, 3), table, KEY, listen=socks[0], checkpoint=ckpt,
+                      on_deliver=app.deliver, app_state=app.whole), *others]  # fmt: skip
         for node in nodes:
             await node.start()
         for burst in range(3):
@@ -97,7 +87,7 @@ def test_a_write_of_several_steps_hands_all_their_deliveries_again(tmp_path: Pat
 
     saved = read_checkpoint(asyncio.run(main()))
     assert saved is not None
-    fresh = stack(0)
+    fresh = reliable_cbcast(0, 3)
 
     def handed_again(steps: list[dict[str, Any]]) -> list[Any]:
         done = restore(attrs.evolve(saved, steps=steps), fresh, "copy", None)
@@ -146,17 +136,15 @@ def test_steps_keep_what_the_data_gained_and_a_restart_gives_it_back_failed_writ
         monkeypatch.setattr(CheckpointLog, "compact", compact)
         monkeypatch.setattr(CheckpointLog, "wants_compaction", lambda self: self.path == ckpt)
 
-    def stack(p: int) -> Any:
-        return Stack(Reliable(p, 3, rto=0.2), CBCAST(p, 3))
-
     def node0(app: Ledger, checkpoint: Path = ckpt) -> Node:
-        return Node(stack(0), table, KEY, listen=socks[0].dup(), checkpoint=checkpoint,
+        return Node(reliable_cbcast(0, 3), table, KEY, listen=socks[0].dup(), checkpoint=checkpoint,
                     on_deliver=app.deliver, app_state=app.whole,
                     app_changes=None if kept == "whole" else app.changes)  # fmt: skip
 
     async def main() -> tuple[list[Any], list[dict[str, Any]], Ledger, list[Any]]:
         app = Ledger()
-        nodes = [node0(app), *[Node(stack(p), table, KEY, listen=socks[p]) for p in (1, 2)]]
+        others = [Node(reliable_cbcast(p, 3), table, KEY, listen=socks[p]) for p in (1, 2)]
+        nodes = [node0(app), *others]
         for node in nodes:
             await node.start()
         for k in range(20):

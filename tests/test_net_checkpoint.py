@@ -22,24 +22,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from mailroom.core.errors import LocalError
-from mailroom.core.stack import Stack
 from mailroom.net import Node, PeerTable, cli
 from mailroom.net.store import MIN_LOG, log_of, write_atomic
-from mailroom.protocols import CBCAST, Reliable, Skeen
+from mailroom.protocols import CBCAST, Skeen
 
-from .net_support import KEY, listening_sockets, table_of, write_group
+from .net_support import KEY, listening_sockets, reliable_cbcast, table_of, until, write_group
 
 TABLE = PeerTable.of({0: "127.0.0.1:1", 1: "127.0.0.1:2", 2: "127.0.0.1:3"})
-
-
-def _stack(pid: int, n: int) -> Any:
-    return Stack(Reliable(pid, n, rto=0.2), CBCAST(pid, n))
-
-
-async def _until(predicate: Any, timeout: float = 30.0) -> None:
-    async with asyncio.timeout(timeout):
-        while not predicate():
-            await asyncio.sleep(0.01)
 
 
 def test_base_plus_log_restores_exactly_the_state_and_drops_a_torn_line(tmp_path: Path) -> None:
@@ -48,14 +37,14 @@ def test_base_plus_log_restores_exactly_the_state_and_drops_a_torn_line(tmp_path
     ckpt = tmp_path / "p0.ckpt"
 
     async def main() -> Any:
-        nodes = [Node(_stack(0, 3), table, KEY, listen=socks[0], checkpoint=ckpt)]
-        nodes += [Node(_stack(p, 3), table, KEY, listen=socks[p]) for p in (1, 2)]
+        nodes = [Node(reliable_cbcast(0, 3), table, KEY, listen=socks[0], checkpoint=ckpt)]
+        nodes += [Node(reliable_cbcast(p, 3), table, KEY, listen=socks[p]) for p in (1, 2)]
         for node in nodes:
             await node.start()
         for k in range(10):
             for node in nodes:
                 node.broadcast({"k": k})
-        await _until(lambda: all(n.stats.delivered == 30 for n in nodes))
+        await until(lambda: all(n.stats.delivered == 30 for n in nodes))
         await asyncio.sleep(0.5)  # let acknowledgements and retransmission timers settle
         state = nodes[0].endpoint.snapshot()
         counters = (nodes[0].stats.sent, nodes[0].stats.delivered)
@@ -65,12 +54,12 @@ def test_base_plus_log_restores_exactly_the_state_and_drops_a_torn_line(tmp_path
 
     state, counters = asyncio.run(main())
     assert log_of(ckpt).stat().st_size > 0
-    back = Node(_stack(0, 3), TABLE, KEY, checkpoint=ckpt)
+    back = Node(reliable_cbcast(0, 3), TABLE, KEY, checkpoint=ckpt)
     assert back.endpoint.snapshot() == state
     assert (back.stats.sent, back.stats.delivered) == counters
     with open(log_of(ckpt), "ab") as out:
         out.write(b'0badc0de {"ops":[["t",1')  # the crash cut the last write short
-    torn = Node(_stack(0, 3), TABLE, KEY, checkpoint=ckpt)
+    torn = Node(reliable_cbcast(0, 3), TABLE, KEY, checkpoint=ckpt)
     assert torn.endpoint.snapshot() == state
 
 
@@ -82,7 +71,7 @@ def test_a_step_writes_its_inputs_not_the_whole_state(tmp_path: Path) -> None:
 
     async def main() -> tuple[list[int], int]:
         # P1 and P2 are down: every broadcast stays in the mail room, 300 x 4 KiB.
-        node = Node(_stack(0, 3), table, KEY, listen=socks[0], checkpoint=ckpt)
+        node = Node(reliable_cbcast(0, 3), table, KEY, listen=socks[0], checkpoint=ckpt)
         await node.start()
         written = []
         for _ in range(300):
@@ -110,20 +99,20 @@ def _checkpoint_of(endpoint: Any, tmp_path: Path) -> Path:
 
 def test_a_checkpoint_of_another_protocol_stack_is_refused(tmp_path: Path) -> None:
     cases = [
-        (Skeen(0, 3), _stack(0, 3)),  # a Skeen checkpoint under --protocol cbcast
-        (CBCAST(0, 3), _stack(0, 3)),  # bare CBCAST for a Reliable stack
-        (_stack(0, 3), CBCAST(0, 3)),  # a Reliable stack for bare CBCAST
+        (Skeen(0, 3), reliable_cbcast(0, 3)),  # a Skeen checkpoint under --protocol cbcast
+        (CBCAST(0, 3), reliable_cbcast(0, 3)),  # bare CBCAST for a Reliable stack
+        (reliable_cbcast(0, 3), CBCAST(0, 3)),  # a Reliable stack for bare CBCAST
     ]
     for saved, fresh in cases:
         path = _checkpoint_of(saved, tmp_path)
         with pytest.raises(LocalError, match="protocol stack"):
             Node(fresh, TABLE, KEY, checkpoint=path)
-    path = _checkpoint_of(_stack(0, 3), tmp_path)
-    assert Node(_stack(0, 3), TABLE, KEY, checkpoint=path).stats.sent == 0
+    path = _checkpoint_of(reliable_cbcast(0, 3), tmp_path)
+    assert Node(reliable_cbcast(0, 3), TABLE, KEY, checkpoint=path).stats.sent == 0
 
 
 def _good() -> dict[str, Any]:
-    return {"endpoint": _stack(0, 3).snapshot(), "trace": 0}
+    return {"endpoint": reliable_cbcast(0, 3).snapshot(), "trace": 0}
 
 
 def _with(path: list[Any], value: Any) -> bytes:
@@ -206,7 +195,7 @@ def test_after_a_crash_the_last_steps_deliveries_are_handed_again_with_the_app_s
         await node.start()
         if not close:
             node.broadcast("a")
-            await _until(lambda: got == ["a"])
+            await until(lambda: got == ["a"])
             return node  # a crash: no close
         await node.close()
         return node
@@ -232,7 +221,7 @@ def _logged_run(tmp_path: Path) -> tuple[Path, Any, list[Any]]:
     from mailroom.net.steps import replay_op
     from mailroom.net.store import CheckpointLog
 
-    eps = [_stack(p, 3) for p in range(3)]
+    eps = [reliable_cbcast(p, 3) for p in range(3)]
     base = eps[0].snapshot()
     path = tmp_path / "p0.ckpt"
     ckpt = CheckpointLog(path, None)
@@ -280,15 +269,17 @@ def test_a_cut_log_restores_every_step_acted_on_or_is_refused(
         log_of(path).write_bytes(raw[:cut])  # a disk fault or an operator: any prefix
         if cut < len(raw):
             with pytest.raises(LocalError, match=r"cut|head|damaged") as refused:
-                Node(_stack(0, 3), TABLE, KEY, checkpoint=path)
+                Node(reliable_cbcast(0, 3), TABLE, KEY, checkpoint=path)
             assert "\n" not in str(refused.value)
             return
-        assert Node(_stack(0, 3), TABLE, KEY, checkpoint=path).endpoint.snapshot() == states[-1]
+        restored = Node(reliable_cbcast(0, 3), TABLE, KEY, checkpoint=path)
+        assert restored.endpoint.snapshot() == states[-1]
         return
     if choice == "torn":
         torn = data.draw(st.binary(min_size=1, max_size=40).filter(lambda b: b"\n" not in b))
         log_of(path).write_bytes(raw + torn)  # the next step, cut short: never acted on
-        assert Node(_stack(0, 3), TABLE, KEY, checkpoint=path).endpoint.snapshot() == states[-1]
+        restored = Node(reliable_cbcast(0, 3), TABLE, KEY, checkpoint=path)
+        assert restored.endpoint.snapshot() == states[-1]
         return
     at = data.draw(st.integers(0, len(raw) - 1), label="flip")
     bit = data.draw(st.integers(0, 7), label="bit")
@@ -296,7 +287,7 @@ def test_a_cut_log_restores_every_step_acted_on_or_is_refused(
     damaged[at] ^= 1 << bit
     log_of(path).write_bytes(bytes(damaged))
     try:
-        node = Node(_stack(0, 3), TABLE, KEY, checkpoint=path)
+        node = Node(reliable_cbcast(0, 3), TABLE, KEY, checkpoint=path)
     except LocalError:
         return  # refused, with a message naming the file
     assert node.endpoint.snapshot() in states
