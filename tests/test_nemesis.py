@@ -35,6 +35,7 @@ from mailroom.testing.nemesis import (
     random_schedule,
     run_schedule,
 )
+from mailroom.testing.nemesis.__main__ import SYSTEMS, make_system
 from mailroom.testing.nemesis.__main__ import main as nemesis_main
 from mailroom.testing.nemesis.faults import check_schedule
 from mailroom.testing.nemesis.group import delivered_by_survivors, final_states
@@ -104,6 +105,38 @@ def test_a_cli_schedule_error_is_one_line(capsys: pytest.CaptureFixture[str]) ->
     assert nemesis_main(["run", "--schedule", "kill 9 for 1", "--out", "/nonexistent"]) == 2
     err = capsys.readouterr().err
     assert err.startswith("error: ") and err.count("\n") == 1
+
+
+def test_the_replicated_systems_take_a_safe_quorum_and_the_others_refuse_it(
+    tmp_path: Path,
+) -> None:
+    group = make_system("replicated-lamport", 3, tmp_path, 10, 0.1, 1.0, "majority")
+    assert isinstance(group, ReplicatedGroup) and group.protocol == "lamport"
+    assert group.name == "replicated lamport (safe, majority)"
+    command = group.command(1, restart=False)
+    assert command[command.index("--safe-quorum") + 1] == "majority"
+    default = make_system("replicated", 3, tmp_path, 10, 0.1, 1.0)
+    assert isinstance(default, ReplicatedGroup) and default.name == "replicated sequencer (safe)"
+    assert "replicated-lamport" in SYSTEMS
+    with pytest.raises(ScheduleError, match="--safe-quorum is for the replicated systems"):
+        make_system("cbcast", 3, tmp_path, 10, 0.1, 1.0, "majority")
+
+
+def test_a_safe_quorum_for_another_system_is_one_line_before_any_run(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    if missing_support() is not None:
+        pytest.skip(f"the CLI checks the machine first: {missing_support()}")
+    out = tmp_path / "runs"
+    args = ["--systems", "replicated,skeen", "--safe-quorum", "majority", "--out", str(out)]
+    assert nemesis_main(["matrix", *args]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: --safe-quorum") and err.count("\n") == 1
+    assert not out.exists()  # refused before the first system ran
+    assert nemesis_main(["matrix", "--systems", "replicated,paxos", "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: unknown system 'paxos'") and err.count("\n") == 1
+    assert not out.exists()
 
 
 @pytest.mark.parametrize("n", [3, 5])
@@ -429,15 +462,17 @@ def test_pysyncobj_replicas_under_kill_partition_and_pause(tmp_path: Path) -> No
 @pytest.mark.nemesis
 @pytest.mark.slow
 @pytest.mark.usefixtures("sigterm_unwinds")
+@pytest.mark.parametrize("quorum", ["all", "majority"])
 def test_replicated_objects_with_safe_delivery_under_kill_partition_and_pause(
-    tmp_path: Path,
+    tmp_path: Path, quorum: str
 ) -> None:
-    """Three ReplDict replicas (safe delivery, checkpoints): a kill -9 and restart, a
-    partition that excludes a member, a pause past the suspicion timeout; the history
-    checker and ``mailroom check`` judge the run."""
+    """Three ReplDict replicas (safe delivery counting every member or a majority,
+    checkpoints): a kill -9 and restart, a partition that excludes a member, a pause
+    past the suspicion timeout; the history checker and ``mailroom check`` judge the
+    run."""
     faults = parse_schedule("kill 1 for 2; partition 0 | 1,2 for 4; pause 2 for 4")
     group = ReplicatedGroup("sequencer", 3, tmp_path, count=300, interval=0.1, heartbeat=0.2,
-                            suspect_after=2.0)  # fmt: skip
+                            suspect_after=2.0, safe_quorum=quorum)  # fmt: skip
     result = run_schedule(group, faults, seed=1, timing=Timing(recover=30.0, settle=120.0))
     assert not _our_namespaces()
     assert not _our_processes(tmp_path)

@@ -49,21 +49,12 @@ from .net_support import (
     group,
     idle_flood,
     listening_sockets,
+    reliable_cbcast,
     rss_mb,
     table_of,
+    until,
     wait_for,
 )
-
-
-def _stack(pid: int, n: int) -> Any:
-    return Stack(Reliable(pid, n, rto=0.2), CBCAST(pid, n))
-
-
-async def _until(predicate: Any, timeout: float = 30.0) -> None:
-    """Wait for ``predicate``; the timeout is only a safety net."""
-    async with asyncio.timeout(timeout):
-        while not predicate():
-            await asyncio.sleep(0.01)
 
 
 def _delivered_in(path: Path) -> list[MessageId]:
@@ -93,18 +84,18 @@ def test_a_failed_checkpoint_write_acts_on_nothing_and_is_retried(
         got: list[Message] = []
         trace0 = tmp_path / "t0.jsonl"
         nodes = [
-            Node(_stack(0, 3), table, KEY, listen=socks[0], checkpoint=tmp_path / "p0.ckpt",
-                 trace=trace0, on_deliver=got.append),
-            *[Node(_stack(p, 3), table, KEY, listen=socks[p]) for p in (1, 2)],
+            Node(reliable_cbcast(0, 3), table, KEY, listen=socks[0],
+                 checkpoint=tmp_path / "p0.ckpt", trace=trace0, on_deliver=got.append),
+            *[Node(reliable_cbcast(p, 3), table, KEY, listen=socks[p]) for p in (1, 2)],
         ]  # fmt: skip
         for node in nodes:
             await node.start()
         nodes[1].broadcast("before")
-        await _until(lambda: len(got) == 1)
+        await until(lambda: len(got) == 1)
         failing["left"] = 6  # the next six writes fail: the node stalls and retries
         nodes[1].broadcast("during 1")
         nodes[2].broadcast("during 2")
-        await _until(lambda: nodes[0].stats.io_errors >= 1)
+        await until(lambda: nodes[0].stats.io_errors >= 1)
         seen: list[Any] = [len(got), len(_delivered_in(trace0)), nodes[0].can_send()]
         try:
             nodes[0].broadcast("while stalled")
@@ -112,7 +103,7 @@ def test_a_failed_checkpoint_write_acts_on_nothing_and_is_retried(
             seen.append("busy")
         await nodes[0].wait_can_send()  # returns once the writes succeed again
         nodes[0].broadcast("after")
-        await _until(lambda: len(got) == 4 and all(n.stats.delivered == 4 for n in nodes))
+        await until(lambda: len(got) == 4 and all(n.stats.delivered == 4 for n in nodes))
         for node in nodes:
             await node.close()
         return nodes[0], got, seen
@@ -145,25 +136,25 @@ def test_a_node_that_cannot_write_resumes_from_its_checkpoint_with_nothing_lost(
     async def main() -> tuple[list[Message], list[Message]]:
         first: list[Message] = []
         nodes = [
-            Node(_stack(0, 3), table, KEY, listen=socks[0].dup(), checkpoint=ckpt,
+            Node(reliable_cbcast(0, 3), table, KEY, listen=socks[0].dup(), checkpoint=ckpt,
                  trace=trace0, on_deliver=first.append),
-            *[Node(_stack(p, 3), table, KEY, listen=socks[p]) for p in (1, 2)],
+            *[Node(reliable_cbcast(p, 3), table, KEY, listen=socks[p]) for p in (1, 2)],
         ]  # fmt: skip
         for node in nodes:
             await node.start()
         nodes[1].broadcast("one")
-        await _until(lambda: len(first) == 1)
+        await until(lambda: len(first) == 1)
         broken["on"] = True  # the disk is full from now on
         for k in range(5):
             nodes[2].broadcast(f"lost? {k}")
-        await _until(lambda: nodes[0].stats.io_errors >= 2)
+        await until(lambda: nodes[0].stats.io_errors >= 2)
         await nodes[0].close()  # gives up: the steps were never written, nor acted on
         broken["on"] = False
         second: list[Message] = []
-        back = Node(_stack(0, 3), table, KEY, listen=socks[0].dup(), checkpoint=ckpt,
+        back = Node(reliable_cbcast(0, 3), table, KEY, listen=socks[0].dup(), checkpoint=ckpt,
                     trace=trace0, on_deliver=second.append)  # fmt: skip
         await back.start()
-        await _until(lambda: len(second) == 5)
+        await until(lambda: len(second) == 5)
         for node in [back, nodes[1], nodes[2]]:
             await node.close()
         return first, second
@@ -297,7 +288,7 @@ def test_too_many_unauthenticated_connections_close_the_oldest(
         await node.start()
         port = socks[0].getsockname()[1]
         idle = await asyncio.to_thread(lambda: [RawClient(port) for _ in range(10)])
-        await _until(lambda: node.stats.evicted == 6)
+        await until(lambda: node.stats.evicted == 6)
         waiting = node.transport.handshaking()
         closed = await asyncio.to_thread(idle[0].closed_by_peer, 5.0)
         for c in idle:
@@ -381,10 +372,10 @@ def test_a_frame_naming_another_message_id_than_its_packet_is_refused_not_the_li
         sealer = await asyncio.to_thread(c.hello, 2, 0, table)
         good = encode(CBCASTPacket(2, (0, 0, 1), "x"))  # carries P2#1
         c.send(sealer.seal(good, MessageId(1, 1), fr.BROADCAST))  # a valid id, not its own
-        await _until(lambda: node.stats.mislabeled == 1)
+        await until(lambda: node.stats.mislabeled == 1)
         unchanged = node.endpoint.snapshot() == before
         c.send(sealer.seal(good, MessageId(2, 1), fr.BROADCAST))  # the same link, labelled
-        await _until(lambda: node.stats.delivered == 1)
+        await until(lambda: node.stats.delivered == 1)
         c.close()
         await node.close()
         s = node.stats
@@ -420,7 +411,7 @@ def test_destinations_in_the_trace_come_from_the_sends_not_from_tables(tmp_path:
         late = node(2)
         await late.start()
         nodes.append(late)
-        await _until(lambda: [n.stats.delivered for n in nodes] == [1, 2, 2])
+        await until(lambda: [n.stats.delivered for n in nodes] == [1, 2, 2])
         for n in nodes:
             await n.close()
         again = Node(Stack(Reliable(0, 3), Fifo(0, 3)), table, KEY, checkpoint=tmp_path / "c0")
@@ -500,7 +491,7 @@ def test_a_squatter_on_a_down_members_address_learns_nothing() -> None:
         return got
 
     async def main() -> tuple[bytes, int]:
-        node = Node(_stack(0, 2), table, KEY, listen=socks[0])
+        node = Node(reliable_cbcast(0, 2), table, KEY, listen=socks[0])
         await node.start()
         for k in range(20):
             node.broadcast(f"secret {k}")
@@ -541,7 +532,7 @@ def test_a_squatter_that_says_nothing_is_left_and_the_link_reconnects(
         return int(closed)
 
     async def main() -> tuple[int, int]:
-        node = Node(_stack(0, 2), table, KEY, listen=socks[0])
+        node = Node(reliable_cbcast(0, 2), table, KEY, listen=socks[0])
         await node.start()
         closed = await asyncio.to_thread(squatter)
         await node.close()
@@ -557,13 +548,15 @@ def test_an_encrypted_group_delivers_and_refuses_a_member_that_does_not_encrypt(
     table = table_of(socks)
 
     async def main() -> tuple[list[int], int]:
-        nodes = [Node(_stack(p, 3), table, KEY, listen=socks[p], encrypt=True) for p in range(3)]
+        nodes = [
+            Node(reliable_cbcast(p, 3), table, KEY, listen=socks[p], encrypt=True) for p in range(3)
+        ]
         for node in nodes:
             await node.start()
         for k in range(5):
             for node in nodes:
                 node.broadcast(f"hidden {k}")
-        await _until(lambda: all(n.stats.delivered == 15 for n in nodes))
+        await until(lambda: all(n.stats.delivered == 15 for n in nodes))
 
         def plain_member() -> bool:
             c = RawClient(socks[0].getsockname()[1])
@@ -585,7 +578,7 @@ def test_sends_to_a_peer_that_is_down_are_bounded_by_default() -> None:
     socks, table = _one_node(3)
 
     async def main() -> tuple[int, int]:
-        node = Node(_stack(0, 3), table, KEY, listen=socks[0])  # P1 and P2 never come
+        node = Node(reliable_cbcast(0, 3), table, KEY, listen=socks[0])  # P1 and P2 never come
         await node.start()
         sent = 0
         with pytest.raises(Busy):

@@ -1,7 +1,8 @@
 """A replicated object under the nemesis: one member with its client, and the judge.
 
 ``member``: member ``--pid`` of a ``ReplDict`` replicated over ``mailroom.net`` under
-safe delivery (``Group(safe=True)``), with its node's checkpoint (``sync``: on disk
+safe delivery (``Group(safe=True)``; ``--safe-quorum majority`` hands an operation over
+once a majority holds it), with its node's checkpoint (``sync``: on disk
 before an answer) and trace, recording its replica's history (``history.py``) in one
 file across restarts. Its client makes ``--count`` calls ``--interval`` apart
 without waiting for results (many in flight), whose results depend on the order
@@ -83,7 +84,8 @@ async def run_member(args: argparse.Namespace) -> int:
     key = load_key(peers.key_file)
     n = peers.n
     detector = {"heartbeat": args.heartbeat, "suspect_after": args.suspect_after}
-    endpoint = group_endpoint(args.protocol, args.pid, n, members=range(n), safe=True, **detector)
+    endpoint = group_endpoint(args.protocol, args.pid, n, members=range(n), safe=True,
+                              safe_quorum=args.safe_quorum, **detector)  # fmt: skip
     history = HistoryFile(history_path)
     others = [p for p in range(n) if p != args.pid]
     replica = AsyncReplica(ReplDict(), endpoint, peers, key, safe=True, history=history,
@@ -170,6 +172,8 @@ def build_parser() -> argparse.ArgumentParser:
     m.add_argument("--heartbeat", type=float, default=0.1)
     m.add_argument("--suspect-after", type=float, default=1.0)
     m.add_argument("--no-sync", dest="sync", action="store_false", help="no fsync per step")
+    m.add_argument("--safe-quorum", default="all", choices=["all", "majority"],
+                   help="apply an operation once every member holds it, or a majority")  # fmt: skip
     j = sub.add_parser("judge", help="the history check of every member's file, as JSON")
     j.add_argument("--out", required=True)
     j.add_argument("paths", nargs="+")

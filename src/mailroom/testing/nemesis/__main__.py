@@ -11,6 +11,9 @@
     python -m mailroom.testing.nemesis table runs/long
     # the replicated objects (a ReplDict, safe delivery on) under kills and restarts
     python -m mailroom.testing.nemesis run --system replicated --kinds kill --faults 10 --out runs/r
+    # ... applying an operation once a majority holds it
+    python -m mailroom.testing.nemesis run --system replicated --safe-quorum majority \
+        --kinds kill --faults 50 --out runs/m
 
 Needs root, ``ip netns`` and ``nft``; clock faults need libfaketime (Debian
 ``faketime``), PySyncObj runs need ``pip install 'mailroom[nemesis]'``.
@@ -24,6 +27,8 @@ import signal
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+
+import attrs
 
 from mailroom.testing.nemesis.faults import (
     KINDS,
@@ -48,6 +53,7 @@ SYSTEMS = (
     "pysyncobj",
     "replicated",
     "replicated-skeen",
+    "replicated-lamport",
 )
 #: What a fault costs on top of its hold, for sizing the workload (s): the harness's gap
 #: and a recovery of a few suspicion timeouts.
@@ -60,15 +66,30 @@ def workload(faults: Sequence[Fault], interval: float, timing: Timing) -> int:
     return max(100, math.ceil(seconds / interval))
 
 
+def _check_quorum(name: str, safe_quorum: str) -> bool:
+    """Whether ``name`` is a replicated system; ScheduleError if another is given a
+    ``safe_quorum`` other than "all"."""
+    replicated = name.startswith("replicated")
+    if safe_quorum != "all" and not replicated:
+        raise ScheduleError(f"--safe-quorum is for the replicated systems, not {name}")
+    return replicated
+
+
 def make_system(name: str, n: int, folder: Path, count: int, interval: float,
-                suspect_after: float) -> Judged:  # fmt: skip
+                suspect_after: float, safe_quorum: str = "all") -> Judged:  # fmt: skip
+    """The system ``name``; ``safe_quorum`` is for the replicated ones (ScheduleError
+    for another system unless "all")."""
+    replicated = _check_quorum(name, safe_quorum)
     if name == "pysyncobj":
         return RaftGroup(n, folder, count=count, interval=interval)
-    kind = ReplicatedGroup if name.startswith("replicated") else MailroomGroup
-    # "replicated" (sequencer) or "replicated-PROTOCOL"; otherwise the name is the protocol
-    protocol = (name.partition("-")[2] or "sequencer") if kind is ReplicatedGroup else name
-    return kind(protocol, n, folder, count=count, interval=interval,
-                heartbeat=suspect_after / 10, suspect_after=suspect_after)  # fmt: skip
+    heartbeat = suspect_after / 10
+    if replicated:  # "replicated" (sequencer) or "replicated-PROTOCOL"
+        protocol = name.partition("-")[2] or "sequencer"
+        return ReplicatedGroup(protocol, n, folder, count=count, interval=interval,
+                               heartbeat=heartbeat, suspect_after=suspect_after,
+                               safe_quorum=safe_quorum)  # fmt: skip
+    return MailroomGroup(name, n, folder, count=count, interval=interval, heartbeat=heartbeat,
+                         suspect_after=suspect_after)  # fmt: skip
 
 
 def _say(text: str) -> None:
@@ -78,7 +99,9 @@ def _say(text: str) -> None:
 def run_one(system: str, faults: list[Fault], folder: Path, args: argparse.Namespace) -> RunResult:
     timing = Timing(recover=args.recover, settle=args.settle)
     count = args.count or workload(faults, args.interval, timing)
-    sut = make_system(system, args.n, folder, count, args.interval, args.suspect_after)
+    timing = attrs.evolve(timing, workload=count * args.interval)
+    sut = make_system(system, args.n, folder, count, args.interval, args.suspect_after,
+                      args.safe_quorum)  # fmt: skip
     return run_schedule(sut, faults, seed=args.seed, timing=timing, log=_say)
 
 
@@ -104,6 +127,10 @@ def cmd_run(args: argparse.Namespace) -> int:
 def cmd_matrix(args: argparse.Namespace) -> int:
     out = Path(args.out)
     systems = [s.strip() for s in args.systems.split(",")]
+    for system in systems:  # before any run
+        if system not in SYSTEMS:
+            raise ScheduleError(f"unknown system {system!r} (one of {', '.join(SYSTEMS)})")
+        _check_quorum(system, args.safe_quorum)
     kinds = [k.strip() for k in args.kinds.split(",")] if args.kinds else list(KINDS)
     for system in systems:
         for k, kind in enumerate(kinds):
@@ -148,6 +175,9 @@ def build_parser() -> argparse.ArgumentParser:
         q.add_argument("--settle", type=float, default=240.0,
                        help="how long to wait for the group to form, and for the workload "
                        "to end after the last fault (s)")  # fmt: skip
+        q.add_argument("--safe-quorum", choices=["all", "majority"], default="all",
+                       help="the replicated systems apply an operation once every member "
+                       "holds it (all) or a majority does")  # fmt: skip
         q.add_argument("--out", required=True, help="folder for the run's files")
 
     run = sub.add_parser("run", help="one system, one schedule")

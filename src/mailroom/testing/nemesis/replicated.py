@@ -1,7 +1,8 @@
 """The replicated objects (safe delivery on) under the nemesis.
 
 Member ``i`` is ``python -m mailroom.replicated.nemesis member``: a ``ReplDict``
-replica over ``mailroom.net`` in a ``Group(safe=True)``, with its node's checkpoint
+replica over ``mailroom.net`` in a ``Group(safe=True)`` (counting every member as
+holders, or a majority: ``safe_quorum``), with its node's checkpoint
 and trace, its client calling its own replica; its history file (one across its
 restarts) is its client's history: every call, every result it was told (or
 ``unknown``), every operation its replica applied, every view. Restarted after a
@@ -41,10 +42,14 @@ class ReplicatedGroup(MailroomGroup):
     """``n`` replicas of a ``ReplDict`` under safe delivery, their clients, in ``folder``."""
 
     sync: bool = True
+    #: "all": an operation is applied once every member holds it; "majority": once a
+    #: majority does (``Group(safe_quorum=...)``)
+    safe_quorum: str = "all"
 
     @property
     def name(self) -> str:
-        return f"replicated {self.protocol} (safe)"
+        quorum = "" if self.safe_quorum == "all" else f", {self.safe_quorum}"
+        return f"replicated {self.protocol} (safe{quorum})"
 
     def command(self, i: int, restart: bool) -> list[str]:
         # the same command either way: a checkpoint there is resumed from
@@ -55,6 +60,7 @@ class ReplicatedGroup(MailroomGroup):
             "--trace", str(self.path("trace", i)), "--count", str(self.count),
             "--interval", str(self.interval), "--heartbeat", str(self.heartbeat),
             "--suspect-after", str(self.suspect_after), *([] if self.sync else ["--no-sync"]),
+            "--safe-quorum", self.safe_quorum,
         ]  # fmt: skip
 
     def progress(self) -> Progress:

@@ -5,7 +5,8 @@ never formed and no fault is applied (the run says so). Otherwise, for each faul
 in turn: apply it, hold it, heal it, then wait (bounded) until every running member
 has delivered, from every running member still sending, a message sent after the
 heal; that wait is the fault's recovery time (None if the bound passed). After
-the last fault the workload is left to finish and settle, the members are stopped
+the last fault the workload is left to finish and settle (bounded: ``settle`` after
+the later of the last fault and the workload's planned end), the members are stopped
 with SIGTERM, and the system's verdict is taken. The network, the processes, the
 proxies and the clock files are torn down whatever happens.
 """
@@ -79,6 +80,9 @@ class Timing:
     warmup: float = attrs.field(default=2.0, validator=attrs.validators.ge(0))
     #: the bound on the first deliveries and on the workload's end
     settle: float = attrs.field(default=90.0, validator=attrs.validators.gt(0))
+    #: how long the clients call from the start, if known: the end's bound counts from
+    #: the later of the last fault and then (a schedule of quick faults ends first)
+    workload: float = attrs.field(default=0.0, validator=attrs.validators.ge(0))
 
 
 def _sleep(seconds: float) -> None:
@@ -190,6 +194,7 @@ def run_schedule(
         nemesis = Nemesis(cluster, net)
         try:
             cluster.start_all()
+            calls_end = time.monotonic() + timing.workload
             progress = system.progress()
             first = _formed(system, progress, timing)
             say(f"{system.name}: every member delivered after {first}")
@@ -202,7 +207,8 @@ def run_schedule(
                 r = results[-1]
                 say(f"[{k + 1}/{len(faults)}] {f.describe()}: recovery {r.recovery}")
                 _sleep(timing.gap)
-            settled = _wait(lambda: system.settled(progress), timing.settle) is not None
+            bound = timing.settle + max(0.0, calls_end - time.monotonic())
+            settled = _wait(lambda: system.settled(progress), bound) is not None
             for i, code in sorted(cluster.exited().items()):
                 notes.append(f"P{i} exited by itself with code {code}: {_last_line(system, i)}")
             cluster.stop()
@@ -211,7 +217,7 @@ def run_schedule(
     verdict = system.verdict()
     verdict.notes[:0] = notes
     if not settled:
-        verdict.notes.append(f"did not settle within {timing.settle:g} s: {progress.summary()}")
+        verdict.notes.append(f"did not settle within {bound:.0f} s: {progress.summary()}")
         unsettled(verdict)
     result = RunResult(system.name, system.n, seed, results, verdict, settled,
                        str(system.folder), formed=first is not None)  # fmt: skip
