@@ -7,6 +7,7 @@ is excluded, a restart from the node's checkpoint; the history checker judges it
 from __future__ import annotations
 
 import asyncio
+import json
 import threading
 import time
 from pathlib import Path
@@ -14,6 +15,7 @@ from typing import Any
 
 import pytest
 
+from mailroom.cli import main as cli_main
 from mailroom.core.errors import LocalError
 from mailroom.net.membership import group_endpoint, group_of
 from mailroom.protocols.membership import Group
@@ -211,6 +213,63 @@ def test_a_replica_that_requires_safe_delivery_refuses_a_plain_group() -> None:
         endpoint = group_endpoint("skeen", 0, 1, members=[0], safe=True)
         r = AsyncReplica(store(), endpoint, table_of(socks), KEY, safe=True)
         assert group_of(r.node.endpoint) is endpoint.group and endpoint.group.safe
+    finally:
+        for s in socks:
+            s.close()
+
+
+def test_a_replica_serves_its_status_and_mailroom_status_shows_it(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """``AsyncReplica(status=...)``: the node's status with the replica's, at a loopback
+    address, read by ``mailroom status`` (the CLI) as text and as JSON."""
+    socks = listening_sockets(2)
+    peers = table_of(socks)
+
+    async def main() -> tuple[dict[str, Any], tuple[str, int] | None, list[Any]]:
+        r = [replica_at(p, store(), socks, peers, History(), status="127.0.0.1:0" if p else None)
+             for p in (0, 1)]  # fmt: skip
+        for x in r:
+            await x.start()
+        assert r[0].status_address is None  # not asked for
+        for k in range(5):
+            await r[1].call("kv.set", f"k{k}", k)
+        await until(lambda: r[0].replica.applied == r[1].replica.applied == 5, "both applied")
+        address = r[1].status_address
+        assert address is not None and address[0] == "127.0.0.1" and address[1] > 0
+        text = await asyncio.to_thread(cli_main, ["status", f"127.0.0.1:{address[1]}"])
+        data = await asyncio.to_thread(cli_main, ["status", "--json", f"127.0.0.1:{address[1]}"])
+        mine = r[1].status()
+        for x in r:
+            await x.close()
+        assert r[1].status_address is None  # closed with the replica
+        return mine, address, [text, data]
+
+    try:
+        mine, _, codes = asyncio.run(main())
+    finally:
+        for s in socks:
+            s.close()
+    assert codes == [0, 0]
+    assert mine == {"member": True, "incarnation": 0, "applied": 5, "log_entries": 5,
+                    "log_bytes": mine["log_bytes"], "compactions": 0,
+                    "calls_waiting": 0}  # fmt: skip
+    assert mine["log_bytes"] > 0
+    out = capsys.readouterr().out
+    text, _, json_text = out.partition("{")
+    assert "P1: " in text and "members and incarnations: P0#0, P1#0" in text
+    assert "replica: incarnation 0, 5 operations applied, log 5 entries" in text
+    assert json.loads("{" + json_text)["replica"]["applied"] == 5
+
+
+def test_a_replica_refuses_a_status_address_that_is_not_loopback() -> None:
+    socks = listening_sockets(1)
+    try:
+        group = Group(0, 1, "skeen", members=[0])
+        for address, words in [("0.0.0.0:8101", "loopback address only"),
+                                ("nowhere", "host:port")]:  # fmt: skip
+            with pytest.raises(LocalError, match=words):
+                AsyncReplica(store(), group, table_of(socks), KEY, status=address)
     finally:
         for s in socks:
             s.close()

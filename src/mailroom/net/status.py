@@ -112,6 +112,13 @@ def render(data: dict[str, Any]) -> str:
         f"{data['unacknowledged']} packets unacknowledged"
     )
     lines.append(f"checkpoint: {data['checkpoint_bytes']} bytes")
+    if data.get("replica"):  # a replicated object's member (AsyncReplica(status=...))
+        r = data["replica"]
+        lines.append(
+            f"replica: incarnation {r['incarnation']}, {r['applied']} operations applied, "
+            f"log {r['log_entries']} entries ({r['log_bytes']} bytes) since its base, "
+            f"{r['calls_waiting']} calls waiting"
+        )
     kind = f"growable to {data['size']}" if data["growable"] else "peer table"
     lines.append(f"links ({kind}):")
     for link in data["links"]:
@@ -143,9 +150,7 @@ def is_loopback(host: str) -> bool:
 async def serve(address: str, routes: dict[str, Route], *, loopback: bool) -> asyncio.Server:
     """Serve ``routes`` (path -> (body, content type)) over HTTP/1.0 GET at ``address``;
     ``loopback``: listen and answer on loopback addresses only (LocalError otherwise)."""
-    host, port = _listen_address(address)
-    if loopback and not is_loopback(host):
-        raise LocalError(f"the status endpoint listens on a loopback address only, not {host}")
+    host, port = listen_address(address, loopback=loopback)
     busy = asyncio.Semaphore(MAX_CLIENTS)
 
     async def answer(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
@@ -170,11 +175,16 @@ async def serve(address: str, routes: dict[str, Route], *, loopback: bool) -> as
         raise LocalError(f"cannot listen at {address}: {exc.strerror or exc}") from None
 
 
-def _listen_address(text: str) -> tuple[str, int]:
-    """``host:port`` to listen at (port 0: any free port); LocalError if it is not one."""
+def listen_address(text: str, *, loopback: bool = False) -> tuple[str, int]:
+    """``host:port`` to listen at (port 0: any free port); LocalError if it is not one, or
+    (``loopback``) if the host is not a loopback address."""
     if text.endswith(":0"):
-        return parse_address(text[:-2] + ":1")[0], 0
-    return parse_address(text)
+        host, port = parse_address(text[:-2] + ":1")[0], 0
+    else:
+        host, port = parse_address(text)
+    if loopback and not is_loopback(host):
+        raise LocalError(f"the status endpoint listens on a loopback address only, not {host}")
+    return host, port
 
 
 def _response(head: bytes, routes: dict[str, Route]) -> bytes:
@@ -195,9 +205,15 @@ def _reply(code: int, body: bytes, kind: str) -> bytes:
     return head.encode() + body
 
 
-def status_routes(node: Node) -> dict[str, Route]:
-    """``/status``: ``node_status`` as JSON."""
-    return {"/status": lambda: (json.dumps(node_status(node)).encode(), "application/json")}
+def status_routes(node: Node, more: Callable[[], dict[str, Any]] | None = None) -> dict[str, Route]:
+    """``/status``: ``node_status`` as JSON (with what ``more`` adds: an application's
+    own part, such as a replica's)."""
+
+    def status() -> tuple[bytes, str]:
+        data = node_status(node) if more is None else {**node_status(node), **more()}
+        return json.dumps(data).encode(), "application/json"
+
+    return {"/status": status}
 
 
-__all__ = ["is_loopback", "node_status", "render", "serve", "status_routes"]
+__all__ = ["is_loopback", "listen_address", "node_status", "render", "serve", "status_routes"]

@@ -12,6 +12,8 @@ around one: ``mailroom.net.membership.group_endpoint``) and wires its callbacks 
 and from any other thread ``r.sync.add(5)`` (blocks until applied; ``timeout``).
 ``safe=True`` refuses a Group that does not deliver safely (uniformly). A
 call waits until the replica is a member and the node can send (``Busy``).
+``status="127.0.0.1:PORT"`` serves the node's status with the replica's
+(``status()``) for ``mailroom status 127.0.0.1:PORT``, on a loopback address only.
 
 Calls are checked at once (a ``LocalError`` there means nothing is sent) and
 gathered: the calls made in one turn of the event loop go out as one batch, one
@@ -38,6 +40,7 @@ from mailroom.core.registry import entry
 from mailroom.net import Node, PeerTable
 from mailroom.net.membership import group_of
 from mailroom.net.node import Busy
+from mailroom.net.status import listen_address, serve, status_routes
 from mailroom.replicated.operations import cut_batches
 from mailroom.replicated.replica import (
     OpKey,
@@ -82,6 +85,7 @@ class AsyncReplica:
         history: Callable[[Row], None] | None = None,
         timeout: float | None = None,
         safe: bool = False,
+        status: str | None = None,
         **node_options: Any,
     ) -> None:
         group = group_of(endpoint)
@@ -102,6 +106,11 @@ class AsyncReplica:
             if name in node_options:
                 raise LocalError(f"{name} is the replica's own: do not pass it")
         self.timeout = timeout
+        #: where the status endpoint listens once started (``status``: a loopback address)
+        self._status_at = status
+        if status is not None:
+            listen_address(status, loopback=True)  # LocalError now, not at start()
+        self._status_server: asyncio.Server | None = None
         #: the replica's incarnation when the node last kept its checkpoint whole
         self._saved_as: int | None = None
         self._obj = obj
@@ -170,18 +179,41 @@ class AsyncReplica:
         if self.replica.view is not None:
             self._joined.set()
         await self.node.start()
+        if self._status_at is not None:
+            routes = status_routes(self.node, lambda: {"replica": self.status()})
+            self._status_server = await serve(self._status_at, routes, loopback=True)
 
     async def close(self) -> None:
         """Close the node; calls still pending get OutcomeUnknown (calls not sent yet,
         a LocalError)."""
         if self._sender is not None:
             self._sender.cancel()
+        if self._status_server is not None:
+            self._status_server.close()
+            await self._status_server.wait_closed()
+            self._status_server = None
         await self.node.close()
         lot, self._lot = self._lot, []
         for _, future in lot:
             if not future.done():
                 future.set_exception(LocalError("the replica closed before the call was sent"))
         self._fail(OutcomeUnknown("the replica closed before the call was applied here"))
+
+    @property
+    def status_address(self) -> tuple[str, int] | None:
+        """Where the status endpoint listens (the port taken, if ``status`` said 0), or
+        None: not asked for, or not started."""
+        server = self._status_server
+        return None if server is None else tuple(server.sockets[0].getsockname()[:2])
+
+    def status(self) -> dict[str, Any]:
+        """This replica as data (what ``mailroom status`` shows of it): a member or not,
+        its incarnation, operations applied, its log since the base, calls in flight."""
+        replica, journal = self.replica, self.replica.journal
+        return {"member": replica.view is not None, "incarnation": replica.incarnation,
+                "applied": replica.applied, "log_entries": len(journal.log),
+                "log_bytes": journal.log_bytes, "compactions": journal.compactions,
+                "calls_waiting": len(self._futures) + len(self._lot)}  # fmt: skip
 
     async def __aenter__(self) -> AsyncReplica:
         await self.start()
