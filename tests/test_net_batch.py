@@ -19,17 +19,11 @@ from mailroom.protocols import Reliable, Sequencer
 from mailroom.trace import read_jsonl
 from mailroom.trace.checkers import check
 
-from .net_support import KEY, listening_sockets, table_of
+from .net_support import KEY, listening_sockets, table_of, until
 
 
 def _stack(pid: int, n: int) -> Any:
     return Stack(Reliable(pid, n, rto=0.2), Sequencer(pid, n))
-
-
-async def _until(predicate: Any, timeout: float = 30.0) -> None:
-    async with asyncio.timeout(timeout):
-        while not predicate():
-            await asyncio.sleep(0.01)
 
 
 async def _group(
@@ -59,7 +53,7 @@ async def _group(
             mids = nodes[p].broadcast_many(batch)
             first = sum(len(b) for b in bs[:k]) + 1
             assert mids == [MessageId(p, first + i) for i in range(len(batch))]
-    await _until(lambda: all(len(g) == total for g in got))
+    await until(lambda: all(len(g) == total for g in got))
     for node in nodes:
         await node.close()
     return got, nodes

@@ -20,18 +20,7 @@ from mailroom.core.stack import Stack
 from mailroom.net import Node, PeerTable
 from mailroom.protocols import CBCAST, Reliable
 
-from .net_support import KEY, RawClient, listening_sockets, table_of
-
-
-def _stack(pid: int, n: int) -> Any:
-    return Stack(Reliable(pid, n, rto=0.2), CBCAST(pid, n))
-
-
-async def _until(predicate: Any, timeout: float = 20.0) -> None:
-    """Wait for ``predicate``; the timeout is only a safety net."""
-    async with asyncio.timeout(timeout):
-        while not predicate():
-            await asyncio.sleep(0.01)
+from .net_support import KEY, RawClient, listening_sockets, reliable_cbcast, table_of, until
 
 
 def _run(coro: Any) -> Any:
@@ -43,7 +32,7 @@ def test_three_nodes_deliver_every_broadcast() -> None:
     table = table_of(socks)
 
     async def main() -> list[list[Message]]:
-        nodes = [Node(_stack(p, 3), table, KEY, listen=socks[p]) for p in range(3)]
+        nodes = [Node(reliable_cbcast(p, 3), table, KEY, listen=socks[p]) for p in range(3)]
         got: list[list[Message]] = [[] for _ in range(3)]
 
         async def read(p: int) -> None:
@@ -56,7 +45,7 @@ def test_three_nodes_deliver_every_broadcast() -> None:
         for k in range(10):
             for p, node in enumerate(nodes):
                 node.broadcast(f"P{p} says {k}")
-        await _until(lambda: all(len(g) == 30 for g in got))
+        await until(lambda: all(len(g) == 30 for g in got))
         for node in nodes:
             await node.close()
         await asyncio.gather(*readers)
@@ -75,11 +64,11 @@ def test_bad_connections_are_closed_and_nothing_else_changes() -> None:
     port0 = socks[0].getsockname()[1]
 
     async def main() -> tuple[Node, list[bool]]:
-        nodes = [Node(_stack(p, 3), table, KEY, listen=socks[p]) for p in range(3)]
+        nodes = [Node(reliable_cbcast(p, 3), table, KEY, listen=socks[p]) for p in range(3)]
         for node in nodes:
             await node.start()
         nodes[1].broadcast("before")
-        await _until(lambda: nodes[0].stats.delivered == 1)
+        await until(lambda: nodes[0].stats.delivered == 1)
         snapshot = nodes[0].endpoint.snapshot()
 
         def attack() -> list[bool]:
@@ -98,7 +87,7 @@ def test_bad_connections_are_closed_and_nothing_else_changes() -> None:
         closed = await asyncio.to_thread(attack)
         assert nodes[0].endpoint.snapshot() == snapshot  # the endpoint is untouched
         nodes[2].broadcast("after")
-        await _until(lambda: nodes[0].stats.delivered == 2 and nodes[1].stats.delivered == 2)
+        await until(lambda: nodes[0].stats.delivered == 2 and nodes[1].stats.delivered == 2)
         for node in nodes:
             await node.close()
         return nodes[0], closed
@@ -128,22 +117,24 @@ def test_a_node_that_comes_back_catches_up(tmp_path: Path) -> None:
 
     async def main() -> list[int]:
         ckpt = tmp_path / "p2.json"
-        nodes = [Node(_stack(p, 3), table, KEY, listen=socks[p]) for p in range(2)]
-        nodes.append(Node(_stack(2, 3), table, KEY, listen=_dup(socks[2]), checkpoint=ckpt))
+        nodes = [Node(reliable_cbcast(p, 3), table, KEY, listen=socks[p]) for p in range(2)]
+        nodes.append(
+            Node(reliable_cbcast(2, 3), table, KEY, listen=_dup(socks[2]), checkpoint=ckpt)
+        )
         for node in nodes:
             await node.start()
         nodes[0].broadcast("one")
-        await _until(lambda: all(n.stats.delivered == 1 for n in nodes))
+        await until(lambda: all(n.stats.delivered == 1 for n in nodes))
         await nodes[2].close()
         nodes[0].broadcast("two")  # P2 is away: the reliable layer keeps it for P2
         nodes[1].broadcast("three")
-        await _until(lambda: nodes[0].stats.delivered == 3 and nodes[1].stats.delivered == 3)
-        back = Node(_stack(2, 3), table, KEY, listen=_dup(socks[2]), checkpoint=ckpt)
+        await until(lambda: nodes[0].stats.delivered == 3 and nodes[1].stats.delivered == 3)
+        back = Node(reliable_cbcast(2, 3), table, KEY, listen=_dup(socks[2]), checkpoint=ckpt)
         assert back.stats.delivered == 1  # resumed from the checkpoint
         await back.start()
-        await _until(lambda: back.stats.delivered == 3)
+        await until(lambda: back.stats.delivered == 3)
         back.broadcast("four")
-        await _until(lambda: nodes[0].stats.delivered == 4 and nodes[1].stats.delivered == 4)
+        await until(lambda: nodes[0].stats.delivered == 4 and nodes[1].stats.delivered == 4)
         for node in [nodes[0], nodes[1], back]:
             await node.close()
         return [nodes[0].stats.delivered, nodes[1].stats.delivered, back.stats.delivered]
@@ -235,8 +226,8 @@ def test_explicit_consumption_and_stable_reports_are_driven_by_the_node(tmp_path
         for node in nodes:
             await node.start()
         nodes[0].broadcast("question")
-        await _until(lambda: all(len(g) == 3 for g in got))
-        await _until(lambda: all(len(s) == 3 for s in stable))
+        await until(lambda: all(len(g) == 3 for g in got))
+        await until(lambda: all(len(s) == 3 for s in stable))
         for node in nodes:
             await node.close()
         # The checkpoint replays the consumptions: the restored endpoint holds none.
