@@ -294,3 +294,19 @@ def test_same_view_virtual_synchrony_and_liveness_catch_bad_deliveries() -> None
     assert [v.processes for v in check_same_view(late)] == [(1,)]
     assert len(check_virtual_synchrony(late, final=final)) == 2  # views 1 and 2 differ
     assert [v.processes for v in check_group_liveness(late, final=final)] == [(1,)]
+
+
+@pytest.mark.parametrize("protocol", BROADCAST)
+@settings(max_examples=examples(300))
+@given(data=st.data())
+def test_false_suspicions_of_a_majority_around_a_crash(protocol: str, data: st.DataObject) -> None:
+    """Five members, one fault (a crash, say) and two more false suspicions: enough for
+    a coordinator to suspect so many live members that no view it proposes keeps a
+    majority, while the ballot it already runs waits for the crashed one. The group
+    must still settle (the suspected answer its questions and are let off)."""
+    scenario = data.draw(
+        group_scenarios(
+            protocol, n=5, kinds=("crash", "suspect"), max_choices=120, false_suspicions=2
+        )
+    )
+    assert_group_properties(scenario)

@@ -22,6 +22,7 @@ import pytest
 
 from mailroom.core.actions import View
 from mailroom.protocols.membership import Group
+from mailroom.protocols.membership.flush import Round
 from mailroom.replicated.nemesis import close_killed_life
 from mailroom.sim import Simulation, view_of
 from mailroom.testing.nemesis import (
@@ -565,6 +566,66 @@ def test_a_dead_suspect_in_a_two_member_view_stays_suspected() -> None:
     _steps(sim, 200)
     assert sim.endpoints[0].suspects == {1} and sim.endpoints[0].status().waiting_for_majority
     assert view_of(sim.endpoints[0]) == View(1, (0, 1))
+
+
+def test_a_coordinator_whose_ballot_waits_for_a_dead_member_loses_its_false_suspicions() -> None:
+    """Finding 7 (docs/faults.md), as the nemesis met it at five members counting a
+    majority: P0 falsely suspects P2 and P3 and opens a ballot for [0, 1, 4]; P4 dies
+    before it promises, and once P0 suspects it too no view it could propose keeps a
+    majority, while its ballot waits for P4 forever. P0 still asks the suspects, P2
+    (running) and P3 (frozen by P0's first ballot) answer, the suspicions they answer
+    go, and the four live members settle in one view and deliver again."""
+    members = [Group(p, 5, "sequencer", members=range(5), safe=True, safe_quorum="majority")
+               for p in range(5)]  # fmt: skip
+    sim = Simulation(members, adversarial=True)
+    sim.suspect(0, 2)
+    sim.suspect(0, 3)
+    sim.crash(4)
+    _steps(sim, 50)  # P1 promises the ballot for [0, 1, 4], P3 the first one
+    assert sim.endpoints[3].flushing and sim.endpoints[0].status().staying == (0, 1, 4)
+    sim.suspect(0, 4)
+    assert sim.endpoints[0].status().waiting_for_majority
+    _steps(sim, 5000)
+    views = [view_of(sim.endpoints[p]) for p in range(4)]
+    assert views[0] is not None and views == [views[0]] * 4
+    assert views[0].members == (0, 1, 2, 3)
+    sim.broadcast(2, "after")
+    _steps(sim, 1000)
+    for p in range(4):
+        assert [m.payload for m in sim.delivered[p]][-1] == "after"
+
+
+def test_a_ballot_goes_on_after_a_withdrawn_suspicion_makes_another_the_coordinator() -> None:
+    """Found by the Hypothesis test of the fix above: P2 dies; P1 runs a ballot because
+    P4's false suspicion of P0 reached it, then suspects P3 falsely and P2 rightly, and
+    has no majority left. P0, whose own ballot was outbid by P1's, waits for P1 (it
+    does not suspect it). P1 asks its suspects; P0 answers, and the suspicion goes,
+    making P0 the coordinator again; P1's ballot must still go on (only it, or a
+    higher ballot, can end the view) or each of the two waits on the other."""
+    members = [Group(p, 5, "cbcast", members=range(5), safe=True) for p in range(5)]
+    sim = Simulation(members, adversarial=True)
+    sim.crash(2)
+    sim.suspect(4, 0)  # false: P4 tells P1, the coordinator it now sees
+    _steps_packets(sim)
+    sim.suspect(1, 3)  # false
+    _steps_packets(sim)  # P3 and P4 promise P1's ballots
+    sim.suspect(0, 2)  # P0 opens a ballot of its own, below P1's: nacked
+    _steps_packets(sim)
+    assert sim.endpoints[0].status().round is not Round.IDLE
+    sim.suspect(1, 2)
+    assert sim.endpoints[1].status().waiting_for_majority
+    _steps(sim, 5000)
+    views = [view_of(sim.endpoints[p]) for p in (0, 1, 3, 4)]
+    assert views[0] is not None and views == [views[0]] * 4
+    assert views[0].members == (0, 1, 3, 4)
+
+
+def _steps_packets(sim: Simulation, limit: int = 200) -> None:
+    """Every packet in flight arrives, oldest first (no timer fires)."""
+    for _ in range(limit):
+        if not sim.in_flight:
+            return
+        sim.arrive(sim.packets()[0].id)
 
 
 def test_a_coordinator_restarted_before_its_exclusion_is_let_back_in() -> None:

@@ -24,7 +24,11 @@ state), and at least one fault is drawn when the budget allows.
 
 The budget (crashes + false suspicions + leaves + partitions) is below half the group, so a
 majority always survives and the primary partition can go on (a minority blocks by
-design). ``view_problems`` checks the run: the view properties (view agreement,
+design). ``false_suspicions`` adds a budget spent on false suspicions only: they kill
+nobody, but the exclusions they cause shrink the views, so the ``c`` crashes must stay
+below half of the smallest view that can still hold them all (n - f > 2c, with f the
+false suspicions both budgets allow), or a live minority could rightly be left
+blocked. ``view_problems`` checks the run: the view properties (view agreement,
 self-inclusion, same-view delivery, virtual synchrony), the protocol's order
 (total compared only between processes that left a view into the same next view),
 integrity, liveness for membership runs and that the survivors' states converged;
@@ -36,7 +40,7 @@ from __future__ import annotations
 
 import itertools
 from collections import defaultdict
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import Any
 
 import attrs
@@ -110,6 +114,8 @@ class GroupScenario:
     #: the last ``joiners`` processes start outside the group and join it
     joiners: int = 0
     hold_state: bool = False
+    #: a further budget spent on false suspicions only (see the module's docstring)
+    false_suspicions: int = 0
 
     @property
     def joining(self) -> int:
@@ -130,9 +136,12 @@ def group_scenarios(
     joiner: bool = False,
     joiners: int | tuple[int, int] = 0,
     hold_state: bool = False,
+    false_suspicions: int = 0,
 ) -> GroupScenario:
     """Hypothesis strategy for membership scenarios over ``protocol`` (or one of several);
-    ``joiners`` processes (or a number in that range) join the running group."""
+    ``joiners`` processes (or a number in that range) join the running group; up to
+    ``false_suspicions`` false suspicions beyond the fault budget (fewer if the budget
+    may be spent on crashes: those must stay below half of the smallest view)."""
     name = protocol if isinstance(protocol, str) else draw(st.sampled_from(list(protocol)))
     size = n if isinstance(n, int) else draw(st.integers(*n))
     outside = joiners if isinstance(joiners, int) else draw(st.integers(*joiners))
@@ -148,6 +157,10 @@ def group_scenarios(
         ops.append(GroupOp(pid, to, f"m{i}"))
     most = (initial - 1) // 2  # with held states, at least one further view change
     faults = draw(st.integers(min(1 if hold_state else 0, most), most)) if kinds else 0
+    falses = false_suspicions
+    if set(kinds) - {"suspect"}:  # c crashes, faults - c + f false: n - faults - f > c
+        falses = min(falses, max(0, size - 2 * faults - 1))
+    falses = draw(st.integers(0, falses))
     length = draw(st.integers(0, max_choices))  # lists alone would stay short
     choices = draw(st.lists(st.integers(0, 255), min_size=length, max_size=length))
     return GroupScenario(
@@ -161,6 +174,7 @@ def group_scenarios(
         joiner,
         outside,
         hold_state,
+        falses,
     )
 
 
@@ -228,6 +242,7 @@ class _Replay:
         self.steps: list[str] = []
         self.errors: list[str] = []
         self.budget = scenario.faults
+        self.falses = scenario.false_suspicions
         #: (P, Q, P's view id): suspicions applied
         self.done: set[tuple[int, int, int]] = set()
         self.cut: list[int] = []
@@ -291,7 +306,9 @@ class _Replay:
         events += [("timer", q) for q in live if sim.endpoints[q].next_deadline() is not None]
         events += [("suspect", pq) for pq in self.due()]
         if self.budget > 0:
-            events += self._faults(live)
+            events += self._faults(live, self.scenario.kinds)
+        elif self.falses > 0:
+            events += self._faults(live, {"suspect"})
         return events + held
 
     def _frozen_for(self, p: InFlight) -> bool:
@@ -316,8 +333,8 @@ class _Replay:
             if not self.up(ops[k].pid) or _can_send(self.sim.endpoints[ops[k].pid], ops[k])
         ]
 
-    def _faults(self, live: list[int]) -> list[tuple[str, Any]]:
-        kinds, endpoints = self.scenario.kinds, self.sim.endpoints
+    def _faults(self, live: list[int], kinds: Collection[str]) -> list[tuple[str, Any]]:
+        endpoints = self.sim.endpoints
         events: list[tuple[str, Any]] = []
         if "crash" in kinds:
             events += [("crash", q) for q in live]
@@ -340,7 +357,9 @@ class _Replay:
 
     def take(self, kind: str, arg: Any) -> None:
         """Apply the chosen event."""
-        if kind in ("crash", "false", "leave", "partition"):
+        if kind == "false" and self.falses > 0 and self.budget <= 0:
+            self.falses -= 1
+        elif kind in ("crash", "false", "leave", "partition"):
             self.budget -= 1
         getattr(self, f"_{kind}")(arg)
 

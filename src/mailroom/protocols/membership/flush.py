@@ -12,10 +12,12 @@ Rules, in words (``MEMBER`` and ``COORDINATOR`` below are the same rules as data
   promised one and changes nothing. A frozen member stays frozen until the view ends;
   a value it accepted stays accepted (and is reported in its later promises) until then.
 - As coordinator (``Round``) a process is IDLE until it opens a ballot (OPEN), which
-  it does only as the lowest member it does not suspect, when the view must change and
-  no ballot it runs can still finish (the quorum or the coordinator that outbid it is
-  suspected). PREPARE counts the Promises of that ballot; when the quorum (the members
-  of the view that stay in the next one, joiners aside) has promised (ALL_PROMISED) it
+  it does only as the lowest member it does not suspect (or while a ballot of its
+  own runs, even once a withdrawn suspicion made a lower member the coordinator),
+  when the view must change and no ballot it runs can still finish (the quorum or the
+  coordinator that outbid it is suspected). PREPARE counts the Promises of that
+  ballot; when the quorum (the members of the view that stay in the next one,
+  joiners aside) has promised (ALL_PROMISED) it
   chooses the value (``choose``) and asks for it in Accepts: ACCEPT counts the
   Accepteds; when the quorum has accepted (ALL_ACCEPTED) it commits the value. A Nack
   of a higher ballot is noted in either phase (``outbid``); a new ballot may replace

@@ -126,11 +126,19 @@ class Flushing(Member):
         proposal = self._epoch.flush.proposal
         return {m for m in proposal if view and m in view.members and m not in joiners}
 
+    def _leads(self) -> bool:
+        """This process drives the view's change: it is the coordinator (the lowest
+        member it does not suspect), or it runs a ballot. Members promised that ballot,
+        so only it, or a higher one, can end the view; a withdrawn suspicion that makes
+        a lower member the coordinator does not stop it, or both would wait on the
+        other (the lower one waits on a higher ballot unless it suspects its owner)."""
+        return self.coordinator == self.pid or self._epoch.flush.round is not IDLE
+
     def _coordinate(self) -> list[Action]:
-        """Open a ballot if this process coordinates, the view must change and no ballot
-        it runs can still finish (flush.py)."""
+        """Open a ballot if this process leads, the view must change and no ballot it
+        runs can still finish (flush.py)."""
         installed, flush = self._epoch.installed, self._epoch.flush
-        if installed is None or self.coordinator != self.pid:
+        if installed is None or not self._leads():
             return []
         found = self._changes.next_members(installed.view)
         if found is None or flush.can_finish(self.flush_quorum(), self._changes.suspects):
@@ -288,23 +296,29 @@ class Flushing(Member):
             return self.join()
         again = self._epoch.flush.repeat(view.id, self.flush_quorum())
         if again is not None:
-            return [control(to, p) for to, p in again]
+            return [control(to, p) for to, p in again] + self._ask_suspects(view)
         waiting = self._epoch.transfer.repeat(view.id, self.pid)
         if waiting is not None:
             return list(waiting)
         actions = self._ask_holds()  # safe delivery
         coord = self.coordinator
         if coord == self.pid:
-            started = self._coordinate()
-            if started or self._epoch.flush.round is not IDLE:
-                return actions + started
-            # a minority cannot install a view: ask the suspected whether they went on
-            query = Query(view.id, self.pid)
-            return actions + [control(p, query) for p in sorted(self._changes.suspects)]
+            return actions + self._coordinate() + self._ask_suspects(view)
         if coord is None:
             return actions
         forward = self._changes.forward(view.id, self.pid, coord)
         return actions + [control(coord, p) for p in forward]
+
+    def _ask_suspects(self, view: View) -> list[Action]:
+        """A coordinator whose suspicions leave no majority (so no ballot it could open
+        finishes) asks the suspected whether they are alive, in whatever phase its
+        flush is: any answer of theirs in this view withdraws the suspicion
+        (``_heard_from``), or a ballot stuck on a member that is gone, with false
+        suspicions it can never lose, would hold the group for good."""
+        if not self._leads() or not self._changes.lacks_majority(view):
+            return []
+        query = Query(view.id, self.pid)
+        return [control(p, query) for p in sorted(self._changes.suspects)]
 
     handlers: ClassVar[dict[type, Callable[[Any, Any], list[Action]]]] = {
         **Member.handlers,

@@ -225,13 +225,20 @@ class Member(SafeDelivery, EndpointBase):
         assert view is not None
         view.heard(p)
         released = self._release()  # safe delivery: what every member now holds
-        changes = self._changes
-        if p.sender in changes.suspects and changes.lacks_majority(view.view):
-            # the suspect answers in this view, and its suspicion can never win a
-            # majority: withdrawn, or it would keep every other change out for good
-            changes.suspects.discard(p.sender)
-            return released + self._coordinate()
-        return released
+        return released + self._heard_from(p.sender)
+
+    def _heard_from(self, sender: int) -> list[Action]:
+        """``sender``, a member of this view, spoke in it (a report, a question): a
+        suspicion of it that can never win a majority is withdrawn, or it would keep
+        every other change out for good (the detector raises it again if it falls
+        silent); then coordinate, as fewer suspects may make a majority."""
+        changes, installed = self._changes, self._epoch.installed
+        if installed is None or sender not in changes.suspects:
+            return []
+        if not changes.lacks_majority(installed.view):
+            return []
+        changes.suspects.discard(sender)
+        return self._coordinate()
 
     def _current(self, view: object, sender: object) -> bool:
         """The packet is of this process's installed view, from one of its members."""
@@ -339,7 +346,16 @@ class Member(SafeDelivery, EndpointBase):
         check.sender(p.suspect, self.n)
         if p.suspect not in self.view.members or p.suspect == self.pid:
             return []
-        self._changes.suspects.add(p.suspect)
+        suspects = self._changes.suspects
+        if p.suspect not in suspects:
+            suspects.add(p.suspect)
+            if self._changes.lacks_majority(self.view):
+                # another member's suspicion that leaves no majority here is not taken:
+                # it could only block, and a suspect that answers would be let off and
+                # suspected again at each forward, for good (this process's own
+                # detector still raises it if the member falls silent here too)
+                suspects.discard(p.suspect)
+                return []
         return self._coordinate()
 
     def _on_query(self, p: Query) -> list[Action]:
@@ -349,19 +365,20 @@ class Member(SafeDelivery, EndpointBase):
         if view is None:
             return []
         if p.view >= view.id:
-            return self._alive(p) if p.view == view.id else []
+            return self._alive(p) + self._heard_from(p.sender) if p.view == view.id else []
         if last is not None and (p.view == last.view or p.sender not in view.members):
             return [control(p.sender, last)]  # it missed the Commit, or was excluded meanwhile
         return []
 
     def _alive(self, p: Query) -> list[Action]:
-        """A member of this view asks: the state again if it waits for it, else (unless
-        frozen) a stability report, which tells a member that suspects this one and
-        cannot win a majority that it is alive (``_on_stability`` withdraws it), or,
-        under safe delivery, how far this one holds (its report was lost)."""
+        """A member of this view asks: the state again if it waits for it, else a
+        stability report, frozen in a flush or not, which tells a member that suspects
+        this one and cannot win a majority that it is alive (``_heard_from`` withdraws
+        it), or, under safe delivery, how far this one holds (its report was lost; a
+        frozen member's holds are in its Promise, so they count as any holder's)."""
         answer = self._epoch.transfer.answer(p, self.pid)
         installed = self._epoch.installed
-        if answer or self.flushing or installed is None or p.sender == self.pid:
+        if answer or installed is None or p.sender == self.pid:
             return answer
         if p.sender not in installed.view.members:
             return []
