@@ -21,8 +21,7 @@ from pathlib import Path
 import pytest
 
 from mailroom.core.actions import View
-from mailroom.protocols.membership import Group
-from mailroom.protocols.membership.flush import Round
+from mailroom.protocols.membership import Group, Round
 from mailroom.replicated.nemesis import close_killed_life
 from mailroom.sim import Simulation, view_of
 from mailroom.testing.nemesis import (

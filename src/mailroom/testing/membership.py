@@ -357,10 +357,11 @@ class _Replay:
 
     def take(self, kind: str, arg: Any) -> None:
         """Apply the chosen event."""
-        if kind == "false" and self.falses > 0 and self.budget <= 0:
-            self.falses -= 1
-        elif kind in ("crash", "false", "leave", "partition"):
-            self.budget -= 1
+        if kind in ("crash", "false", "leave", "partition"):
+            if self.budget > 0:
+                self.budget -= 1
+            else:  # only false suspicions are enabled beyond the budget
+                self.falses -= 1
         getattr(self, f"_{kind}")(arg)
 
     def _op(self, k: int) -> None:
