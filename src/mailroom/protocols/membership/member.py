@@ -364,8 +364,10 @@ class Member(SafeDelivery, EndpointBase):
         view, last = self.view, self._last_commit
         if view is None:
             return []
-        if p.view >= view.id:
-            return self._alive(p) + self._heard_from(p.sender) if p.view == view.id else []
+        if p.view > view.id:
+            return []
+        if p.view == view.id:
+            return self._alive(p) + self._heard_from(p.sender)
         if last is not None and (p.view == last.view or p.sender not in view.members):
             return [control(p.sender, last)]  # it missed the Commit, or was excluded meanwhile
         return []
