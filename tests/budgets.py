@@ -19,3 +19,14 @@ SEARCH = settings(
     deadline=None,
     suppress_health_check=list(HealthCheck),
 )
+
+
+def thorough() -> bool:
+    """Is this the ``thorough`` profile's run (a long local one, not CI)?"""
+    return settings.default.max_examples >= 1000
+
+
+def schedule(ci: int, longer: int) -> int:
+    """The length of a real-process schedule (kills, messages): ``ci`` in CI and the
+    quicker tiers, ``longer`` in the ``thorough`` run, which repeats it at full length."""
+    return longer if thorough() else ci

@@ -1,7 +1,9 @@
 """``carried_message_id`` is the spec of a frame's message id: for every Transmit that
 any registered protocol (bare and over ``Reliable``) or buggy variant emits, on a
 lossy, duplicating network that Hypothesis chooses, the packet names the message the
-endpoint said it carries. The runtime refuses a frame whose header says otherwise."""
+endpoint said it carries. The runtime refuses a packet whose frame header names
+another id than any layer of it (``layer_ids``): a packet may also be the application's
+payload, whose own id ``carried_message_id`` reads instead."""
 
 from __future__ import annotations
 
@@ -20,7 +22,8 @@ from mailroom.core.messages import MessageId
 from mailroom.core.registry import PROTOCOLS
 from mailroom.core.wire import carried_high_ids, carried_message_id, carried_message_ids
 from mailroom.lab.matrix import VARIANTS as MATRIX_VARIANTS
-from mailroom.protocols import CBCASTBatch, CBCASTPacket, ReliableAck, ReliablePacket
+from mailroom.net.connections import layer_ids
+from mailroom.protocols import CBCASTBatch, CBCASTPacket, FifoPacket, ReliableAck, ReliablePacket
 from mailroom.protocols.total.sequencer import SequencerOrderBatch
 from mailroom.sim import NetworkModel, Simulation
 from mailroom.testing import variants, variants_total
@@ -147,3 +150,59 @@ def test_a_malformed_batch_names_no_high_id() -> None:
     assert carried_high_ids(CBCASTBatch(1, (0, 4, 0), ("a", "b"))) == (MessageId(1, 5),)
     inner = SequencerOrderBatch(9, 2, 7, ("a", "b", "c"))
     assert carried_high_ids(ReliablePacket(1, 0, 3, 7, 0, inner)) == (MessageId(2, 9),)
+
+
+#: Packets an application may send as its payload (``check_payload`` takes a whole
+#: packet): one naming another message, a control packet, one whose ``carries()``
+#: fails (no vector entry for P7; not in a Stack over ``Reliable``, which names a
+#: retransmission by ``carried_message_id`` and cannot name this one).
+APP_PACKETS = (FifoPacket(1, 0, 7, 2, "x"), ReliableAck(1, 0, 3), CBCASTPacket(7, (0, 0, 1), "y"))
+
+
+@pytest.mark.parametrize("name", [*BATCHING, "reliable"])
+def test_a_frame_labels_one_of_the_layers_of_a_packet_carrying_an_application_packet(
+    name: str,
+) -> None:
+    """With packets as the application's payloads, every Transmit names the id of one
+    layer of its packet (what the runtime accepts), though not always the innermost one
+    (``carried_message_id``): the top layer's, which the bytes cannot tell apart from
+    a lower layer carrying it."""
+    n = 3
+    seen: list[Transmit] = []
+    sim = Simulation(
+        [CASES[name](p, n) for p in range(n)],
+        NetworkModel(delay=(0.1, 3.0), duplicate=0.2),
+        seed=3,
+        on_transmit=lambda _s, _p, t: seen.append(t),
+    )
+    broadcast = "broadcast" in capabilities(sim.endpoints[0])
+    payloads = APP_PACKETS[:2] if name.startswith("reliable+") else APP_PACKETS
+    for k, payload in enumerate(payloads * 2):
+        p = k % n
+        if broadcast:
+            sim.schedule(k * 0.3, lambda s, p=p, x=payload: s.broadcast(p, x))
+        else:
+            sim.schedule(k * 0.3, lambda s, p=p, x=payload: s.send(p, x, to=(p + 1) % n))
+    sim.run(until=200.0)
+    labelled = [t for t in seen if t.message_id is not None]
+    assert len(labelled) >= len(payloads) * 2
+    for t in seen:
+        assert t.message_id in (layer_ids(t.packet) or ()), (type(t.packet).__name__, t)
+    innermost = []
+    for t in labelled:
+        with contextlib.suppress(RemoteError):
+            innermost.append(carried_message_id(t.packet) == t.message_id)
+    assert not all(innermost)  # the check that refused these frames
+
+
+def test_the_layers_of_a_packet_name_their_ids_outermost_first() -> None:
+    inner = CBCASTPacket(2, (0, 0, 5), FifoPacket(2, 0, 7, 1, "x"))
+    assert layer_ids(inner) == [MessageId(2, 5), MessageId(2, 7)]
+    wrapped = ReliablePacket(2, 0, 9, 4, 0, inner)
+    assert layer_ids(wrapped) == [MessageId(2, 4), MessageId(2, 5), MessageId(2, 7)]
+    assert layer_ids(CBCASTPacket(2, (0, 0, 5), ReliableAck(2, 0, 3))) == [MessageId(2, 5), None]
+    assert layer_ids(ReliablePacket(2, 0, 9, 4, 0, CBCASTPacket(7, (0, 0, 1), "x"))) == [
+        MessageId(2, 4)
+    ]  # a layer that names nothing well-formed is left out
+    assert layer_ids(CBCASTPacket(7, (0, 0, 1), "x")) is None  # no layer names an id
+    assert layer_ids("not a packet") == [None]

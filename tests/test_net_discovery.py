@@ -228,8 +228,11 @@ def test_a_directory_learns_first_hand_over_second_hand_and_a_table_stays_fixed(
     assert d.learn(1, ("127.0.0.1", 7001), first_hand=False)
     assert not d.learn(1, ("127.0.0.1", 7009), first_hand=False)  # second-hand: a gap only
     assert d.learn(1, ("127.0.0.1", 7002), first_hand=True)  # its own word: it moved
-    assert d.learn(2, ("127.0.0.1", 7002), first_hand=True)  # another took the address
-    assert d.entries() == {0: "127.0.0.1:7000", 2: "127.0.0.1:7002"}
+    assert d.learn(2, ("127.0.0.1", 7002), first_hand=True)  # another took the address:
+    # P1's entry stays until P1 says where it is (the handshake tells the two apart)
+    assert d.entries() == {0: "127.0.0.1:7000", 1: "127.0.0.1:7002", 2: "127.0.0.1:7002"}
+    assert d.learn(2, ("127.0.0.1", 7000), first_hand=True)  # P0's own address, claimed
+    assert d.entries()[0] == "127.0.0.1:7000"  # P0's own entry is not another's to change
     assert not d.learn(7, ("127.0.0.1", 7003), first_hand=True)  # no such pid
     fixed = Directory(PeerTable.of({0: "127.0.0.1:7000", 1: "127.0.0.1:7001"}), 0)
     assert not fixed.learn(1, ("127.0.0.1", 7005), first_hand=True)

@@ -8,11 +8,13 @@
   files (RLIMIT_NOFILE) loses nothing and keeps the genuine links;
 - before authentication a connection is bounded: a 1 MiB frame is refused at
   its header, so a flood of them leaves the node's memory (RSS) where it was;
-- a BATCH frame is all or nothing; a frame naming an impossible message id is
-  garbage; one naming another id than its packet carries is refused, not its
-  link; trace destinations come from the sends, exactly, with nothing kept per
-  message where the endpoint fixes them; rejected connections are logged with a
-  rate limit;
+- a BATCH frame with a garbage packet is all or nothing; a frame naming an
+  impossible message id is garbage; a packet whose frame names another id than
+  it carries is refused alone, not its link nor the other packets of its BATCH;
+  a packet as the application's payload is delivered at once, not refused;
+  trace destinations come from the sends, exactly, with nothing kept per message
+  where the endpoint fixes them; rejected connections are logged with a rate
+  limit;
 - a squatter on a down member's address gets no HELLO and no packet;
 - encrypted groups deliver; a member that does not encrypt is refused.
 """
@@ -40,7 +42,7 @@ from mailroom.net import settings as settings_module
 from mailroom.net.node import Busy
 from mailroom.net.outgoing import LOT_LIMIT
 from mailroom.net.store import CheckpointLog
-from mailroom.protocols import CBCAST, CBCASTPacket, Reliable
+from mailroom.protocols import CBCAST, CBCASTPacket, FifoPacket, Reliable, ReliableAck
 from mailroom.trace import check, read_jsonl
 
 from .net_support import (
@@ -359,8 +361,8 @@ def test_a_frame_naming_another_message_id_than_its_packet_is_refused_not_the_li
     tmp_path: Path,
 ) -> None:
     """An authentic frame whose packet carries another message than its header names
-    is refused whole and counted (``mislabeled``), the state unchanged and no receive
-    row written; the link stays up: the next frame on it is delivered."""
+    (at any of its layers) is refused and counted (``mislabeled``), the state unchanged
+    and no receive row written; the link stays up: the next frame on it is delivered."""
     socks, table = _one_node()
     trace = tmp_path / "t.jsonl"
 
@@ -384,6 +386,93 @@ def test_a_frame_naming_another_message_id_than_its_packet_is_refused_not_the_li
     assert asyncio.run(main()) == (1, 1, 0, 0, True)
     receives = [e.message for e in read_jsonl(trace) if e.kind == "receive"]
     assert receives == [MessageId(2, 1)]  # no row for the refused frame
+
+
+def test_a_mislabelled_packet_costs_only_itself_not_the_rest_of_its_batch_frame(
+    tmp_path: Path,
+) -> None:
+    """A BATCH frame of a correctly labelled packet and a mislabelled one: the first is
+    delivered at once (bare CBCAST never retransmits), the second refused and counted
+    (``mislabeled``), neither delivered nor buffered nor traced; the link stays up.
+    Before, the whole frame was refused and its good packet came only if resent."""
+    socks, table = _one_node()
+    trace = tmp_path / "t.jsonl"
+
+    async def main() -> tuple[list[Any], int, int, int, int, int]:
+        got: list[Message] = []
+        node = Node(CBCAST(0, 3), table, KEY, listen=socks[0], trace=trace, on_deliver=got.append)
+        await node.start()
+        c = await asyncio.to_thread(RawClient, socks[0].getsockname()[1])
+        sealer = await asyncio.to_thread(c.hello, 2, 0, table)
+        good = encode(CBCASTPacket(2, (0, 0, 1), "good"))  # carries P2#1
+        forged = encode(CBCASTPacket(2, (0, 0, 2), "forged"))  # carries P2#2
+        c.send(
+            sealer.seal_many(
+                [(good, MessageId(2, 1), fr.BROADCAST), (forged, MessageId(1, 1), fr.BROADCAST)]
+            )
+        )
+        await until(lambda: node.stats.mislabeled == 1 and node.stats.delivered == 1, 5.0)
+        buffered = node.endpoint.buffered()
+        later = encode(CBCASTPacket(2, (0, 0, 2), "later"))  # the same link, labelled
+        c.send(sealer.seal(later, MessageId(2, 2), fr.BROADCAST))
+        await until(lambda: node.stats.delivered == 2, 5.0)
+        c.close()
+        await node.close()
+        s = node.stats
+        return [m.payload for m in got], buffered, s.mislabeled, s.garbage, s.closed, s.delivered
+
+    assert asyncio.run(main()) == (["good", "later"], 0, 1, 0, 0, 2)
+    receives = [e.message for e in read_jsonl(trace) if e.kind == "receive"]
+    assert receives == [MessageId(2, 1), MessageId(2, 2)]  # no row for the refused packet
+
+
+#: Application payloads that are packets (``check_payload`` accepts a whole packet):
+#: one naming another message (P1#7), a control packet (it names none) and one whose
+#: ``carries()`` fails (no vector entry for P7).
+PACKET_PAYLOADS = [
+    FifoPacket(1, 0, 7, 2, "x"),
+    ReliableAck(1, 0, 3),
+    CBCASTPacket(7, (0, 0, 1), "y"),
+]
+
+
+@pytest.mark.parametrize("reliable", [False, True], ids=["cbcast", "reliable+cbcast"])
+def test_a_packet_as_the_application_payload_is_delivered_at_once(reliable: bool) -> None:
+    """An honest sender whose application broadcasts packets: each frame names the
+    message the endpoint numbered (P1#k), while ``carried_message_id`` reads the id of
+    the innermost packet, the application's. Before, the receiver refused such a frame
+    (``mislabeled``) or closed the link (``garbage``): over bare CBCAST the message
+    never came; over Reliable it came by retransmission, labelled with the inner id,
+    so the receiver took P1#7 as seen. Now each is delivered at once (the
+    retransmission timeout is longer than the test), nothing is refused and ``seen``
+    is what P1 sent."""
+    socks = listening_sockets(2)
+    table = table_of(socks)
+
+    def endpoint(p: int) -> Any:
+        return Stack(Reliable(p, 2, rto=30.0), CBCAST(p, 2)) if reliable else CBCAST(p, 2)
+
+    async def main() -> tuple[list[Any], list[MessageId], int, int, int, int, int]:
+        got: list[Message] = []
+        receiver = Node(endpoint(0), table, KEY, listen=socks[0], on_deliver=got.append)
+        sender = Node(endpoint(1), table, KEY, listen=socks[1])
+        await receiver.start()
+        await sender.start()
+        sent: list[MessageId] = []
+        for payload in PACKET_PAYLOADS:  # one a turn: each a packet of its own, not a batch
+            sent.append(sender.broadcast(payload))
+            await until(lambda: len(got) == len(sent), 10.0)
+        await sender.close()
+        await receiver.close()
+        s = receiver.stats
+        seen = receiver.transport.seen.of(1)
+        return [m.payload for m in got], sent, s.mislabeled, s.garbage, s.closed, seen, s.delivered
+
+    payloads, sent, mislabeled, garbage, closed, seen, delivered = asyncio.run(main())
+    assert payloads == PACKET_PAYLOADS
+    assert sent == [MessageId(1, k) for k in (1, 2, 3)]
+    assert (mislabeled, garbage, closed) == (0, 0, 0)
+    assert seen == 3 and delivered == 3
 
 
 def test_destinations_in_the_trace_come_from_the_sends_not_from_tables(tmp_path: Path) -> None:

@@ -241,3 +241,31 @@ def test_explicit_consumption_and_stable_reports_are_driven_by_the_node(tmp_path
         assert sorted(payloads[1:]) == ["answer from P1", "answer from P2"]
         assert stable[p] == {m.id for m in got[0]}
     assert restored.layers[-1].snapshot()["unconsumed"] == []
+
+
+def test_a_callback_that_raises_does_not_stop_the_rest_of_the_step(caplog: Any) -> None:
+    """What the application's callback raises is logged and counted (``app_errors``),
+    and the node still hands the rest of that step: stopping there would skip the
+    step's later deliveries for good (the step is written already)."""
+    socks = listening_sockets(2)
+    table = table_of(socks)
+    handed: list[object] = []
+
+    def on_deliver(m: Message) -> None:
+        handed.append(m.payload)
+        if m.payload == "boom":
+            raise ValueError("the application failed on this one")
+
+    async def main() -> tuple[int, int]:
+        node = Node(reliable_cbcast(0, 2), table, KEY, listen=socks[0], on_deliver=on_deliver)
+        await node.start()
+        node.broadcast_many(["boom", "after", "and after"])  # one step, three deliveries
+        await until(lambda: len(handed) == 3)
+        node.broadcast("later")
+        await until(lambda: len(handed) == 4)
+        await node.close()
+        return node.stats.app_errors, node.stats.delivered
+
+    assert _run(main()) == (1, 4)
+    assert handed == ["boom", "after", "and after", "later"]
+    assert "raised on a Message: ValueError: the application failed" in caplog.text

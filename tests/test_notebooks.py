@@ -1,7 +1,9 @@
 """Every notebook in examples/ runs top to bottom, and is stored without outputs.
 
 A notebook that another test file runs (and checks what it prints) is not run
-twice: this file runs the others.
+twice: this file runs the others. In CI the executed copies are kept for the docs
+build, which shows them instead of executing the notebooks again
+(``tests/notebook_support.py``).
 """
 
 from __future__ import annotations
@@ -11,7 +13,9 @@ from pathlib import Path
 import pytest
 
 nbformat = pytest.importorskip("nbformat")
-nbclient = pytest.importorskip("nbclient")
+pytest.importorskip("nbclient")
+
+from tests.notebook_support import errors, execute  # noqa: E402  (after the skips)
 
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOKS = sorted((ROOT / "examples").glob("*.ipynb"))
@@ -35,19 +39,4 @@ def test_notebook_is_stored_clean(path: Path) -> None:
 @pytest.mark.slow
 @pytest.mark.parametrize("path", UNTESTED, ids=lambda p: p.stem)
 def test_notebook_runs(path: Path) -> None:
-    nb = nbformat.read(path, as_version=4)
-    client = nbclient.NotebookClient(
-        nb,
-        timeout=TIMEOUT,
-        kernel_name="python3",
-        resources={"metadata": {"path": str(path.parent)}},
-    )
-    client.execute()
-    errors = [
-        out
-        for cell in nb.cells
-        if cell.cell_type == "code"
-        for out in cell.outputs
-        if out.output_type == "error"
-    ]
-    assert not errors
+    assert not errors(execute(path, TIMEOUT))

@@ -264,6 +264,114 @@ def test_an_excluded_replica_tells_its_callers_the_outcome_is_unknown() -> None:
         r.submit(MessageId(0, 2), "add", "y")
 
 
+def test_a_call_prepared_before_the_exclusion_is_not_sent_after_it() -> None:
+    """A call checked while a member, sent after the member was excluded, would carry
+    the dead incarnation's name (and its result would reach the next one's callers):
+    ``batch`` refuses it, and writes no ``call`` row after the ``out`` row."""
+    rows: list[dict[str, Any]] = []
+    r = Replica(Notes(), 0, view=VIEW, history=rows.append)
+    call = r.prepare("add", "x")
+    assert call.incarnation == 0
+    assert r.excluded() == []
+    with pytest.raises(LocalError, match="left the group since the call add was prepared"):
+        r.batch(MessageId(0, 1), [call])
+    assert r.pending == {} and [row["row"] for row in rows] == ["start", "out"]
+    # rejoined as incarnation 1: the old call is still not sent, a new one is
+    r.view_changed(ViewChange(View(2, (0, 1)), (0,), (), Replica(Notes(), 1, view=VIEW).state()),
+                   incarnation=1)  # fmt: skip
+    with pytest.raises(LocalError, match="not sent"):
+        r.batch(MessageId(0, 1), [call])
+    fresh = r.prepare("add", "z")
+    assert fresh.incarnation == 1 and r.batch(MessageId(0, 3), [fresh]).startswith("[")
+
+
+@pytest.mark.parametrize(
+    "path", ["lines.append", "lines.clear", "lines.__len__", "held.update", "held.setdefault"]
+)
+def test_a_read_cannot_reach_a_builtin_method_that_changes_one_replica(path: str) -> None:
+    class Kept(Notes):
+        def __init__(self) -> None:
+            super().__init__()
+            self.held: dict[str, int] = {}
+
+    r = Replica(Kept(), 0, view=VIEW)
+    before = take_state(r.obj)
+    with pytest.raises(LocalError):
+        r.read(path, "x")
+    with pytest.raises(LocalError):
+        r.prepare_read(path, "x")
+    assert take_state(r.obj) == before and r.pending == {}
+    assert r.read("count") == 0 and r.read("lines") == []  # methods and attributes still read
+
+
+class Sum:
+    """A float that the calls' finite arguments can overflow, and a list of results."""
+
+    def __init__(self) -> None:
+        self.total = 0.0
+        self.results: list[float] = []
+
+    @replicated
+    def add(self, x: float) -> float:
+        self.total += x
+        return self.total
+
+    @replicated(checks_first=True)  # it says so, but overflows after changing the object
+    def scale(self, k: float) -> float:
+        self.total *= k
+        return self.total
+
+    @replicated
+    def note(self, x: float) -> None:
+        self.results.append(x * 10)  # inside a list: found when the state is next taken
+
+
+@pytest.mark.parametrize("method", ["add", "scale"])
+def test_a_call_whose_effect_cannot_be_carried_is_undone_everywhere(method: str) -> None:
+    """Two add(1e308) make the total inf, which no state could carry: the second call
+    is undone on every replica, its caller gets the error, and delivery goes on (the
+    next compaction, at each replica, takes the state as it was)."""
+    r = pair(Sum, compact_bytes=64)
+    assert run(r, 0, "add", 1e308).result() == 1e308
+    outcome = run(r, 1, method, 1e308 if method == "add" else 10.0)
+    with pytest.raises(LocalError, match="cannot be carried \\(total became inf\\): undone"):
+        outcome.result()
+    assert [x.read("total") for x in r] == [1e308, 1e308]
+    assert run(r, 0, "add", -1e308).result() == 0.0
+    for k in range(20):  # more than enough to compact, at both replicas
+        assert run(r, k % 2, "add", 1.0).result() == k + 1
+    assert all(x.journal.compactions > 0 for x in r)
+    assert take_state(r[0].obj) == take_state(r[1].obj)
+    with pytest.raises(LocalError, match="beyond 64 bits"):
+        run([Replica(Counter(), p, view=VIEW) for p in (0, 1)], 0, "inc", 2**63).result()
+
+
+class Counter:
+    def __init__(self) -> None:
+        self.n = 2**63
+
+    @replicated
+    def inc(self, k: int) -> int:
+        self.n += k
+        return self.n
+
+
+def test_a_value_that_cannot_be_carried_inside_a_list_postpones_compaction_only() -> None:
+    """A non-finite value inside a list is not seen by the per-call look (one look per
+    attribute): the state cannot be taken then, so compaction is postponed, not raised
+    out of the delivery; every replica goes on alike, and a checkpoint still holds it."""
+    r = pair(Sum, compact_bytes=64)
+    assert run(r, 0, "note", 1e308).result() is None  # 1e309: inf, inside the list
+    for k in range(20):
+        assert run(r, k % 2, "add", 1.0).result() == k + 1
+    assert [x.journal.compactions for x in r] == [0, 0]
+    assert [len(x.journal.log) for x in r] == [21, 21]
+    again = Replica.restart(Sum(), 0, r[0].checkpoint())
+    assert again.read("total") == 20.0 and again.read("results") == [float("inf")]
+    with pytest.raises(LocalError, match="not finite"):
+        r[0].state()
+
+
 def test_a_bundle_holds_several_objects_in_one_order() -> None:
     def make() -> Bundle:
         return Bundle(hits=ReplCounter(), tags=ReplSet())

@@ -5,18 +5,16 @@ from __future__ import annotations
 from pathlib import Path
 
 import nbformat
-from nbclient import NotebookClient
+
+from tests.notebook_support import execute
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 
 
 def test_tagged_causal_notebook_runs() -> None:
-    nb = nbformat.read(EXAMPLES / "tagged_causal.ipynb", as_version=4)
-    assert all(not c.get("outputs") for c in nb.cells if c.cell_type == "code")  # kept clear
-    client = NotebookClient(
-        nb, timeout=120, kernel_name="python3", resources={"metadata": {"path": str(EXAMPLES)}}
-    )
-    client.execute()
+    clean = nbformat.read(EXAMPLES / "tagged_causal.ipynb", as_version=4)
+    assert all(not c.get("outputs") for c in clean.cells if c.cell_type == "code")  # kept clear
+    nb = execute(EXAMPLES / "tagged_causal.ipynb", timeout=120)
     text = "\n".join(
         o.get("text", "") for c in nb.cells if c.cell_type == "code" for o in c.outputs
     )

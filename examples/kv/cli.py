@@ -46,6 +46,12 @@ def build_parser() -> argparse.ArgumentParser:
     one.add_argument(
         "--no-sync", dest="sync", action="store_false", help="do not fsync each step (faster)"
     )
+    one.add_argument(
+        "--max-connections", type=int, default=256, help="open HTTP connections (past it: 503)"
+    )
+    one.add_argument(
+        "--idle-timeout", type=float, default=10.0, help="seconds to send a request, or closed"
+    )
     p.add_argument("--listen-fd", type=int, help=argparse.SUPPRESS)
     p.add_argument("--http-fd", type=int, help=argparse.SUPPRESS)
     return p
@@ -58,6 +64,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.error("--pid needs --peers")
     if args.write_timeout <= 0:
         parser.error("--write-timeout must be positive")
+    if args.max_connections < 1 or not args.idle_timeout > 0:
+        parser.error("--max-connections and --idle-timeout must be positive")
     try:
         if args.pid is None:
             return run_demo(args)

@@ -67,7 +67,12 @@ async def http_server(service: KvService, args: argparse.Namespace) -> asyncio.S
 async def run_member(args: argparse.Namespace) -> int:
     """Serve until SIGTERM or SIGINT, then close cleanly."""
     replica, history = build(args)
-    service = KvService(replica, write_timeout=args.write_timeout)
+    service = KvService(
+        replica,
+        write_timeout=args.write_timeout,
+        max_connections=args.max_connections,
+        idle_timeout=args.idle_timeout,
+    )
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):

@@ -5,7 +5,10 @@ a one-line reason) before anything reaches the store.
 Limits (documented in docs/kv.md): a request line or header line of at most
 ``MAX_LINE`` bytes, at most ``MAX_HEADERS`` headers, a body of at most ``MAX_BODY``
 bytes sent with ``Content-Length`` (no chunked bodies), ``Expect: 100-continue``
-answered. Connections are kept alive (HTTP/1.1) unless the client says ``close``.
+answered. Connections are kept alive (HTTP/1.1) unless the client says ``close``; a
+connection that has not sent a complete request line and headers within ``idle``
+seconds (``IDLE_SECONDS`` unless the caller says) of being opened or answered is
+closed, so a silent or trickling client cannot hold a connection.
 """
 
 from __future__ import annotations
@@ -20,10 +23,11 @@ MAX_LINE = 8192
 MAX_HEADERS = 64
 #: The largest body (a value), in bytes.
 MAX_BODY = 32 * 1024
-#: Seconds a client has to send the rest of a request once it started one.
+#: Seconds a client has to send the rest of a request (its body) once it started one.
 REQUEST_SECONDS = 30.0
-#: Seconds an idle kept-alive connection is kept.
-IDLE_SECONDS = 120.0
+#: Seconds a connection may wait, once opened or answered, before its request line and
+#: headers are complete; then it is closed (an idle connection holds a descriptor).
+IDLE_SECONDS = 10.0
 
 REASONS = {
     200: "OK",
@@ -157,24 +161,30 @@ def _length(headers: dict[str, str]) -> int:
 
 
 async def read_request(
-    reader: asyncio.StreamReader, writer: asyncio.StreamWriter
+    reader: asyncio.StreamReader, writer: asyncio.StreamWriter, *, idle: float = IDLE_SECONDS
 ) -> Request | None:
-    """The next request on the connection; None once the client closed it (or stayed
-    idle for ``IDLE_SECONDS``); ``HttpError`` for a malformed or oversized one."""
+    """The next request on the connection; None once the client closed it or sent no
+    complete request line within ``idle`` seconds; ``HttpError`` for a malformed or
+    oversized one, or for one whose headers are not complete within those ``idle``
+    seconds (a client that trickles bytes is closed as surely as a silent one), or
+    whose body is not sent within ``REQUEST_SECONDS``."""
+    loop = asyncio.get_running_loop()
+    headers_by = loop.time() + idle
     too_long = HttpError(414, f"the request line is longer than {MAX_LINE} bytes", close=True)
     try:
-        first = await asyncio.wait_for(_line(reader, too_long), IDLE_SECONDS)
+        async with asyncio.timeout_at(headers_by):
+            first = await _line(reader, too_long)
+            if not first:  # a stray empty line between requests is allowed once
+                first = await _line(reader, too_long)
     except (EOFError, TimeoutError, ConnectionError):
         return None
-    if not first:  # a stray empty line between requests is allowed once
-        try:
-            first = await asyncio.wait_for(_line(reader, too_long), IDLE_SECONDS)
-        except (EOFError, TimeoutError, ConnectionError):
-            return None
     method, target, version = _request_line(first)
+    sent_by = loop.time() + REQUEST_SECONDS
+    headers: dict[str, str] | None = None
     try:
-        async with asyncio.timeout(REQUEST_SECONDS):
+        async with asyncio.timeout_at(min(headers_by, sent_by)) as deadline:
             headers = await _headers(reader)
+            deadline.reschedule(sent_by)
             size = _length(headers)
             if size and headers.get("expect", "").lower() == "100-continue":
                 writer.write(b"HTTP/1.1 100 Continue\r\n\r\n")
@@ -184,7 +194,11 @@ async def read_request(
     except asyncio.IncompleteReadError:
         raise HttpError(400, "the body is shorter than Content-Length", close=True) from None
     except TimeoutError:
-        raise HttpError(400, f"request not sent within {REQUEST_SECONDS:g}s", close=True) from None
+        if headers is None and headers_by <= sent_by:
+            reason = f"request headers not sent within {idle:g}s"
+        else:
+            reason = f"request not sent within {REQUEST_SECONDS:g}s"
+        raise HttpError(400, reason, close=True) from None
     return Request(method, target, version, headers, body)
 
 

@@ -16,7 +16,8 @@ from typing import TYPE_CHECKING, cast
 
 from mailroom.core.codec import decode
 from mailroom.core.errors import RemoteError
-from mailroom.core.wire import carried_message_id
+from mailroom.core.messages import MessageId
+from mailroom.core.wire import carried_message_id, is_packet
 from mailroom.net import frames as fr
 from mailroom.net import handshake as hs
 
@@ -28,7 +29,55 @@ Batch = list[tuple[object, fr.Data]]
 
 
 class Mislabeled(Exception):
-    """An authentic frame whose packet carries another message than its header says."""
+    """An authentic frame's packet that carries another message than its header says."""
+
+
+#: What asking a packet class's ``carries()`` raises when the packet's fields are too
+#: malformed to name a message (``carried_message_id`` turns these into RemoteError;
+#: a ``carries()`` that asks a nested packet raises that RemoteError itself).
+_UNNAMED = (TypeError, LookupError, ValueError, RemoteError)
+
+
+def _carrying(ids: list[MessageId | None]) -> str:
+    """What a refused packet carries, for the log: each layer's id, outermost first."""
+    if len(ids) == 1:
+        return f"its packet carries {ids[0]}"
+    return f"the layers of its packet carry {', '.join(map(str, ids))}"
+
+
+def layer_ids(packet: object) -> list[MessageId | None] | None:
+    """The message id each layer of ``packet`` names, outermost first: its own
+    ``carries()`` (None: a layer without one, a control packet), then, while its
+    ``payload`` is a packet (and its class does not rename that packet's message,
+    ``names_its_message``), that packet's; a layer whose ``carries()`` fails (fields
+    too malformed to name a message) is left out, and None if every layer's fails.
+
+    Which layer is the top one, whose id the sender's frame header names, the bytes
+    do not say: a packet may be the application's payload as well as an upper layer's
+    packet. ``Stack(Reliable, CBCAST)`` broadcasting ``"x"`` and a bare ``Reliable``
+    sending the application payload ``CBCASTPacket(.., "x")`` put the same bytes on
+    the wire and label them with CBCAST's id and Reliable's id. ``carried_message_id``
+    answers with the innermost layer's id, so an honest frame whose application
+    payload is a packet names another id than it: the receiver must accept any
+    layer's."""
+    ids: list[MessageId | None] = []
+    named = False
+    while True:
+        cls = type(packet)
+        carries = getattr(cls, "carries", None)
+        if carries is None:
+            ids.append(None)
+            named = True
+        else:
+            try:
+                ids.append(carries(packet))
+                named = True
+            except _UNNAMED:
+                pass  # this layer names nothing well-formed; another layer may
+        inner = getattr(packet, "payload", None)
+        if not is_packet(inner) or getattr(cls, "names_its_message", False):
+            return ids if named else None
+        packet = inner
 
 
 #: Bytes one read of a connection may bring (asyncio's own read size).
@@ -79,8 +128,10 @@ class Inbound(asyncio.BufferedProtocol):
 
     def data_received(self, data: bytes | memoryview) -> None:
         """The bytes read: every complete frame's packets go to the transport as one
-        batch; a frame that is garbage closes the connection."""
+        batch; a frame that is garbage closes the connection, and a packet whose frame
+        header names another message than it carries is refused alone."""
         batch: Batch = []
+        owner = self.owner
         try:
             for kind, body in self.reader.frames(data):
                 if kind == fr.DATA:
@@ -89,41 +140,63 @@ class Inbound(asyncio.BufferedProtocol):
                     items = self.opener.open_many(body)
                 else:
                     raise fr.FrameError("garbage", f"frame type {kind} after the handshake")
-                self.owner.stats.data_frames_in += 1
-                try:
-                    batch += self._decode_all(items)  # the whole frame, or none of it
-                except Mislabeled as exc:  # authentic, numbered: refused, the link stays
-                    self.owner.refuse(self.peer, str(exc))
+                owner.stats.data_frames_in += 1
+                good, refused = self._decode_all(items)  # garbage: none of the frame
+                for exc in refused:  # authentic, numbered: refused, the link stays
+                    owner.refuse(self.peer, str(exc))
+                batch += good
         except fr.FrameError as exc:
             self.reject(exc)
         finally:
             if batch:
-                self.owner.received(self.peer, batch)
+                owner.received(self.peer, batch)
 
-    def _decode_all(self, items: list[fr.Data]) -> Batch:
+    def _decode_all(self, items: list[fr.Data]) -> tuple[Batch, list[Mislabeled]]:
         """Every packet of one frame decoded and its header's message id checked against
-        the packet: FrameError (garbage) or Mislabeled (another id than the header's)."""
+        the packet: the packets that pass, and why each other one is refused
+        (``Mislabeled``: another id than any layer of its packet names). FrameError
+        (garbage) if any packet is undecodable, names no well-formed id or is labelled
+        with an impossible one: then the whole frame is garbage.
+
+        A mislabelled packet costs only itself: the frame is authentic, so its other,
+        correctly labelled packets are what this peer sent (it could have sent them in
+        frames of their own), and they are delivered now rather than by retransmission."""
         n = self.owner.peers.n
         out: Batch = []
+        refused: list[Mislabeled] = []
         for item in items:
             mid = item.message_id
             if mid is not None and not (0 <= mid.origin < n and mid.seq >= 1):
                 raise fr.FrameError("garbage", f"frame names impossible message id {mid}")
             try:
                 packet = decode(item.packet)
-                carried = carried_message_id(packet)
             except RemoteError as exc:
                 raise fr.FrameError("garbage", f"undecodable packet: {exc}") from None
-            # the packet, not the header, says what it carries (compared field by field:
-            # this runs for every packet received)
-            if carried is None or mid is None:
-                same = carried is mid
+            try:
+                carried = carried_message_id(packet)
+            except _UNNAMED as exc:
+                unnamed: Exception | None = exc
             else:
-                same = carried.origin == mid.origin and carried.seq == mid.seq
-            if not same:
-                raise Mislabeled(f"frame names message id {mid}, its packet carries {carried}")
-            out.append((packet, item))
-        return out
+                # the common case: the header names the innermost layer's id (compared
+                # field by field: this runs for every packet received)
+                if carried is None or mid is None:
+                    same = carried is mid
+                else:
+                    same = carried.origin == mid.origin and carried.seq == mid.seq
+                if same:
+                    out.append((packet, item))
+                    continue
+                unnamed = None
+            # the packet, not the header, says what it carries: the header must name
+            # the id of one of its layers (the application's payload may be a packet)
+            ids = layer_ids(packet)
+            if ids is None:
+                raise fr.FrameError("garbage", f"undecodable packet: {unnamed}")
+            if mid in ids:  # None: a control packet, as a layer without carries()
+                out.append((packet, item))
+            else:
+                refused.append(Mislabeled(f"frame names message id {mid}, {_carrying(ids)}"))
+        return out, refused
 
     def reject(self, exc: fr.FrameError) -> None:
         owner = self.owner
@@ -213,4 +286,4 @@ class Outbound(asyncio.Protocol):
             self.lost.set_result(None)
 
 
-__all__ = ["Batch", "Inbound", "Mislabeled", "Outbound"]
+__all__ = ["Batch", "Inbound", "Mislabeled", "Outbound", "layer_ids"]

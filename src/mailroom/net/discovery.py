@@ -16,7 +16,9 @@ nodes). Rules, in words:
   carry their members' addresses: whoever asks a member learns its whole view.
 - What a node learns: a Probe's address is its sender's own (it replaces what was
   known: a member restarted elsewhere); a Roster's rows fill addresses not known yet,
-  except the answerer's own row, which is first-hand.
+  except the answerer's own row, which is first-hand. What a member says changes its
+  own entry only: no Probe or Roster removes or redirects another's entry, or the
+  receiver's own.
 - A node probes while it lacks something: every ``interval`` (growing to ``4 *
   interval`` while nothing changes), while it has no view or some member of its
   view has no known address, it probes the seed addresses and every member it knows of (of
@@ -140,14 +142,16 @@ class Directory:
 
     def learn(self, pid: int, address: Address, first_hand: bool) -> bool:
         """Note that ``pid`` listens at ``address``: first-hand (its own word) replaces
-        what was known, second-hand fills a gap. True if something changed."""
+        what was known, second-hand fills a gap. True if something changed.
+
+        A word about ``pid`` changes ``pid``'s entry alone: another member's entry at the
+        same address stays until that member says otherwise (the handshake tells the
+        two apart), so that no peer can erase or redirect someone else's entry, nor
+        this node's own."""
         if not self.growable or not 0 <= pid < self.n or self.addresses.get(pid) == address:
             return False
         if pid in self.addresses and not first_hand:
             return False
-        for other, at in list(self.addresses.items()):
-            if at == address and other != pid:  # it moved, or another took its place
-                del self.addresses[other]
         self.addresses[pid] = address
         if self._changed is not None:
             self._changed.set()

@@ -32,6 +32,7 @@ SERIES = (
     ("outbox_dropped", "counter", "stats.outbox_dropped", "Frames dropped from a full outbox."),
     ("packets_superseded", "counter", "stats.superseded", "Control packets a later one replaced."),
     ("io_errors", "counter", "stats.io_errors", "Failed writes of the trace or checkpoint."),
+    ("app_errors", "counter", "stats.app_errors", "Exceptions the application's callbacks raised."),
     ("connections_authenticated", "counter", "stats.authenticated", "Claims that proved the key."),
     ("checkpoint_behind", "counter", "stats.behind", "Peers that saw more of its ids."),
     ("held_messages", "gauge", "held", "Messages the endpoint holds (mail room, queued...)."),

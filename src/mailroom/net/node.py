@@ -38,13 +38,13 @@ Rules, in words:
   from a process whose peer-table entry does not match, and connections that
   do not authenticate within ``HANDSHAKE_TIMEOUT``, are dropped and counted
   in ``stats``; the connection they came on is closed with a logged reason. The
-  endpoint and the other connections are untouched. A frame is all or nothing:
-  every packet of a BATCH is decoded, and its header's message id checked,
-  before any reaches the endpoint; an authentic frame whose packet carries
-  another message than its header names is refused whole and counted
-  (``mislabeled``), and its connection stays up. A packet that decodes but that
-  the endpoint refuses (``RemoteError``) is dropped and counted; the connection
-  stays up.
+  endpoint and the other connections are untouched. Every packet of a BATCH is
+  decoded, and its header's message id checked, before any reaches the endpoint;
+  a frame with an undecodable packet is garbage; an authentic packet that carries
+  another message than its header names is refused alone and counted
+  (``mislabeled``): the frame's other packets go on, and the connection stays up.
+  A packet that decodes but that the endpoint refuses (``RemoteError``) is dropped
+  and counted; the connection stays up.
 - A group endpoint repairs losses itself (its views run over ``Reliable``, its
   control packets are resent), and heartbeats to a dead member are worthless
   once late, so its default outbox is a small ``GROUP_OUTBOX``.
@@ -474,25 +474,40 @@ class Node:
                 self.on_stable(messages)
 
     def _hand(self, handed: list[Handed]) -> None:
+        """Hand a step's deliveries, views and requests to the application, in order.
+        What an application callback raises is logged and counted (``app_errors``) and
+        the rest of the step is still handed: the step is written already, so stopping
+        would skip deliveries for good, and members whose steps are grouped otherwise
+        would not skip the same ones."""
         for m in handed:
-            if type(m) is Message:
-                if self.on_deliver is not None:
-                    self.on_deliver(m)
-                else:
-                    self._queue.put_nowait(m)
-            elif isinstance(m, ViewChange):
-                if self.on_view is not None:
-                    self.on_view(m)
-            elif isinstance(m, StateRequest):
-                if not self._closed:
-                    self._provide(m.view)
-            elif isinstance(m, Excluded):
-                if self.on_excluded is not None:
-                    self.on_excluded(m)
-            elif self.on_deliver is not None:
+            try:
+                self._hand_one(m)
+            except Exception as exc:
+                self.stats.app_errors += 1
+                what = f"{type(m).__name__}: {type(exc).__name__}: {exc}"
+                self._quiet(
+                    logging.ERROR, "P%d: the application's callback raised on a %s", self.pid, what
+                )
+
+    def _hand_one(self, m: Handed) -> None:
+        if type(m) is Message:
+            if self.on_deliver is not None:
                 self.on_deliver(m)
             else:
                 self._queue.put_nowait(m)
+        elif isinstance(m, ViewChange):
+            if self.on_view is not None:
+                self.on_view(m)
+        elif isinstance(m, StateRequest):
+            if not self._closed:
+                self._provide(m.view)
+        elif isinstance(m, Excluded):
+            if self.on_excluded is not None:
+                self.on_excluded(m)
+        elif self.on_deliver is not None:
+            self.on_deliver(m)
+        else:
+            self._queue.put_nowait(m)
 
     def _compact(self, *, strict: bool) -> None:
         """Write a new base checkpoint; a failure only delays it (unless ``strict``)."""

@@ -40,8 +40,9 @@ class NetStats:
     """Counters of one process's runtime (``frames_in`` / ``frames_out`` count packets,
     whether they travelled alone in a DATA frame or with others in a BATCH frame).
 
-    ``mislabeled`` counts authentic frames refused whole because a packet carries
-    another message than its frame header names (the link stays up); ``accepted``
+    ``mislabeled`` counts authentic packets refused because they carry another
+    message than their frame header names (the frame's other packets and the link
+    stay); ``accepted``
     connections accepted, ``authenticated`` those that proved the group key,
     ``connected`` connections this process opened that completed the handshake;
     ``behind`` handshakes in which a peer had seen more of this process's message ids
@@ -77,6 +78,8 @@ class NetStats:
     steps: int = 0
     unsent: int = 0
     superseded: int = 0
+    #: exceptions an application callback raised while the node handed it a step
+    app_errors: int = 0
 
     def to_dict(self) -> dict[str, int]:
         return attrs.asdict(self)

@@ -11,6 +11,14 @@ payload and nothing of the key.
 The status endpoint is HTTP (``GET /status``, JSON) on a loopback address only
 (docs/security.md, "Threat model"): it refuses to listen anywhere else and closes
 connections that do not come from a loopback address.
+
+``serve`` (which the metrics use too, on any address) holds at most ``MAX_CLIENTS``
+connections. One that has not sent its complete request within ``REQUEST_TIMEOUT``
+is closed, and when every slot is taken a new connection sheds the oldest one still
+waiting for its request (or, if every slot holds a request being answered, is
+answered 503 at once): idle or slow connections (slowloris) cannot keep real
+requests out. A complete request is always answered; its slot is freed once the
+answer is sent (or after ``WRITE_TIMEOUT`` if the client does not read it).
 """
 
 from __future__ import annotations
@@ -20,7 +28,7 @@ import ipaddress
 import json
 import socket
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from mailroom.core.errors import LocalError
 from mailroom.core.stack import Stack
@@ -33,10 +41,15 @@ from mailroom.net.store import log_of
 if TYPE_CHECKING:
     from mailroom.net.node import Node
 
-#: The longest request head the endpoints read; slower or longer requests are closed.
+#: The longest request head the endpoints read (bytes); a longer one is closed.
 MAX_REQUEST = 8192
-REQUEST_TIMEOUT = 5.0
-#: Requests served at once; more are closed at once.
+#: Seconds a connection has to send its complete request head; a slower one is closed,
+#: so that idle connections cannot hold the slots.
+REQUEST_TIMEOUT = 2.0
+#: Seconds an answer may take to be sent (a client that does not read it is cut off).
+WRITE_TIMEOUT = 5.0
+#: Connections held at once. When all are taken, a new one sheds the oldest that has not
+#: sent a complete request, or (none) is answered 503 and closed at once.
 MAX_CLIENTS = 16
 
 
@@ -147,30 +160,123 @@ def is_loopback(host: str) -> bool:
     return bool(infos) and all(ipaddress.ip_address(i[4][0]).is_loopback for i in infos)
 
 
+class _Slots:
+    """The connections an endpoint holds: those still waiting for their request
+    (oldest first: the ones to shed) and those whose request is being answered."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.waiting: dict[_Connection, None] = {}  # insertion order: oldest first
+        self.answering: set[_Connection] = set()
+
+    def admit(self, conn: _Connection) -> bool:
+        """Give ``conn`` a slot, shedding the oldest waiting connection if all are taken;
+        False if every slot holds a request being answered."""
+        if len(self.waiting) + len(self.answering) >= self.limit:
+            if not self.waiting:
+                return False
+            next(iter(self.waiting)).shed()
+        self.waiting[conn] = None
+        return True
+
+    def answer(self, conn: _Connection) -> None:
+        """``conn`` sent its complete request: it can no longer be shed."""
+        self.waiting.pop(conn, None)
+        self.answering.add(conn)
+
+    def free(self, conn: _Connection) -> None:
+        """``conn`` is closed (or being closed): its slot is free."""
+        self.waiting.pop(conn, None)
+        self.answering.discard(conn)
+
+
+class _Connection(asyncio.Protocol):
+    """One client of an endpoint: reads one request head (at most ``MAX_REQUEST`` bytes
+    within ``REQUEST_TIMEOUT`` seconds), answers it and closes.
+
+    A protocol rather than a stream handler so that a request is known to be complete
+    the moment its last byte is read: a connection whose request has arrived is never
+    the one shed."""
+
+    def __init__(self, routes: dict[str, Route], slots: _Slots, loopback: bool) -> None:
+        self.routes = routes
+        self.slots = slots
+        self.loopback = loopback
+        self.head = bytearray()
+        self.transport: asyncio.Transport | None = None
+        self.timer: asyncio.TimerHandle | None = None
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        """Refuse a peer off loopback (``loopback``), take a slot or answer 503, and start
+        the clock on the request."""
+        # A stream transport (uvloop's is one without deriving from asyncio.Transport).
+        self.transport = cast(asyncio.Transport, transport)
+        peer = transport.get_extra_info("peername")
+        if self.loopback and not (peer and is_loopback(str(peer[0]))):
+            self.transport.abort()
+            return
+        if not self.slots.admit(self):
+            self._send(_reply(503, b"busy\n", "text/plain"))
+            return
+        loop = asyncio.get_running_loop()
+        self.timer = loop.call_later(REQUEST_TIMEOUT, self.shed)
+
+    def data_received(self, data: bytes) -> None:
+        """Gather the request head; answer it the moment it is complete (it can no longer
+        be shed), or close a head longer than ``MAX_REQUEST``."""
+        if self.transport is None or self not in self.slots.waiting:
+            return  # answered or shed already: what follows is ignored
+        self.head += data
+        end = self.head.find(b"\r\n\r\n")
+        if end < 0 or end + 4 > MAX_REQUEST:
+            if len(self.head) > MAX_REQUEST:
+                self.shed()
+            return
+        self.slots.answer(self)
+        self._send(_response(bytes(self.head[: end + 4]), self.routes))
+
+    def eof_received(self) -> bool:
+        """The client stopped sending: without a complete request there is nothing to do."""
+        if self in self.slots.waiting:  # closed before its request was complete
+            self.shed()
+        return True  # keep the transport: an answer may still be being sent
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        """Free the slot (the answer is sent, or the connection was cut)."""
+        if self.timer is not None:
+            self.timer.cancel()
+        self.slots.free(self)
+
+    def shed(self) -> None:
+        """Close the connection now (too slow, too long, or shed for a newer one)."""
+        self.slots.free(self)
+        if self.timer is not None:
+            self.timer.cancel()
+        if self.transport is not None:
+            self.transport.abort()
+
+    def _send(self, answer: bytes) -> None:
+        """Send ``answer`` and close once it is sent, cutting off after ``WRITE_TIMEOUT``."""
+        assert self.transport is not None
+        if self.timer is not None:
+            self.timer.cancel()
+        self.transport.write(answer)
+        self.transport.close()
+        self.timer = asyncio.get_running_loop().call_later(WRITE_TIMEOUT, self.transport.abort)
+
+
 async def serve(address: str, routes: dict[str, Route], *, loopback: bool) -> asyncio.Server:
     """Serve ``routes`` (path -> (body, content type)) over HTTP/1.0 GET at ``address``;
-    ``loopback``: listen and answer on loopback addresses only (LocalError otherwise)."""
+    ``loopback``: listen and answer on loopback addresses only (LocalError otherwise).
+
+    At most ``MAX_CLIENTS`` connections are held; a connection that has not sent its
+    request within ``REQUEST_TIMEOUT`` is closed, and a new one sheds the oldest such
+    connection when all slots are taken (module docstring)."""
     host, port = listen_address(address, loopback=loopback)
-    busy = asyncio.Semaphore(MAX_CLIENTS)
-
-    async def answer(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        peer = writer.get_extra_info("peername")
-        if busy.locked() or (loopback and not (peer and is_loopback(str(peer[0])))):
-            writer.close()
-            return
-        async with busy:
-            try:
-                head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), REQUEST_TIMEOUT)
-                writer.write(_response(head, routes))
-                await asyncio.wait_for(writer.drain(), REQUEST_TIMEOUT)
-            except (TimeoutError, ConnectionError, asyncio.IncompleteReadError,
-                    asyncio.LimitOverrunError):  # fmt: skip
-                pass
-            finally:
-                writer.close()
-
+    slots = _Slots(MAX_CLIENTS)
+    loop = asyncio.get_running_loop()
     try:
-        return await asyncio.start_server(answer, host, port, limit=MAX_REQUEST)
+        return await loop.create_server(lambda: _Connection(routes, slots, loopback), host, port)
     except OSError as exc:
         raise LocalError(f"cannot listen at {address}: {exc.strerror or exc}") from None
 
@@ -198,10 +304,16 @@ def _response(head: bytes, routes: dict[str, Route]) -> bytes:
     return _reply(200, body, kind)
 
 
+#: The reason phrase of each status code the endpoints answer.
+REASONS = {200: "OK", 404: "Not Found", 405: "Method Not Allowed", 503: "Service Unavailable"}
+
+
 def _reply(code: int, body: bytes, kind: str) -> bytes:
-    reason = {200: "OK", 404: "Not Found", 405: "Method Not Allowed"}[code]
-    head = (f"HTTP/1.0 {code} {reason}\r\nContent-Type: {kind}\r\n"
-            f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n")  # fmt: skip
+    """An HTTP/1.0 answer that closes the connection."""
+    head = (
+        f"HTTP/1.0 {code} {REASONS[code]}\r\nContent-Type: {kind}\r\n"
+        f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n"
+    )
     return head.encode() + body
 
 

@@ -401,9 +401,9 @@ class Transport:
         self._on_frames(peer, batch)
 
     def refuse(self, peer: int, why: str) -> None:
-        """An authentic frame was refused whole; the connection stays up."""
+        """An authentic packet was refused (mislabelled); the connection stays up."""
         self.stats.mislabeled += 1
-        self.quiet(logging.WARNING, "P%d: refused a frame from P%d: %s", self.pid, peer, why)
+        self.quiet(logging.WARNING, "P%d: refused a packet from P%d: %s", self.pid, peer, why)
 
     # -- what the node asks -----------------------------------------------------------------
     async def start(self) -> None:

@@ -54,6 +54,9 @@ class OperationLog:
         self.log: list[Entry] = []
         self.log_bytes = 0
         self.compactions = 0
+        #: after a compaction that could not take the state: the log's bytes at which
+        #: the next one is tried (0: none failed since the last rebase)
+        self._retry_at = 0
         #: entries of ``log`` a node's checkpoint holds (``saved``, ``changes``); None
         #: when the base changed since, so that only the whole checkpoint says it
         self._saved: int | None = None
@@ -63,8 +66,14 @@ class OperationLog:
         self.log_bytes += size
 
     def due(self) -> bool:
-        """The log is as large as the base (and at least ``compact_bytes``)."""
-        return self.log_bytes >= max(self.compact_bytes, self.base_bytes)
+        """The log is as large as the base (and at least ``compact_bytes``), and, after
+        a compaction that failed, twice as large as it was then."""
+        return self.log_bytes >= max(self.compact_bytes, self.base_bytes, self._retry_at)
+
+    def postpone(self) -> None:
+        """The state could not be taken as a new base: try again once the log doubled
+        (the log, with the base, still holds the state: nothing is lost meanwhile)."""
+        self._retry_at = 2 * self.log_bytes
 
     def rebase(self, base: dict[str, Any], base_bytes: int) -> None:
         """``base`` is the current state: the log so far is no longer needed."""
@@ -73,6 +82,7 @@ class OperationLog:
         self.log = []
         self.log_bytes = 0
         self.compactions += 1
+        self._retry_at = 0
         self._saved = None
 
     def checkpoint(self) -> dict[str, Any]:

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import inspect
 import sys
+import types
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar, overload
 
@@ -114,6 +115,28 @@ def resolve(obj: object, path: object) -> Any:
         except AttributeError:
             raise LocalError(f"{type(obj).__name__} has no method {path!r}") from None
     return target
+
+
+#: What a dotted read may reach that runs C code: a builtin method of a list, dict or set
+#: (``items.append``, ``tags.clear``) would change the replica it is read at alone.
+_BUILTINS = (
+    types.BuiltinMethodType,
+    types.MethodWrapperType,
+    types.MethodDescriptorType,
+    types.WrapperDescriptorType,
+    types.ClassMethodDescriptorType,
+)
+
+
+def refuse_builtin(path: object, fn: Any) -> None:
+    """LocalError if the read ``path`` names a builtin method (``items.append``): a read
+    runs at one replica (a local read, or an ordered read's caller), and such a method
+    may change what it is called on, so that replica would differ from the others."""
+    if isinstance(fn, _BUILTINS):
+        raise LocalError(
+            f"{path!r} is a builtin method: a read calls only methods written in Python",
+            hint="define a method on the class that returns what you need",
+        )
 
 
 _signatures: dict[Any, inspect.Signature] = {}
@@ -271,4 +294,12 @@ class MethodTable:
         )
 
 
-__all__ = ["Caller", "MethodSpec", "MethodTable", "replicated", "resolve", "spec_of"]
+__all__ = [
+    "Caller",
+    "MethodSpec",
+    "MethodTable",
+    "refuse_builtin",
+    "replicated",
+    "resolve",
+    "spec_of",
+]

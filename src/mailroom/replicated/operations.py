@@ -41,7 +41,8 @@ MAX_OPERATION_BYTES = 64 * 1024
 MAX_BATCH_BYTES = 64 * 1024
 CALL, READ, HELLO = "c", "r", "h"
 _KINDS = (CALL, READ, HELLO)
-_INT_LIMIT = 1 << 64
+#: An int the codec carries is in [-INT_LIMIT, INT_LIMIT) (64 bits and a sign).
+INT_LIMIT = 1 << 64
 #: An int of 20 digits or more in the JSON text may be beyond the codec's 64 bits.
 _LONG_DIGITS = re.compile(r"\d{20,}")
 #: The compact JSON of operations, built once (``json.dumps`` with options builds one a call).
@@ -91,7 +92,7 @@ def _check_ints(value: Any) -> None:
     """LocalError if ``value`` holds an int the codec cannot carry (beyond 64 bits)."""
     kind = type(value)
     if kind is int:
-        if not -_INT_LIMIT <= value < _INT_LIMIT:
+        if not -INT_LIMIT <= value < INT_LIMIT:
             raise LocalError(f"int {value} does not fit the codec's 64 bits")
     elif kind is list:
         for item in value:
@@ -227,6 +228,7 @@ def private_copy(value: Any) -> Any:
 
 
 __all__ = [
+    "INT_LIMIT",
     "MAX_BATCH_BYTES",
     "MAX_OPERATION_BYTES",
     "Operation",

@@ -31,6 +31,7 @@ I/O; the replica only turns calls into payloads and deliveries into outcomes:
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -49,7 +50,15 @@ from mailroom.replicated.journal import (
     skipped_entry,
 )
 from mailroom.replicated.journal import checked_checkpoint as _checkpoint_parts
-from mailroom.replicated.methods import CALLER, Caller, MethodSpec, MethodTable, bind, fits
+from mailroom.replicated.methods import (
+    CALLER,
+    Caller,
+    MethodSpec,
+    MethodTable,
+    bind,
+    fits,
+    refuse_builtin,
+)
 from mailroom.replicated.operations import (
     CALL,
     HELLO,
@@ -64,7 +73,9 @@ from mailroom.replicated.operations import (
     scalar_size,
     scalars_only,
 )
-from mailroom.replicated.state import put_state, take_state
+from mailroom.replicated.state import keeps_attributes, put_state, take_state, uncarried_number
+
+log = logging.getLogger("mailroom.replicated")
 
 Row = dict[str, Any]
 
@@ -138,6 +149,11 @@ class Prepared:
     payload: list[Any]
     text: str
 
+    @property
+    def incarnation(self) -> int:
+        """The incarnation of the replica that prepared it (the payload carries it)."""
+        return int(self.payload[1])
+
 
 class Replica:
     """Replica ``pid`` of ``obj``: a member of ``view`` (a founder) or, with ``view``
@@ -171,6 +187,8 @@ class Replica:
         self._owes_hello = False
         self._history = history
         self._hook: Callable[[Members], None] | None = getattr(obj, "on_view", None)
+        #: the state is the object's attributes: each call's numbers are looked at
+        self._numbers = keeps_attributes(obj)
         base, size = self._base() if view is not None else ({}, 0)
         self.journal = OperationLog(base, size, compact_bytes)
         if view is not None:
@@ -201,6 +219,7 @@ class Replica:
         fn, spec = self._method(method)
         if spec is not None:
             raise LocalError(f"{method} is @replicated: it is a call, not a read")
+        refuse_builtin(method, fn)
         if not callable(fn):
             if args or kwargs:
                 raise LocalError(f"{method} is an attribute: it takes no arguments")
@@ -212,6 +231,8 @@ class Replica:
         a batch's text. The host cuts its calls with ``cut_batches`` to keep it short."""
         if not calls:
             raise LocalError("a batch carries at least one call")
+        for call in calls:
+            self._check_current(call)
         self._check_unused(mid)
         for part, call in enumerate(calls):
             self._pend(op_key(mid, part), call)
@@ -229,6 +250,7 @@ class Replica:
         fn, spec = self._method(method)
         if spec is not None:
             raise LocalError(f"{method} is @replicated: calling it here alone would diverge")
+        refuse_builtin(method, fn)
         return fn(*args, **kwargs) if callable(fn) else fn
 
     def _method(self, method: str) -> tuple[Any, MethodSpec | None]:
@@ -253,9 +275,20 @@ class Replica:
 
     def _expect(self, mid: MessageId, call: Prepared) -> Payload:
         """``call`` as message ``mid`` alone."""
+        self._check_current(call)
         self._check_unused(mid)
         self._pend(op_key(mid, None), call)
         return call.payload
+
+    def _check_current(self, call: Prepared) -> None:
+        """LocalError if ``call`` was prepared by an incarnation that is no longer a
+        member (excluded since, or rejoined as a new one): sent now, it would carry the
+        dead incarnation's name and its outcome would reach the wrong caller."""
+        if self.view is None or call.incarnation != self.incarnation:
+            raise LocalError(
+                f"P{self.pid} left the group since the call {call.method} was prepared: not sent",
+                hint="its outcome is known: it was never sent; call again once joined",
+            )
 
     def _check_unused(self, mid: MessageId) -> None:
         """LocalError if message ``mid`` already carries a pending call (alone, or a batch)."""
@@ -306,9 +339,18 @@ class Replica:
         return [] if kind is None else [Outcome(mid, value, error, part)]
 
     def _compact_if_due(self) -> None:
-        """The log as large as its base: the state now is the new base (after a message)."""
+        """The log as large as its base: the state now is the new base (after a message).
+        A state that cannot be taken (a method put a value the codec cannot carry inside
+        a list or dict) postpones it: delivery goes on, base plus log still hold the state,
+        and every replica holds the same; a joiner cannot be given it until it is fixed."""
         if self.journal.due():
-            self.journal.rebase(*self._base())
+            try:
+                base = self._base()
+            except LocalError as exc:
+                self.journal.postpone()
+                log.warning("replica P%d: compaction postponed: %s", self.pid, exc)
+                return
+            self.journal.rebase(*base)
 
     def replay(self, message: Message) -> Outcome:
         """Apply ``message`` as if this replica had made the call, and return its outcome
@@ -336,6 +378,8 @@ class Replica:
             except Exception as exc:
                 self._raised(how, origin, payload[1])
                 return None, exc, skipped_entry(origin, seq, payload[1]), SKIPPED_BYTES
+            if self._numbers and (bad := uncarried_number(self.obj)) is not None:
+                return self._undone(payload[2], bad, origin, seq, payload[1])
             return value, None, applied_entry(origin, seq, payload), scalar_size(*payload[2:])
         try:
             op = parse(payload)
@@ -366,7 +410,22 @@ class Replica:
         except Exception as exc:
             self._raised(spec, origin, op.incarnation)
             return None, exc, skip, SKIPPED_BYTES
+        if self._numbers and (bad := uncarried_number(self.obj)) is not None:
+            return self._undone(op.method, bad, origin, seq, op.incarnation)
         return value, None, applied_entry(origin, seq, payload), size
+
+    def _undone(
+        self, method: str, bad: str, origin: int, seq: int, incarnation: int
+    ) -> tuple[Any, BaseException | None, Entry, int]:
+        """A call left a number the codec cannot carry: it is undone, as if it had raised
+        (every replica finds the same, at the same operation), and its caller told why."""
+        self.rebuild()  # even a ``checks_first`` method: it did change the object
+        self._meet(origin, incarnation)
+        error = LocalError(
+            f"{method}: its effect cannot be carried ({bad}): undone on every replica",
+            hint="keep replicated numbers finite and within 64 bits",
+        )
+        return None, error, skipped_entry(origin, seq, incarnation), SKIPPED_BYTES
 
     def _raised(self, spec: MethodSpec, origin: int, incarnation: int) -> None:
         """A method raised: undo what it changed (unless it checks before it changes)."""

@@ -11,11 +11,12 @@ The state handed out is a copy: changing the object later does not change it.
 from __future__ import annotations
 
 import json
+import math
 from typing import Any
 
 from mailroom.core.errors import LocalError
 from mailroom.core.messages import Payload
-from mailroom.replicated.operations import carried_text
+from mailroom.replicated.operations import INT_LIMIT, carried_text
 
 STATE = "__replicated_state__"
 RESTORE = "__replicated_restore__"
@@ -41,6 +42,30 @@ def take_state(obj: object) -> tuple[Payload, str]:
     return json.loads(text), text
 
 
+def keeps_attributes(obj: object) -> bool:
+    """Is ``obj``'s state its attributes (``vars``), not what ``__replicated_state__`` says?"""
+    return getattr(obj, STATE, None) is None and hasattr(obj, "__dict__")
+
+
+def uncarried_number(obj: object) -> str | None:
+    """The first attribute of ``obj`` holding a number the codec cannot carry (a float
+    that is not finite, an int beyond 64 bits), said in words; None if none does.
+
+    A replicated method's arguments are checked, but what it computes from them is not:
+    two ``add(1e308)`` make a float attribute ``inf``, and such a state could no longer
+    be taken (compaction, a joiner's state). The replica asks this after every call that
+    took effect, for an object whose state is its attributes; it costs one look per
+    attribute, not the state's size (a number inside a list or dict is found when the
+    state is next taken: see ``Replica``)."""
+    for name, value in vars(obj).items():
+        kind = type(value)
+        if kind is float and not math.isfinite(value):
+            return f"{name} became {value!r}"
+        if kind is int and not -INT_LIMIT <= value < INT_LIMIT:
+            return f"{name} became an int beyond 64 bits"
+    return None
+
+
 def put_state(obj: object, data: Payload) -> None:
     """Put ``data`` (as ``take_state`` gave it) back into ``obj``, in place."""
     copy = json.loads(json.dumps(data))
@@ -57,4 +82,4 @@ def put_state(obj: object, data: Payload) -> None:
     attributes.update(copy)
 
 
-__all__ = ["put_state", "take_state"]
+__all__ = ["keeps_attributes", "put_state", "take_state", "uncarried_number"]
