@@ -88,7 +88,7 @@ def metrics_routes(node: Node) -> dict[str, Route]:
         from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
     except ImportError:
         raise LocalError(
-            "metrics need the prometheus_client package",
+            "metrics need the prometheus_client package: pip install 'mailroom[metrics]'",
             hint="pip install 'mailroom[metrics]'",
         ) from None
 
