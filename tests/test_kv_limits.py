@@ -127,7 +127,7 @@ def test_an_idle_connection_is_closed_after_the_idle_timeout() -> None:
                 answer, took = await until_closed(reader)
             finally:
                 writer.close()
-            assert answer == b"" and 0.3 <= took <= 5.0, (answer, took)
+            assert answer == b"" and took >= 0.3, (answer, took)  # not before the timeout
 
             reader, writer = await asyncio.open_connection(HOST, port)
             try:
@@ -136,7 +136,7 @@ def test_an_idle_connection_is_closed_after_the_idle_timeout() -> None:
             finally:
                 writer.close()
             assert answer.startswith(b"HTTP/1.1 400 "), answer
-            assert b"headers not sent within 0.5s" in answer and took <= 5.0, (answer, took)
+            assert b"headers not sent within 0.5s" in answer, (answer, took)
 
             reader, writer = await asyncio.open_connection(HOST, port)
             try:
@@ -149,7 +149,7 @@ def test_an_idle_connection_is_closed_after_the_idle_timeout() -> None:
                 answer, took = await until_closed(reader)
             finally:
                 writer.close()
-            assert answer == b"" and 0.3 <= took <= 5.0, (answer, took)
+            assert answer == b"" and took >= 0.3, (answer, took)  # not before the timeout
             await until(lambda: service.connections == 0, "no connection left open")
 
     asyncio.run(main())

@@ -277,8 +277,8 @@ def test_a_call_prepared_before_the_exclusion_is_not_sent_after_it() -> None:
         r.batch(MessageId(0, 1), [call])
     assert r.pending == {} and [row["row"] for row in rows] == ["start", "out"]
     # rejoined as incarnation 1: the old call is still not sent, a new one is
-    r.view_changed(ViewChange(View(2, (0, 1)), (0,), (), Replica(Notes(), 1, view=VIEW).state()),
-                   incarnation=1)  # fmt: skip
+    state = Replica(Notes(), 1, view=VIEW).state()
+    r.view_changed(ViewChange(View(2, (0, 1)), (0,), (), state), incarnation=1)
     with pytest.raises(LocalError, match="not sent"):
         r.batch(MessageId(0, 1), [call])
     fresh = r.prepare("add", "z")
@@ -326,6 +326,18 @@ class Sum:
         self.results.append(x * 10)  # inside a list: found when the state is next taken
 
 
+class Counter:
+    """An int one call can push beyond the codec's 64 bits."""
+
+    def __init__(self) -> None:
+        self.n = 2**63
+
+    @replicated
+    def inc(self, k: int) -> int:
+        self.n += k
+        return self.n
+
+
 @pytest.mark.parametrize("method", ["add", "scale"])
 def test_a_call_whose_effect_cannot_be_carried_is_undone_everywhere(method: str) -> None:
     """Two add(1e308) make the total inf, which no state could carry: the second call
@@ -344,16 +356,6 @@ def test_a_call_whose_effect_cannot_be_carried_is_undone_everywhere(method: str)
     assert take_state(r[0].obj) == take_state(r[1].obj)
     with pytest.raises(LocalError, match="beyond 64 bits"):
         run([Replica(Counter(), p, view=VIEW) for p in (0, 1)], 0, "inc", 2**63).result()
-
-
-class Counter:
-    def __init__(self) -> None:
-        self.n = 2**63
-
-    @replicated
-    def inc(self, k: int) -> int:
-        self.n += k
-        return self.n
 
 
 def test_a_value_that_cannot_be_carried_inside_a_list_postpones_compaction_only() -> None:
