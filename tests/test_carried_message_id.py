@@ -15,12 +15,17 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from mailroom import Reliable, RemoteError, Stack
+from mailroom import CBCAST, Reliable, RemoteError, Stack
 from mailroom.core.actions import Transmit
 from mailroom.core.endpoint import capabilities
 from mailroom.core.messages import MessageId
 from mailroom.core.registry import PROTOCOLS
-from mailroom.core.wire import carried_high_ids, carried_message_id, carried_message_ids
+from mailroom.core.wire import (
+    carried_high_ids,
+    carried_message_id,
+    carried_message_ids,
+    layer_message_id,
+)
 from mailroom.lab.matrix import VARIANTS as MATRIX_VARIANTS
 from mailroom.net.connections import layer_ids
 from mailroom.protocols import CBCASTBatch, CBCASTPacket, FifoPacket, ReliableAck, ReliablePacket
@@ -206,3 +211,23 @@ def test_the_layers_of_a_packet_name_their_ids_outermost_first() -> None:
     ]  # a layer that names nothing well-formed is left out
     assert layer_ids(CBCASTPacket(7, (0, 0, 1), "x")) is None  # no layer names an id
     assert layer_ids("not a packet") == [None]
+
+
+def test_a_lower_layers_retransmission_is_labelled_as_its_first_transmission() -> None:
+    """Stack(Reliable, CBCAST) broadcasting an application payload that is itself a
+    packet: CBCAST labels it with its own id; Reliable's retransmission, acting on its
+    own, used to be labelled with the innermost packet's id (the application's
+    FifoPacket), so the receiver accepted a frame it had named by another message. It
+    is labelled with the top layer's id, as the first transmission was."""
+    stack = Stack(Reliable(0, 2, rto=0.2), CBCAST(0, 2))
+    app = FifoPacket(1, 0, 7, 2, "x")
+    (first,) = [a for a in stack.broadcast(app) if isinstance(a, Transmit)]
+    assert stack.tick(0.0) == []  # the layers' clocks start
+    again = [a for a in stack.tick(1.0) if isinstance(a, Transmit)]
+    assert first.message_id == MessageId(0, 1)
+    assert again and [a.message_id for a in again] == [MessageId(0, 1)] * len(again)
+    assert [a.packet for a in again] == [first.packet] * len(again)
+    assert carried_message_id(first.packet) == MessageId(1, 7)  # what the label was
+    assert layer_message_id(first.packet, 1) == MessageId(0, 1)
+    assert layer_message_id(first.packet, 0) == MessageId(0, 1)  # Reliable's msg field
+    assert layer_message_id(ReliableAck(0, 1, 1), 1) is None  # a control packet

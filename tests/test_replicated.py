@@ -30,7 +30,7 @@ from mailroom.replicated import (
     replicated,
 )
 from mailroom.replicated.operations import cut_batches
-from mailroom.replicated.state import put_state, take_state
+from mailroom.replicated.state import NESTED_LOOK, put_state, take_state
 
 VIEW = View(1, (0, 1))
 
@@ -323,7 +323,11 @@ class Sum:
 
     @replicated
     def note(self, x: float) -> None:
-        self.results.append(x * 10)  # inside a list: found when the state is next taken
+        self.results.append(x * 10)  # inside a list
+
+    @replicated
+    def fill(self, count: int) -> None:
+        self.results.extend([0.0] * count)
 
 
 class Counter:
@@ -358,18 +362,35 @@ def test_a_call_whose_effect_cannot_be_carried_is_undone_everywhere(method: str)
         run([Replica(Counter(), p, view=VIEW) for p in (0, 1)], 0, "inc", 2**63).result()
 
 
-def test_a_value_that_cannot_be_carried_inside_a_list_postpones_compaction_only() -> None:
-    """A non-finite value inside a list is not seen by the per-call look (one look per
-    attribute): the state cannot be taken then, so compaction is postponed, not raised
-    out of the delivery; every replica goes on alike, and a checkpoint still holds it."""
+def test_a_value_that_cannot_be_carried_inside_a_small_list_is_undone_too() -> None:
+    """Inside a list or dict the look goes on while the state holds at most NESTED_LOOK
+    numbers there: note(1e308) puts inf in the list, and is undone as add is."""
     r = pair(Sum, compact_bytes=64)
-    assert run(r, 0, "note", 1e308).result() is None  # 1e309: inf, inside the list
+    assert run(r, 0, "note", 1.0).result() is None
+    with pytest.raises(LocalError, match=r"cannot be carried \(results holds inf\): undone"):
+        run(r, 1, "note", 1e308).result()
+    assert [x.read("results") for x in r] == [[10.0], [10.0]]
+    for k in range(20):
+        assert run(r, k % 2, "add", 1.0).result() == k + 1
+    assert all(x.journal.compactions > 0 for x in r)
+
+
+def test_a_value_that_cannot_be_carried_inside_a_large_state_postpones_compaction_only() -> None:
+    """Past NESTED_LOOK nested numbers the per-call look stops (a bounded cost per call):
+    a non-finite value there is found when the state is next taken, so compaction is
+    postponed, not raised out of the delivery; every replica goes on alike, and a
+    checkpoint still holds it."""
+    r = pair(Sum, compact_bytes=1 << 20)
+    assert run(r, 0, "fill", NESTED_LOOK).result() is None
+    assert run(r, 0, "note", 1e308).result() is None  # 1e309: inf, past the look
+    for x in r:
+        x.journal.compact_bytes = 64
     for k in range(20):
         assert run(r, k % 2, "add", 1.0).result() == k + 1
     assert [x.journal.compactions for x in r] == [0, 0]
-    assert [len(x.journal.log) for x in r] == [21, 21]
+    assert [len(x.journal.log) for x in r] == [22, 22]
     again = Replica.restart(Sum(), 0, r[0].checkpoint())
-    assert again.read("total") == 20.0 and again.read("results") == [float("inf")]
+    assert again.read("total") == 20.0 and again.read("results")[-1] == float("inf")
     with pytest.raises(LocalError, match="not finite"):
         r[0].state()
 

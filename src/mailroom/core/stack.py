@@ -30,7 +30,7 @@ from mailroom.core.endpoint import (
 from mailroom.core.errors import LocalError, RemoteError
 from mailroom.core.messages import MessageId, Payload
 from mailroom.core.pending import Pending
-from mailroom.core.wire import carried_message_id
+from mailroom.core.wire import layer_message_id
 
 
 class Stack:
@@ -161,8 +161,8 @@ class Stack:
             if isinstance(a, Transmit):
                 if level == top:
                     mid = a.message_id
-                elif own:
-                    mid = carried_message_id(a.packet)
+                elif own:  # its packet names the top layer's message, depth layers down
+                    mid = layer_message_id(a.packet, top - level)
                 else:
                     mid = carry
                 if level == 0:

@@ -95,7 +95,11 @@ def carried_message_id(packet: object) -> MessageId | None:
     its payload's message (group membership maps view ranks to identities) sets
     ``names_its_message = True`` and answers with its own ``carries()``.
     """
-    packet = naming_packet(packet)
+    return _own_id(naming_packet(packet))
+
+
+def _own_id(packet: object) -> MessageId | None:
+    """What ``packet``'s class says it carries (its ``carries()``), None without one."""
     method = getattr(type(packet), "carries", None)
     if method is None:
         return None
@@ -105,6 +109,22 @@ def carried_message_id(packet: object) -> MessageId | None:
         name = type(packet).__name__
         raise RemoteError(f"{name} names no well-formed message id: {exc}") from None
     return mid
+
+
+def layer_message_id(packet: object, depth: int) -> MessageId | None:
+    """The id of the application message ``packet`` carries, when ``depth`` layers of a
+    ``Stack`` lie above the layer that sent it: the packet ``depth`` payloads down (or
+    the first whose class renames its payload's message, ``names_its_message``) names
+    it with its own ``carries()``. Unlike ``carried_message_id`` it never descends into
+    the application's payload, which may itself be a packet naming another id: a lower
+    layer's retransmission is labelled as its first transmission was. RemoteError if
+    the fields are too malformed to name a message."""
+    for _ in range(depth):
+        inner = getattr(packet, "payload", None)
+        if not is_packet(inner) or getattr(type(packet), "names_its_message", False):
+            break
+        packet = inner
+    return _own_id(packet)
 
 
 def latest_key(packet: object) -> Hashable | None:
@@ -217,6 +237,7 @@ __all__ = [
     "is_packet",
     "is_plain",
     "latest_key",
+    "layer_message_id",
     "naming_packet",
     "packet",
     "packet_from_data",

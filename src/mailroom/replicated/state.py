@@ -47,22 +47,67 @@ def keeps_attributes(obj: object) -> bool:
     return getattr(obj, STATE, None) is None and hasattr(obj, "__dict__")
 
 
+# How many numbers the per-call look reads inside lists and dicts: a state that holds
+# more is looked at attribute by attribute only (its nested numbers are found when the
+# state is next taken). A bound on the cost per call, and the same at every replica,
+# since the walk follows the state's own order (lists, and dicts in insertion order).
+NESTED_LOOK = 256
+
+
 def uncarried_number(obj: object) -> str | None:
-    """The first attribute of ``obj`` holding a number the codec cannot carry (a float
-    that is not finite, an int beyond 64 bits), said in words; None if none does.
+    """The first number in ``obj``'s attributes the codec cannot carry (a float that is
+    not finite, an int beyond 64 bits), said in words; None if none does.
 
     A replicated method's arguments are checked, but what it computes from them is not:
     two ``add(1e308)`` make a float attribute ``inf``, and such a state could no longer
     be taken (compaction, a joiner's state). The replica asks this after every call that
-    took effect, for an object whose state is its attributes; it costs one look per
-    attribute, not the state's size (a number inside a list or dict is found when the
-    state is next taken: see ``Replica``)."""
-    for name, value in vars(obj).items():
+    took effect, for an object whose state is its attributes. Each attribute is looked
+    at; numbers inside its lists and dicts are looked at too while the state holds at
+    most ``NESTED_LOOK`` of them, so a call costs a bounded look, never the size of a
+    large state (there a nested number is found when the state is next taken: see
+    ``Replica``)."""
+    attributes = vars(obj)
+    for name, value in attributes.items():
+        if (bad := _uncarried_scalar(value)) is not None:
+            return f"{name} became {bad}"
+    containers = [value for value in attributes.values() if type(value) in (list, dict)]
+    if sum(map(len, containers)) > NESTED_LOOK:  # a large state: no look inside at all
+        return None
+    budget = [NESTED_LOOK]
+    for name, value in attributes.items():
         kind = type(value)
-        if kind is float and not math.isfinite(value):
-            return f"{name} became {value!r}"
-        if kind is int and not -INT_LIMIT <= value < INT_LIMIT:
-            return f"{name} became an int beyond 64 bits"
+        if kind is list or kind is dict:
+            found = _uncarried_inside(value, budget)
+            if found is not None:
+                return f"{name} holds {found}"
+            if budget[0] < 0:
+                return None
+    return None
+
+
+def _uncarried_scalar(value: object) -> str | None:
+    if isinstance(value, float) and not math.isfinite(value):
+        return repr(value)
+    if isinstance(value, int) and not -INT_LIMIT <= value < INT_LIMIT:
+        return "an int beyond 64 bits"
+    return None
+
+
+def _uncarried_inside(container: list[Any] | dict[Any, Any], budget: list[int]) -> str | None:
+    """The first uncarried number inside ``container``, spending ``budget[0]`` on each
+    item looked at; once it is spent (below zero) the look stops and says None."""
+    items = container.values() if type(container) is dict else container
+    for value in items:
+        budget[0] -= 1
+        if budget[0] < 0:
+            return None
+        kind = type(value)
+        if kind is list or kind is dict:
+            found = _uncarried_inside(value, budget)
+        else:
+            found = _uncarried_scalar(value)
+        if found is not None or budget[0] < 0:
+            return found
     return None
 
 
@@ -82,4 +127,10 @@ def put_state(obj: object, data: Payload) -> None:
     attributes.update(copy)
 
 
-__all__ = ["keeps_attributes", "put_state", "take_state", "uncarried_number"]
+__all__ = [
+    "NESTED_LOOK",
+    "keeps_attributes",
+    "put_state",
+    "take_state",
+    "uncarried_number",
+]
