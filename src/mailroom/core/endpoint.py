@@ -164,6 +164,21 @@ def _batch(
     return [a for payload in batch for a in single(payload, *to)]
 
 
+def upcoming_ids(endpoint: Endpoint, count: int = 1) -> list[MessageId]:
+    """The ids the next ``count`` messages ``endpoint`` sends will get, in order.
+
+    An endpoint numbers its own messages (``sent_count``: the last one's seq), so a
+    host that must name a message before it is sent (a replica registering its call,
+    a node tracing or queueing a send) asks this rather than computing the rule."""
+    first = int(endpoint.sent_count) + 1
+    return [MessageId(endpoint.pid, first + k) for k in range(count)]
+
+
+def upcoming_id(endpoint: Endpoint) -> MessageId:
+    """The id the next message ``endpoint`` sends will get (``upcoming_ids``)."""
+    return MessageId(endpoint.pid, int(endpoint.sent_count) + 1)
+
+
 @runtime_checkable
 class BatchSending(Endpoint, Protocol):
     """Sends several payloads to one process as one step (and may carry them in one packet)."""

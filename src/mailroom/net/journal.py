@@ -12,7 +12,6 @@ counting on from the last one its head records.
 
 from __future__ import annotations
 
-import base64
 import json
 import logging
 from collections.abc import Callable, Collection, Sequence
@@ -22,16 +21,17 @@ from typing import Any
 import attrs
 
 from mailroom.core.actions import Deliver, StateRequest
-from mailroom.core.codec import decode
+from mailroom.core.endpoint import upcoming_ids
 from mailroom.core.errors import LocalError, RemoteError
 from mailroom.core.messages import Message, MessageId
 from mailroom.core.registry import restore_endpoint
 from mailroom.core.wire import carried_message_ids, unplain
+from mailroom.net.entries import Provided, Received, SendEntry, Sent, entry_of
 from mailroom.net.frames import BROADCAST, UNICAST
 from mailroom.net.membership import group_of, queues_sends, rejoined
 from mailroom.net.seen import Seen
 from mailroom.net.settings import NodeConfig
-from mailroom.net.steps import Step, replay_op
+from mailroom.net.steps import Step
 from mailroom.net.store import FORMAT, CheckpointLog, Saved, TraceFile, read_checkpoint
 from mailroom.net.tracing import Destinations, Unsent, default_header, stack_names
 
@@ -286,23 +286,16 @@ def _replay(done: Restored, ops: list[Any]) -> list[Message]:
     endpoint, dests = done.endpoint, done.dests
     delivered: list[Message] = []
     for op in ops:
-        kind = op[0]
-        if kind in ("b", "s", "m") and queues_sends(endpoint):  # written when sent
-            first = endpoint.sent_count + 1
-            dest = (int(op[2]),) if kind == "s" else dests.everyone
-            for k, payload in enumerate(op[1] if kind == "m" else [op[1]]):
-                done.unsent.add(MessageId(endpoint.pid, first + k), dest, unplain(payload))
-        actions = replay_op(endpoint, op)
-        if kind == "b" or kind == "s":
-            dests.issued(BROADCAST if kind == "b" else UNICAST)
-        elif kind == "m":
-            dests.issued(BROADCAST, len(op[1]))
-        elif kind == "r":
-            for mid in _carried(op[1]):
+        entry = entry_of(op)
+        if isinstance(entry, SendEntry):
+            _replay_send(done, entry)
+        actions = entry.replay(endpoint)
+        if isinstance(entry, Received):
+            for mid in _carried(entry):
                 done.seen.saw(mid)
-                if len(op) > 2:  # the kind its frame said (both kinds possible)
-                    dests.held[mid] = int(op[2])
-        elif kind == "p":
+                if entry.said is not None:  # the kind its frame said (both kinds possible)
+                    dests.held[mid] = entry.said
+        elif isinstance(entry, Provided):
             done.owed = None
         for a in actions:
             if isinstance(a, Deliver):
@@ -315,9 +308,21 @@ def _replay(done: Restored, ops: list[Any]) -> list[Message]:
     return delivered
 
 
-def _carried(packet: str) -> tuple[MessageId, ...]:
+def _replay_send(done: Restored, entry: SendEntry) -> None:
+    """What a logged send tells besides the endpoint's own replay: the messages a group
+    endpoint queues are unsent until it sends them, and each send's destinations."""
+    endpoint, dests = done.endpoint, done.dests
+    payloads = entry.payloads()
+    if queues_sends(endpoint):  # written when sent
+        dest = (entry.to,) if isinstance(entry, Sent) else dests.everyone
+        for mid, payload in zip(upcoming_ids(endpoint, len(payloads)), payloads, strict=True):
+            done.unsent.add(mid, dest, unplain(payload))
+    dests.issued(UNICAST if isinstance(entry, Sent) else BROADCAST, len(payloads))
+
+
+def _carried(entry: Received) -> tuple[MessageId, ...]:
     try:
-        return carried_message_ids(decode(base64.b64decode(packet, validate=True)))
+        return carried_message_ids(entry.decoded())
     except RemoteError:
         return ()
 

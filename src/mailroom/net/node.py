@@ -61,7 +61,6 @@ Rules, in words:
 from __future__ import annotations
 
 import asyncio
-import base64
 import logging
 from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
@@ -70,15 +69,14 @@ from typing import Any
 import attrs
 
 from mailroom.core.actions import Action, Excluded, StateRequest, View, ViewChange
-from mailroom.core.codec import encode
 from mailroom.core.endpoint import Endpoint, receive_batch
 from mailroom.core.errors import LocalError
 from mailroom.core.messages import Message, MessageId, Payload
-from mailroom.core.wire import plain
 from mailroom.net.commit import Commit
 from mailroom.net.config import PeerTable
 from mailroom.net.connections import Batch
 from mailroom.net.discovery import directory_of
+from mailroom.net.entries import Entry, Joined, Left, Provided, Received, Suspected, Tick
 from mailroom.net.flow import Busy as Busy
 from mailroom.net.flow import Flow, check_writable
 from mailroom.net.journal import Journal, Restored, open_files, resume
@@ -202,6 +200,11 @@ class Node:
         self._out.flush()
         return self._endpoint
 
+    def upcoming_id(self) -> MessageId:
+        """The id the next message this node sends will get (the sends this turn holds
+        back counted): what a host names a message by before it sends it."""
+        return self._out.upcoming_id()
+
     @property
     def outbox_limit(self) -> int:
         """Frames kept per unconnected peer."""
@@ -240,7 +243,7 @@ class Node:
         if self._fresh and ep.joined and self._tracer is not None:
             self._step([], [], [self._tracer.view(ep.view.id, ep.view.members)])
         if ep.view is None and self._group is not None and self._group.contacts:
-            self._host_input("join", ["j"])
+            self._host_input("join", Joined())
 
     async def close(self) -> None:
         """Stop listening, close every connection, write the last checkpoint."""
@@ -342,17 +345,17 @@ class Node:
     def suspect(self, pid: int) -> None:
         """An outside failure detector suspects member ``pid`` (logged, so a restart
         replays it)."""
-        self._host_input("suspect", ["x", pid], pid)
+        self._host_input("suspect", Suspected(pid), pid)
 
     def leave(self) -> None:
         """Leave the group: the next view excludes this process (then ``on_excluded``)."""
-        self._host_input("leave", ["l"])
+        self._host_input("leave", Left())
 
     def join_through(self, contacts: list[int]) -> None:
         """A joiner asks ``contacts`` (members found by discovery) to let it in (logged)."""
-        self._host_input("join", ["j", contacts], contacts)
+        self._host_input("join", Joined(contacts), contacts)
 
-    def _host_input(self, name: str, op: list[Any], *args: Any) -> None:
+    def _host_input(self, name: str, entry: Entry, *args: Any) -> None:
         if not self.member:
             raise LocalError(f"{name}: the node does not host a group endpoint")
         if self._closed:
@@ -360,7 +363,7 @@ class Node:
         check_writable(self._commit.stalled)
         self._out.flush()
         actions = getattr(self._endpoint, name)(*args)
-        self._step(actions, [op] if self._journal.ckpt is not None else [], [])
+        self._step(actions, [entry.row()] if self._journal.ckpt is not None else [], [])
 
     def _provide(self, view: int) -> None:
         """Answer a StateRequest with the application's state, as a step of its own."""
@@ -372,7 +375,7 @@ class Node:
             self._quiet(logging.WARNING, "P%d: state for view %d not sent: %s", self.pid,
                         view, exc)  # fmt: skip
             return
-        ops = [["p", view, plain(state)]] if self._journal.ckpt is not None else []
+        ops = [Provided.of(view, state).row()] if self._journal.ckpt is not None else []
         self._step(actions, ops, [])
 
     # -- the network's and the clock's side ------------------------------------------------
@@ -387,8 +390,9 @@ class Node:
         ops: list[Any] = []
         if self._journal.ckpt is not None:  # a refused packet is refused again on replay
             mixed = self._dests.fixed is None  # then the log keeps what the frame said
-            ops = [["r", base64.b64encode(item.packet).decode(), *((item.carries,) if mixed
-                    else ())] for _, item in batch]  # fmt: skip
+            ops = [
+                Received.of(item.packet, item.carries if mixed else None).row() for _, item in batch
+            ]
         # One step for the batch: the reliable layer answers it with one ack per peer.
         actions, errors = receive_batch(self._endpoint, [packet for packet, _ in batch])
         for exc in errors:
@@ -403,7 +407,7 @@ class Node:
         if not self._closed:
             self._out.flush()
             ckpt = self._journal.ckpt
-            ops = [["r", base64.b64encode(encode(packet)).decode()]] if ckpt else []
+            ops = [Received.of(packet).row()] if ckpt else []
             self._step(self._endpoint.receive(packet), ops, [])
 
     def _on_timer(self) -> None:
@@ -412,7 +416,7 @@ class Node:
         if not self._closed and self._commit.stalled is None:
             lot = self._out.first_part()  # the sends made before it come first, in the same step
             now = self.now()
-            ops = [["t", now]] if self._journal.ckpt is not None else []
+            ops = [Tick(now).row()] if self._journal.ckpt is not None else []
             self._step(self._endpoint.tick(now), ops, [], lot)
 
     def _rearm(self) -> None:

@@ -46,12 +46,12 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from mailroom.core.actions import Action
-from mailroom.core.endpoint import broadcast_batch, capabilities, require
+from mailroom.core.endpoint import broadcast_batch, capabilities, require, upcoming_id, upcoming_ids
 from mailroom.core.errors import LocalError
 from mailroom.core.messages import MessageId, Payload, check_payload
 from mailroom.core.stack import Stack
-from mailroom.core.wire import plain
 from mailroom.net import frames as fr
+from mailroom.net.entries import Broadcast, BroadcastMany, Sent
 from mailroom.net.flow import Flow
 from mailroom.net.membership import queues_sends
 from mailroom.net.stats import NetStats, QuietLog
@@ -119,6 +119,13 @@ class Outgoing:
         self._due = False
         self._timer: asyncio.TimerHandle | None = None
 
+    def upcoming_id(self) -> MessageId:
+        """The id the next send will get: the endpoint's numbering, after the payloads
+        this lot holds back (deferred, not yet given to the endpoint)."""
+        if self.payloads:
+            return MessageId(self.pid, self.base + len(self.payloads) + 1)
+        return upcoming_id(self.endpoint)
+
     # -- the application's calls -------------------------------------------------------
     def broadcast(self, payload: Payload) -> MessageId:
         if not self.defer or not self.flow.windows_open():
@@ -154,13 +161,12 @@ class Outgoing:
             self.stats.sent += len(batch)
             self._added(len(batch))
             return [MessageId(self.pid, first + k) for k in range(len(batch))]
-        first = ep.sent_count + 1
+        mids = upcoming_ids(ep, len(batch))
         queued = self.member and queues_sends(ep)
         parts = frame_parts(batch)
         actions: list[Action] = []
         for part in parts:
             actions += broadcast_batch(ep, part)
-        mids = [MessageId(self.pid, first + k) for k in range(len(batch))]
         self.stats.sent += len(batch)
         engine = self.engine
         engine.dests.issued(fr.BROADCAST, len(batch))
@@ -168,7 +174,7 @@ class Outgoing:
         lines = [] if tracer is None else tracer.sends(
             mids, engine.dests.everyone, batch, queued, engine.view
         )  # fmt: skip
-        ops = [["m", [plain(p) for p in part]] for part in parts] if self.logged else []
+        ops = [BroadcastMany.of(part).row() for part in parts] if self.logged else []
         self._add(actions, ops, lines, len(batch))
         return mids
 
@@ -178,7 +184,7 @@ class Outgoing:
         ep = self.endpoint
         require(ep, "broadcast" if to is None else "unicast")
         self._materialize()
-        mid = MessageId(self.pid, ep.sent_count + 1)
+        mid = upcoming_id(ep)
         queued = self.member and queues_sends(ep)
         actions = ep.broadcast(payload) if to is None else ep.send(payload, to=to)
         self.stats.sent += 1
@@ -190,8 +196,8 @@ class Outgoing:
         lines = [] if tracer is None else tracer.sends(
             [mid], dests.everyone if to is None else (to,), [payload], queued, engine.view
         )  # fmt: skip
-        op = ["b", plain(payload)] if to is None else ["s", plain(payload), to]
-        self._add(actions, [op] if self.logged else [], lines, 1)
+        entry = Broadcast.of(payload) if to is None else Sent.of(payload, to)
+        self._add(actions, [entry.row()] if self.logged else [], lines, 1)
         return mid
 
     # -- the lot -----------------------------------------------------------------------
@@ -285,7 +291,8 @@ class Outgoing:
             done += len(part)
             if self.logged:
                 one = len(part) == 1
-                self.ops.append(["b", plain(part[0])] if one else ["m", [plain(p) for p in part]])
+                entry = Broadcast.of(part[0]) if one else BroadcastMany.of(part)
+                self.ops.append(entry.row())
         engine = self.engine
         engine.dests.issued(fr.BROADCAST, done)
         tracer = engine.tracer

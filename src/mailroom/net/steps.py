@@ -14,8 +14,6 @@ what it answers belongs to the same step.
 
 from __future__ import annotations
 
-import base64
-import math
 from collections.abc import Hashable, Sequence
 from typing import Any
 
@@ -23,12 +21,12 @@ import attrs
 
 from mailroom.core import Deliver, Excluded, StateRequest
 from mailroom.core.actions import Action, Stable, Transmit, ViewChange
-from mailroom.core.codec import decode, encode_all, value_size
-from mailroom.core.endpoint import broadcast_batch, consumer
-from mailroom.core.errors import RemoteError
+from mailroom.core.codec import encode_all, value_size
+from mailroom.core.endpoint import consumer
 from mailroom.core.messages import Message, MessageId, Payload
-from mailroom.core.wire import latest_key, unplain
+from mailroom.core.wire import latest_key
 from mailroom.net import frames as fr
+from mailroom.net.entries import Consumed, entry_of
 from mailroom.net.tracing import Destinations, Tracer
 from mailroom.net.transport import Send
 
@@ -137,7 +135,7 @@ class Engine:
                     if eater is not None:  # the application takes m in this step
                         more += eater.consume(m.id)
                         if self.logged:
-                            out_ops.append(["c", [m.id.origin, m.id.seq]])
+                            out_ops.append(Consumed(m.id).row())
                 elif isinstance(a, Stable):
                     stable.append(a.messages)
                 elif isinstance(a, ViewChange):
@@ -201,40 +199,10 @@ def frame_parts(payloads: list[Payload], limit: int = FRAME_PART) -> list[list[P
 
 
 def replay_op(endpoint: Any, op: Any) -> list[Action]:
-    """Run one logged input on ``endpoint`` (a checkpoint log's replay). Inputs: ``["r",
-    base64 packet]`` received (with the kind its frame said, for an endpoint that both
-    broadcasts and sends), ``["b", payload]`` broadcast, ``["m", [payloads]]``
-    broadcast as a batch, ``["s", payload, to]`` sent, ``["t", now]`` tick, ``["c",
-    [origin, seq] or None]`` consumed; for group endpoints ``["p", view, state]`` state
-    provided, ``["j"]`` (or ``["j", contacts]``) join, ``["x", pid]`` suspect, ``["l"]`` leave."""
-    kind = op[0]
-    if kind == "r":
-        try:
-            return list(endpoint.receive(decode(base64.b64decode(op[1], validate=True))))
-        except RemoteError:
-            return []  # refused then too: nothing changed
-    if kind == "b":
-        return list(endpoint.broadcast(unplain(op[1])))
-    if kind == "m":  # one broadcast_many call (a batch is logged per frame-sized part)
-        return broadcast_batch(endpoint, [unplain(p) for p in op[1]])
-    if kind == "s":
-        return list(endpoint.send(unplain(op[1]), to=op[2]))
-    if kind == "t":
-        if not isinstance(op[1], (int, float)) or not math.isfinite(op[1]):
-            raise ValueError(f"tick at {op[1]!r}")
-        return list(endpoint.tick(float(op[1])))
-    if kind == "c":  # the application consumed a delivery (explicit consumption)
-        mid = MessageId(int(op[1][0]), int(op[1][1])) if op[1] is not None else None
-        return list(endpoint.consume(mid))
-    if kind == "p":
-        return list(endpoint.provide_state(int(op[1]), unplain(op[2])))
-    if kind == "j":  # with the contacts discovery found, if any
-        return list(endpoint.join(*op[1:2]))
-    if kind == "x":
-        return list(endpoint.suspect(int(op[1])))
-    if kind == "l":
-        return list(endpoint.leave())
-    raise ValueError(f"unknown input {kind!r}")
+    """Run one logged input on ``endpoint`` (a checkpoint log's replay): ``op`` is a row
+    of the log, whose kinds ``mailroom.net.entries`` states. ValueError if it holds no
+    entry."""
+    return entry_of(op).replay(endpoint)
 
 
 __all__ = ["FRAME_PART", "Engine", "Handed", "Step", "frame_parts", "replay_op"]

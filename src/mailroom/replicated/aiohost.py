@@ -35,7 +35,7 @@ from typing import Any
 
 from mailroom.core.actions import Excluded, ViewChange
 from mailroom.core.errors import LocalError
-from mailroom.core.messages import Message, MessageId, Payload
+from mailroom.core.messages import Message, Payload
 from mailroom.core.registry import entry
 from mailroom.net import Node, PeerTable
 from mailroom.net.membership import group_of
@@ -272,7 +272,7 @@ class AsyncReplica:
 
     def _send_batch(self, part: list[tuple[Prepared, asyncio.Future[Any]]]) -> bool:
         """One batch broadcast now; False if the node is busy (nothing sent)."""
-        mid = MessageId(self.node.pid, self.node.endpoint.sent_count + 1)
+        mid = self.node.upcoming_id()
         try:
             payload = self.replica.batch(mid, [call for call, _ in part])
         except LocalError as exc:  # left the group since the call: not sent
@@ -327,7 +327,7 @@ class AsyncReplica:
 
     def _hello(self) -> None:
         """A rejoined replica's hello, in a step of its own."""
-        mid = MessageId(self.node.pid, self.node.endpoint.sent_count + 1)
+        mid = self.node.upcoming_id()
         payload = self.replica.hello(mid)
         if payload is not None:
             try:

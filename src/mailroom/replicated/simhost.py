@@ -20,6 +20,7 @@ from typing import Any
 import attrs
 
 from mailroom.core.actions import View, ViewChange
+from mailroom.core.endpoint import upcoming_id
 from mailroom.core.errors import LocalError
 from mailroom.core.messages import Message, MessageId, Payload
 from mailroom.core.registry import entry
@@ -142,7 +143,7 @@ class SimGroup:
         out: list[SimCall] = []
         for run in cut_batches([p.text for p in prepared]):
             part = prepared[run]
-            mid = MessageId(pid, self.sim.endpoints[pid].sent_count + 1)
+            mid = upcoming_id(self.sim.endpoints[pid])
             payload = replica.batch(mid, part)
             made = [SimCall(pid, mid, p.method, part=k) for k, p in enumerate(part)]
             self.calls.update((c.key, c) for c in made)
@@ -159,7 +160,7 @@ class SimGroup:
     ) -> SimCall:
         self._sync()
         replica = self._live(pid)
-        mid = MessageId(pid, self.sim.endpoints[pid].sent_count + 1)
+        mid = upcoming_id(self.sim.endpoints[pid])
         payload = submit(replica, mid)
         call = SimCall(pid, mid, method)
         self.calls[call.key] = call
@@ -211,7 +212,7 @@ class SimGroup:
         replica = self.replicas[pid]
         if replica is None or pid in sim.hosts.stopped:
             return
-        mid = MessageId(pid, sim.endpoints[pid].sent_count + 1)
+        mid = upcoming_id(sim.endpoints[pid])
         hello = replica.hello(mid)
         if hello is not None:
             sim.broadcast(pid, hello)

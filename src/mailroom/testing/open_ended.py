@@ -42,7 +42,7 @@ import attrs
 from hypothesis import strategies as st
 
 from mailroom.core.actions import Action
-from mailroom.core.endpoint import Endpoint, Snapshot, capabilities
+from mailroom.core.endpoint import Endpoint, Snapshot, capabilities, upcoming_id
 from mailroom.core.messages import Message, MessageId, Payload
 from mailroom.core.pending import Pending
 from mailroom.core.stack import Stack
@@ -156,7 +156,7 @@ def run_steady(factory: Factory, scenario: Steady, *, samples: int = 32) -> Stea
 
     def send(pid: int) -> Callable[[Simulation], object]:
         def op(sim: Simulation) -> None:
-            mid = MessageId(pid, sim.endpoints[pid].sent_count + 1)
+            mid = upcoming_id(sim.endpoints[pid])
             sent_at[mid] = sim.now  # before the call: a broadcast delivers at once
             if s.mode == "broadcast":
                 expected[mid] = s.n
