@@ -151,7 +151,18 @@ class Flush:
         return event in COORDINATOR[self.round]
 
     def _step(self, event: type | Milestone) -> None:
-        self.round = COORDINATOR[self.round][event]
+        """The coordinator moves on ``event``; LocalError if its phase takes none such."""
+        moves = COORDINATOR[self.round]
+        if event not in moves:
+            raise LocalError(f"a coordinator in phase {self.round.name} takes no {_named(event)}")
+        self.round = moves[event]
+
+    def _freeze_on(self, event: type) -> None:
+        """The member moves on ``event``; LocalError if its state takes none such."""
+        moves = MEMBER[self.freeze]
+        if event not in moves:
+            raise LocalError(f"a member in state {self.freeze.name} takes no {_named(event)}")
+        self.freeze = moves[event]
 
     # -- as a member ---------------------------------------------------------------------------
     def promise(self, ballot: Ballot) -> Ballot | None:
@@ -159,7 +170,7 @@ class Flush:
         if ballot < self.promised:
             return self.promised
         self.promised = ballot
-        self.freeze = MEMBER[self.freeze][Prepare]
+        self._freeze_on(Prepare)
         return None
 
     def accept(self, ballot: Ballot, value: NextView) -> Ballot | None:
@@ -168,7 +179,7 @@ class Flush:
             return self.promised
         self.promised = ballot
         self.accepted = (ballot, value)
-        self.freeze = MEMBER[self.freeze][Accept]
+        self._freeze_on(Accept)
         return None
 
     def accepted_data(self) -> list[Any] | None:
@@ -204,8 +215,8 @@ class Flush:
 
     def propose(self, view: int, value: NextView) -> Accept:
         """The quorum promised: ask it to accept ``value``."""
-        self.value = value
         self._step(Milestone.ALL_PROMISED)
+        self.value = value
         return value.accept(view, self.ballot)
 
     def count_accepted(self, p: Accepted, quorum: set[int]) -> bool:
@@ -284,6 +295,10 @@ class Flush:
         Field("accepts", kind=MEMBER_SET),
         Field("value", kind=NEXT_VIEW),
     )
+
+
+def _named(event: type | Milestone) -> str:
+    return event.name if isinstance(event, Milestone) else event.__name__
 
 
 def choose(
