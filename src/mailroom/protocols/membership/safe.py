@@ -235,8 +235,9 @@ def check_safe_quorum(value: object, safe: bool) -> str:
     if value not in SAFE_QUORUMS:
         raise LocalError(f"safe_quorum must be 'all' or 'majority', got {value!r}")
     if value == "majority" and not safe:
-        raise LocalError("safe_quorum='majority' counts the holders of safe delivery: "
-                         "pass safe=True too")  # fmt: skip
+        raise LocalError(
+            "safe_quorum='majority' counts the holders of safe delivery: pass safe=True too"
+        )
     return str(value)
 
 

@@ -115,8 +115,23 @@ class Network:
         for i, name in enumerate(self.names):
             _run(["ip", "netns", "add", name])
             self._made.append(name)
-            _run(["ip", "link", "add", "eth0", "netns", name, "type", "veth",
-                  "peer", "name", f"v{i}", "netns", self.hub])  # fmt: skip
+            _run(
+                [
+                    "ip",
+                    "link",
+                    "add",
+                    "eth0",
+                    "netns",
+                    name,
+                    "type",
+                    "veth",
+                    "peer",
+                    "name",
+                    f"v{i}",
+                    "netns",
+                    self.hub,
+                ]
+            )
             _run(["ip", "-n", self.hub, "link", "set", f"v{i}", "master", "br0"])
             _run(["ip", "-n", self.hub, "link", "set", f"v{i}", "up"])
             _run(["ip", "-n", name, "addr", "add", f"{self.address(i)}/24", "dev", "eth0"])
@@ -189,5 +204,13 @@ def network(n: int, ports: Sequence[int], proxied: bool = False) -> Iterator[Net
         yield net
 
 
-__all__ = ["PROXY_BASE", "PROXY_MARK", "SUBNET", "Cut", "Network", "NetworkError",
-           "missing_support", "network"]  # fmt: skip
+__all__ = [
+    "PROXY_BASE",
+    "PROXY_MARK",
+    "SUBNET",
+    "Cut",
+    "Network",
+    "NetworkError",
+    "missing_support",
+    "network",
+]
