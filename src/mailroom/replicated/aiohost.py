@@ -163,7 +163,7 @@ class AsyncReplica:
         else:  # it rejoins: its old life records no new start (it ended with the kill)
             self.replica = Replica.restart(self._obj, group.pid, data)
             self.replica.view = None
-            self.replica._history = self._history
+            self.replica.record_history(self._history)
         self.replica.incarnation = group.incarnation
 
     def _saved(self) -> dict[str, Any]:
