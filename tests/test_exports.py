@@ -78,6 +78,7 @@ def test_subpackages_export_what_they_list() -> None:
 TOP_LEVEL = {
     "Action",
     "Backpressure",
+    "BackpressureError",
     "BroadcastEndpoint",
     "CBCAST",
     "CausalityDetector",

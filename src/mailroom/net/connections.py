@@ -15,7 +15,7 @@ import os
 from typing import TYPE_CHECKING, cast
 
 from mailroom.core.codec import decode
-from mailroom.core.errors import RemoteError
+from mailroom.core.errors import MailroomError, RemoteError
 from mailroom.core.messages import MessageId
 from mailroom.core.wire import carried_message_id, is_packet
 from mailroom.net import frames as fr
@@ -28,7 +28,7 @@ if TYPE_CHECKING:
 Batch = list[tuple[object, fr.Data]]
 
 
-class Mislabeled(Exception):
+class Mislabeled(MailroomError):
     """An authentic frame's packet that carries another message than its header says."""
 
 

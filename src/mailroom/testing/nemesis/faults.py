@@ -27,6 +27,7 @@ from collections.abc import Sequence
 
 import attrs
 
+from mailroom.core.errors import MailroomError
 from mailroom.testing.nemesis.network import Cut
 
 #: Every kind of fault, in the order the results table lists them.
@@ -44,7 +45,7 @@ KINDS = (
 NETWORK_KINDS = ("isolate", "partition", "one-way", "bridge", "flap")
 
 
-class ScheduleError(ValueError):
+class ScheduleError(MailroomError, ValueError):
     """A scripted schedule line that cannot be read (the message names it)."""
 
 

@@ -21,6 +21,8 @@ from collections.abc import Iterable, Iterator, Sequence
 
 import attrs
 
+from mailroom.core.errors import MailroomError
+
 #: The private subnet every run uses inside its own namespaces (never in the host's).
 SUBNET = "10.77.0"
 #: The mark a proxy sets on its own connections (SO_MARK), so the redirect skips them.
@@ -29,7 +31,7 @@ PROXY_MARK = 0x4D
 PROXY_BASE = 20000
 
 
-class NetworkError(RuntimeError):
+class NetworkError(MailroomError, RuntimeError):
     """The machine cannot build the network (no root, no ``ip netns`` or no ``nft``)."""
 
 
