@@ -23,12 +23,19 @@ installs views; the parts they hold are the installed view (``view``), the flush
 state machine (``flush``), state transfer (``transfer``), the wanted changes
 (``changes``) and the epoch that holds what lives for one view (``epoch``).
 docs/membership.md, "Inside Group", has the map.
+
+Extension points (``mailroom.core.hooks``; the harness's known-buggy variants in
+``mailroom.testing.membership`` override them and read ``installed``):
+``flush_quorum`` (whose promises a flush waits for), ``recover_flush_log`` (what a
+member delivers of the decided flush log), ``safe_holds`` (how far each member holds)
+and ``safe_needed`` (how many holds a safe delivery waits for).
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from typing import Any
 
 from mailroom.core.actions import Action
 from mailroom.core.endpoint import capabilities
