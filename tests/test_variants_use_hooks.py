@@ -26,9 +26,8 @@ from mailroom import (
     TaggedCausalBroadcast,
 )
 from mailroom.core import EndpointBase, hook, hooks
-from mailroom.protocols.membership import Group
 from mailroom.core.endpoint import Endpoint
-
+from mailroom.protocols.membership import Group
 
 
 def _all_modules() -> list[ModuleType]:
