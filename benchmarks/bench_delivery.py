@@ -121,13 +121,16 @@ def table(runs: dict[tuple[str, int], dict[str, list[float]]]) -> list[dict[str,
     out = []
     for (name, n), r in runs.items():
         noop = runs["no-op", n]["forward"]
-        out.append({
-            "protocol": name, "n": n,
-            "in_order_us": rounds.Spread.of([1e6 * x for x in r["forward"]]),
-            "reverse_us": rounds.Spread.of([1e6 * x for x in r["reverse"]]),
-            "in_order_vs_noop": rounds.Spread.of(rounds.ratios(r["forward"], noop)),
-            "reverse_vs_in_order": rounds.Spread.of(rounds.ratios(r["reverse"], r["forward"])),
-        })  # fmt: skip
+        out.append(
+            {
+                "protocol": name,
+                "n": n,
+                "in_order_us": rounds.Spread.of([1e6 * x for x in r["forward"]]),
+                "reverse_us": rounds.Spread.of([1e6 * x for x in r["reverse"]]),
+                "in_order_vs_noop": rounds.Spread.of(rounds.ratios(r["forward"], noop)),
+                "reverse_vs_in_order": rounds.Spread.of(rounds.ratios(r["reverse"], r["forward"])),
+            }
+        )
     return out
 
 
@@ -142,18 +145,26 @@ def main() -> None:
     if flag:
         print(flag, flush=True)
     rows = table(measure(args))
-    print(f"\nburst of {args.burst} messages; CPU µs per message, median (min–max) over "
-          f"{args.rounds} alternating rounds; ratios per round, their median"
-          f"{'; ' + flag if flag else ''}")  # fmt: skip
-    print(f"{'protocol':10s} {'n':>3s} {'in order µs':>22s} {'reverse µs':>22s} "
-          f"{'in order / no-op':>22s} {'reverse / in order':>22s}")  # fmt: skip
+    print(
+        f"\nburst of {args.burst} messages; CPU µs per message, median (min–max) over "
+        f"{args.rounds} alternating rounds; ratios per round, their median"
+        f"{'; ' + flag if flag else ''}"
+    )
+    print(
+        f"{'protocol':10s} {'n':>3s} {'in order µs':>22s} {'reverse µs':>22s} "
+        f"{'in order / no-op':>22s} {'reverse / in order':>22s}"
+    )
     for row in rows:
-        print(f"{row['protocol']:10s} {row['n']:3d} {row['in_order_us'].text():>22s} "
-              f"{row['reverse_us'].text():>22s} {row['in_order_vs_noop'].text():>22s} "
-              f"{row['reverse_vs_in_order'].text():>22s}")  # fmt: skip
+        print(
+            f"{row['protocol']:10s} {row['n']:3d} {row['in_order_us'].text():>22s} "
+            f"{row['reverse_us'].text():>22s} {row['in_order_vs_noop'].text():>22s} "
+            f"{row['reverse_vs_in_order'].text():>22s}"
+        )
     if args.json:
-        out = [{k: v.to_dict() if isinstance(v, rounds.Spread) else v for k, v in row.items()}
-               for row in rows]  # fmt: skip
+        out = [
+            {k: v.to_dict() if isinstance(v, rounds.Spread) else v for k, v in row.items()}
+            for row in rows
+        ]
         with open(args.json, "w") as f:
             json.dump({"flag": flag, "burst": args.burst, "rows": out}, f, indent=1)
 

@@ -98,8 +98,10 @@ def main() -> None:
     parser.add_argument("--messages", type=int, default=300)
     args = parser.parse_args()
     print(f"{args.messages} messages per run; metadata = encoded bytes minus the payload's")
-    print(f"{'protocol':9s} {'n':>3s} {'packets':>8s} {'B/msg':>8s} {'B/packet':>9s} "
-          f"{'JSON B/msg':>11s} {'codec/JSON':>10s}")  # fmt: skip
+    print(
+        f"{'protocol':9s} {'n':>3s} {'packets':>8s} {'B/msg':>8s} {'B/packet':>9s} "
+        f"{'JSON B/msg':>11s} {'codec/JSON':>10s}"
+    )
     for name, factory, mode in candidates():
         for n in (3, 8, 32):
             r = measure(factory, mode, n, args.messages)

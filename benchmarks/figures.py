@@ -42,17 +42,35 @@ import rounds
 HERE = os.path.dirname(os.path.abspath(__file__))
 SMOKE = {
     "bench_delivery": ["--burst", "200", "--sizes", "3", "--rounds", "1"],
-    "net_throughput": ["--n", "3", "--seconds", "0.2", "--warmup", "0.1", "--rounds", "1",
-                       "--latency-rounds", "1", "--latency-seconds", "0.3",
-                       "--systems", "plain,CBCAST"],
+    "net_throughput": [
+        "--n",
+        "3",
+        "--seconds",
+        "0.2",
+        "--warmup",
+        "0.1",
+        "--rounds",
+        "1",
+        "--latency-rounds",
+        "1",
+        "--latency-seconds",
+        "0.3",
+        "--systems",
+        "plain,CBCAST",
+    ],
     "replicated_throughput": ["--smoke"],
-}  # fmt: skip
+}
 
 
 def run(name: str, out: str, extra: list[str]) -> int:
     """Run one benchmark, its output to the screen and to OUT/<name>.txt."""
-    cmd = [sys.executable, os.path.join(HERE, f"{name}.py"),
-           "--json", os.path.join(out, f"{name}.json"), *extra]  # fmt: skip
+    cmd = [
+        sys.executable,
+        os.path.join(HERE, f"{name}.py"),
+        "--json",
+        os.path.join(out, f"{name}.json"),
+        *extra,
+    ]
     print(f"$ {' '.join(cmd)}", flush=True)
     with open(os.path.join(out, f"{name}.txt"), "w") as log:
         proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True)

@@ -152,9 +152,20 @@ def one(args: argparse.Namespace) -> None:
 def instructions(kind: str, name: str, n: int, count: int, made: int, batch: int) -> int:
     """Instructions callgrind counts for one run of the workload."""
     cmd = [
-        "valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null", sys.executable,
-        __file__, "--batch", str(batch), "--one", kind, name, str(n), str(count), str(made),
-    ]  # fmt: skip
+        "valgrind",
+        "--tool=callgrind",
+        "--callgrind-out-file=/dev/null",
+        sys.executable,
+        __file__,
+        "--batch",
+        str(batch),
+        "--one",
+        kind,
+        name,
+        str(n),
+        str(count),
+        str(made),
+    ]
     env = {**os.environ, "PYTHONHASHSEED": "0"}
     done = subprocess.run(cmd, capture_output=True, text=True, env=env, check=False)
     found = re.search(r"Collected : (\d+)", done.stderr)

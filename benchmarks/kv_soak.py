@@ -100,8 +100,9 @@ def _drain(stream: IO[str]) -> None:
         pass
 
 
-def client(seed: int, ports: list[int], args: argparse.Namespace, writes: Writes,
-           stop: threading.Event) -> None:  # fmt: skip
+def client(
+    seed: int, ports: list[int], args: argparse.Namespace, writes: Writes, stop: threading.Event
+) -> None:
     """PUT random keys through random members, one request at a time, until ``stop``."""
     rng = random.Random(seed)
     conns = {port: http.client.HTTPConnection("127.0.0.1", port, timeout=30) for port in ports}
@@ -203,10 +204,14 @@ def soak(args: argparse.Namespace, folder: Path) -> int:
         for seed in range(args.clients)
     ]
     who = ", ".join(f"P{m} pid {pid}" for m, (_, pid) in enumerate(members))
-    print(f"kv_soak: 3 members ({who}), {args.clients} clients, {args.keys} keys, "
-          f"{args.minutes:g} min, load {os.getloadavg()[0]:.2f} at the start")  # fmt: skip
-    print("| s | writes/s | errors | p50 ms | p99 ms | RSS MB | / first | open files "
-          "| files KB | / first |")  # fmt: skip
+    print(
+        f"kv_soak: 3 members ({who}), {args.clients} clients, {args.keys} keys, "
+        f"{args.minutes:g} min, load {os.getloadavg()[0]:.2f} at the start"
+    )
+    print(
+        "| s | writes/s | errors | p50 ms | p99 ms | RSS MB | / first | open files "
+        "| files KB | / first |"
+    )
     print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     first: tuple[float, float] | None = None
     began = time.monotonic()
@@ -225,9 +230,12 @@ def soak(args: argparse.Namespace, folder: Path) -> int:
             first = first or (rss, size)
             quantiles = statistics.quantiles(latencies, n=100) if len(latencies) > 1 else []
             p50, p99 = (quantiles[49] * 1e3, quantiles[98] * 1e3) if quantiles else (0.0, 0.0)
-            print(f"| {time.monotonic() - began:.0f} | {len(latencies) / window:,.0f} "
-                  f"| {errors} | {p50:.2f} | {p99:.2f} | {rss:.1f} | {ratio(rss, first[0])} "
-                  f"| {files} | {size:,.0f} | {ratio(size, first[1])} |", flush=True)  # fmt: skip
+            print(
+                f"| {time.monotonic() - began:.0f} | {len(latencies) / window:,.0f} "
+                f"| {errors} | {p50:.2f} | {p99:.2f} | {rss:.1f} | {ratio(rss, first[0])} "
+                f"| {files} | {size:,.0f} | {ratio(size, first[1])} |",
+                flush=True,
+            )
         stop.set()
         for thread in threads:
             thread.join()
@@ -236,8 +244,10 @@ def soak(args: argparse.Namespace, folder: Path) -> int:
         stop.set()
         stop_service(launcher, members)
     agree = len({(s["applied"], s["digest"]) for s in final}) == 1
-    print(f"{writes.total:,} writes acknowledged, {writes.total_errors} failed"
-          + (f" (last: {writes.last_error})" if writes.total_errors else ""))  # fmt: skip
+    print(
+        f"{writes.total:,} writes acknowledged, {writes.total_errors} failed"
+        + (f" (last: {writes.last_error})" if writes.total_errors else "")
+    )
     print(
         f"replicas {'equal' if agree else 'DIFFER'}: "
         + ", ".join(f"P{s['pid']} applied {s['applied']} digest {s['digest']}" for s in final)

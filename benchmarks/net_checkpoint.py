@@ -30,8 +30,14 @@ async def rates(count: int, size: int, window: int, checkpoint: Path | None) -> 
     """Sends per second over each window of ``window`` sends."""
     socks = [socket.create_server(("127.0.0.1", 0)) for _ in range(3)]
     table = PeerTable.of({p: f"127.0.0.1:{s.getsockname()[1]}" for p, s in enumerate(socks)})
-    node = Node(Stack(Reliable(0, 3, rto=0.5), CBCAST(0, 3)), table, secrets.token_bytes(32),
-                listen=socks[0], checkpoint=checkpoint, max_retained=None)  # fmt: skip
+    node = Node(
+        Stack(Reliable(0, 3, rto=0.5), CBCAST(0, 3)),
+        table,
+        secrets.token_bytes(32),
+        listen=socks[0],
+        checkpoint=checkpoint,
+        max_retained=None,
+    )
     await node.start()
     payload = "x" * size
     out: list[float] = []

@@ -57,8 +57,16 @@ async def run(protocol: str, mode: str, count: int) -> None:
         return deliver
 
     top = TOPS[protocol]
-    nodes = [Node(Stack(Reliable(p, 3, window=256, rto=60.0, max_rto=120.0), top(p, 3)), table,
-                  KEY, listen=socks[p], on_deliver=counter(p)) for p in range(3)]  # fmt: skip
+    nodes = [
+        Node(
+            Stack(Reliable(p, 3, window=256, rto=60.0, max_rto=120.0), top(p, 3)),
+            table,
+            KEY,
+            listen=socks[p],
+            on_deliver=counter(p),
+        )
+        for p in range(3)
+    ]
     for node in nodes:
         await node.start()
     for _ in range(6000):  # bounded: at most a minute to connect

@@ -88,8 +88,15 @@ from peer_redis import RedisServer, hiredis_in_use
 from peer_run import GC_YOUNG, Children, attempt, latencies, peak_figures, sleep_until
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-ORDER = {"CBCAST": "causal", "Skeen": "total", "Sequencer": "total", "Lamport": "total",
-         "redis": "total", "pysyncobj": "total", "plain": "none"}  # fmt: skip
+ORDER = {
+    "CBCAST": "causal",
+    "Skeen": "total",
+    "Sequencer": "total",
+    "Lamport": "total",
+    "redis": "total",
+    "pysyncobj": "total",
+    "plain": "none",
+}
 PEERS = ("redis", "pysyncobj", "plain")
 CHILD_TIMEOUT = 60.0  # seconds for a process to say ready
 
@@ -102,9 +109,13 @@ def name_of(row: str, args: argparse.Namespace) -> str:
         return f"Redis Streams (sync, {args.pipeline} XADD + XREAD a trip)"
     if system == "pysyncobj":
         return f"PySyncObj (Raft), {Setup.parse(tag).name}"
-    suffix = {"": "", "batch": f" broadcast_many({args.batch})", "before": " [before]",
-              "batch-before": f" broadcast_many({args.batch}) [before]",
-              "encrypt": " encrypted"}[tag]  # fmt: skip
+    suffix = {
+        "": "",
+        "batch": f" broadcast_many({args.batch})",
+        "before": " [before]",
+        "batch-before": f" broadcast_many({args.batch}) [before]",
+        "encrypt": " encrypted",
+    }[tag]
     return f"Stack(Reliable, {MAILROOM[system]}){suffix}"
 
 
@@ -130,8 +141,9 @@ def rows_of(args: argparse.Namespace, systems: list[str]) -> list[str]:
 # -- one run --------------------------------------------------------------------------------
 
 
-def child_commands(row: str, n: int, mode: list[str], args: argparse.Namespace,
-                   server: RedisServer) -> tuple[list[list[str]], list[socket.socket]]:  # fmt: skip
+def child_commands(
+    row: str, n: int, mode: list[str], args: argparse.Namespace, server: RedisServer
+) -> tuple[list[list[str]], list[socket.socket]]:
     """The command lines of a mailroom, plain or Redis row's n processes, and the
     listening sockets they inherit (mailroom and plain)."""
     system, _, tag = row.partition("@")
@@ -153,8 +165,10 @@ def child_commands(row: str, n: int, mode: list[str], args: argparse.Namespace,
     batch = args.batch if tag in ("batch", "batch-before") else 1
     extra = ["--ports", ports, "--batch", str(batch), "--yield-every", str(args.yield_every)]
     script = os.path.join(HERE, "peer_mailroom.py")
-    cmds = [[sys.executable, script, "--pid", str(p), "--fd", str(s.fileno()), *common, *extra]
-            for p, s in enumerate(socks)]  # fmt: skip
+    cmds = [
+        [sys.executable, script, "--pid", str(p), "--fd", str(s.fileno()), *common, *extra]
+        for p, s in enumerate(socks)
+    ]
     return cmds, socks
 
 
@@ -178,15 +192,17 @@ def peak_run(row: str, n: int, args: argparse.Namespace, server: RedisServer) ->
     """One peak run of a row: its figures (``peer_run.peak_figures``)."""
     system, _, tag = row.partition("@")
     if system == "pysyncobj":
-        return peer_pysyncobj.run_peak(n, args.seconds, args.warmup, Setup.parse(tag),
-                                       profile=args.profile)  # fmt: skip
+        return peer_pysyncobj.run_peak(
+            n, args.seconds, args.warmup, Setup.parse(tag), profile=args.profile
+        )
     if system == "redis":
         server.flush()
     mode = ["--seconds", repr(args.seconds), "--warmup", repr(args.warmup)]
     cmds, socks = child_commands(row, n, mode, args, server)
     try:
-        with Children(cmds, child_env(row, args), [s.fileno() for s in socks],
-                      CHILD_TIMEOUT) as group:  # fmt: skip
+        with Children(
+            cmds, child_env(row, args), [s.fileno() for s in socks], CHILD_TIMEOUT
+        ) as group:
             group.ready()
             start = group.start()
             server_cpu = 0.0
@@ -202,8 +218,9 @@ def peak_run(row: str, n: int, args: argparse.Namespace, server: RedisServer) ->
     return peak_figures(results, server_cpu)
 
 
-def paced_run(row: str, n: int, rate: float, args: argparse.Namespace,
-              server: RedisServer) -> list[float]:  # fmt: skip
+def paced_run(
+    row: str, n: int, rate: float, args: argparse.Namespace, server: RedisServer
+) -> list[float]:
     """One latency run of a row at ``rate`` messages/s per process: the latencies."""
     count = max(20, round(rate * args.latency_seconds))
     system, _, tag = row.partition("@")
@@ -211,11 +228,13 @@ def paced_run(row: str, n: int, rate: float, args: argparse.Namespace,
         return list(peer_pysyncobj.run_paced(n, rate, count, Setup.parse(tag))["latency"])
     if system == "redis":
         server.flush()
-    cmds, socks = child_commands(row, n, ["--rate", repr(rate), "--count", str(count)],
-                                 args, server)  # fmt: skip
+    cmds, socks = child_commands(
+        row, n, ["--rate", repr(rate), "--count", str(count)], args, server
+    )
     try:
-        with Children(cmds, child_env(row, args), [s.fileno() for s in socks],
-                      CHILD_TIMEOUT) as group:  # fmt: skip
+        with Children(
+            cmds, child_env(row, args), [s.fileno() for s in socks], CHILD_TIMEOUT
+        ) as group:
             group.ready()
             group.start()
             results = group.results(count / rate + 60.0)
@@ -228,8 +247,9 @@ def paced_run(row: str, n: int, rate: float, args: argparse.Namespace,
 # -- one group size -------------------------------------------------------------------------
 
 
-def run_size(n: int, rows: list[str], args: argparse.Namespace,
-             server: RedisServer) -> dict[str, Any]:  # fmt: skip
+def run_size(
+    n: int, rows: list[str], args: argparse.Namespace, server: RedisServer
+) -> dict[str, Any]:
     """Alternating peak rounds, then alternating latency rounds, at group size n."""
     peaks: dict[str, list[dict[str, Any] | None]] = {row: [] for row in rows}
     log = rounds.RoundLog(f"n = {n} peak", args.rounds)
@@ -238,8 +258,10 @@ def run_size(n: int, rows: list[str], args: argparse.Namespace,
         for row in rows:  # A, B, C, A, B, C: load on the machine touches every row alike
             peaks[row].append(attempt(f"{row} at n = {n}", peak_run, row, n, args, server))
         log.end(r)
-    rate = {row: rounds.Spread.of([p["remote_rate"] for p in runs if p]).median
-            for row, runs in peaks.items()}  # fmt: skip
+    rate = {
+        row: rounds.Spread.of([p["remote_rate"] for p in runs if p]).median
+        for row, runs in peaks.items()
+    }
     lat_rows = [row for row in rows if has_latency(row) and rate[row] > 0]
     loads = [float(x) for x in args.loads.split(",") if x]
     lat: dict[str, dict[str, list[dict[str, float]]]] = {row: {} for row in lat_rows}
@@ -249,15 +271,22 @@ def run_size(n: int, rows: list[str], args: argparse.Namespace,
         for row in lat_rows:
             for load in loads:
                 per_process = load * rate[row] / (n * (n - 1))
-                values = attempt(f"{row} at {load:.0%} at n = {n}", paced_run, row, n,
-                                 per_process, args, server)  # fmt: skip
+                values = attempt(
+                    f"{row} at {load:.0%} at n = {n}", paced_run, row, n, per_process, args, server
+                )
                 if values:
                     lat[row].setdefault(str(load), []).append(
-                        {"p50_ms": 1e3 * rounds.percentile(values, 0.5),
-                         "p99_ms": 1e3 * rounds.percentile(values, 0.99)})  # fmt: skip
+                        {
+                            "p50_ms": 1e3 * rounds.percentile(values, 0.5),
+                            "p99_ms": 1e3 * rounds.percentile(values, 0.99),
+                        }
+                    )
         lat_log.end(r)
-    return {"peaks": peaks, "latency": lat, "load": {"peak": log.records,
-            "latency": lat_log.records}}  # fmt: skip
+    return {
+        "peaks": peaks,
+        "latency": lat,
+        "load": {"peak": log.records, "latency": lat_log.records},
+    }
 
 
 def per_round(peaks: dict[str, list[dict[str, Any] | None]], key: str) -> dict[str, list[float]]:
@@ -301,13 +330,20 @@ def summary(n: int, measured: dict[str, Any], args: argparse.Namespace) -> dict[
 
 def print_size(n: int, table: dict[str, Any], args: argparse.Namespace, flag: str) -> None:
     """The peak table and the latency table of group size n."""
-    print(f"\nn = {n} processes on 127.0.0.1, payload 16 B; peak: medians (min–max) over "
-          f"{args.rounds} alternating rounds of {args.seconds:g} s windows; ratios per "
-          f"round, their median (min–max){'; ' + flag if flag else ''}")  # fmt: skip
+    print(
+        f"\nn = {n} processes on 127.0.0.1, payload 16 B; peak: medians (min–max) over "
+        f"{args.rounds} alternating rounds of {args.seconds:g} s windows; ratios per "
+        f"round, their median (min–max){'; ' + flag if flag else ''}"
+    )
     w = max(len(f["name"]) for f in table.values()) + 2  # names end with two spaces
-    cols = [("remote/s", "remote_rate", ".0f", 25), ("ordered/s", "ordered_rate", ".0f", 10),
-            ("vs Redis", "vs_redis", ".2f", 19), ("vs PySyncObj", "vs_pysyncobj", ".2f", 19),
-            ("CPU µs", "cpu_us", ".1f", 8), ("RSS MB", "rss_mb", ".0f", 7)]  # fmt: skip
+    cols = [
+        ("remote/s", "remote_rate", ".0f", 25),
+        ("ordered/s", "ordered_rate", ".0f", 10),
+        ("vs Redis", "vs_redis", ".2f", 19),
+        ("vs PySyncObj", "vs_pysyncobj", ".2f", 19),
+        ("CPU µs", "cpu_us", ".1f", 8),
+        ("RSS MB", "rss_mb", ".0f", 7),
+    ]
     print(f"{'system':{w}s}{'order':>7s} " + " ".join(f"{h:>{k}s}" for h, _, _, k in cols))
     for f in table.values():
         cells = []
@@ -321,14 +357,17 @@ def print_size(n: int, table: dict[str, Any], args: argparse.Namespace, flag: st
     lat = {row: f for row, f in table.items() if f"p50_ms@{float(loads[0])}" in f} if loads else {}
     if not lat:
         return
-    print(f"\nn = {n} latency in ms: median over {args.latency_rounds} rounds of each run's "
-          "p50 / p99, from the scheduled send to the last other process's delivery, at a "
-          "fraction of each row's own median peak")  # fmt: skip
+    print(
+        f"\nn = {n} latency in ms: median over {args.latency_rounds} rounds of each run's "
+        "p50 / p99, from the scheduled send to the last other process's delivery, at a "
+        "fraction of each row's own median peak"
+    )
     head = "".join(f"{f'p50@{float(x):.0%}':>10s}{f'p99@{float(x):.0%}':>10s}" for x in loads)
     print(f"{'system':{w}s}{head}")
     for f in lat.values():
-        cells = "".join(f"{f[f'{q}@{float(x)}'].median:10.2f}" for x in loads
-                        for q in ("p50_ms", "p99_ms"))  # fmt: skip
+        cells = "".join(
+            f"{f[f'{q}@{float(x)}'].median:10.2f}" for x in loads for q in ("p50_ms", "p99_ms")
+        )
         print(f"{f['name']:{w}s}{cells}", flush=True)
 
 
@@ -344,15 +383,25 @@ PARTS = [  # (part, substrings of the function's file), first match wins
     ("attrs __init__", ["<attrs generated"]),
     ("PySyncObj", ["pysyncobj/"]),
     ("redis-py", ["redis/", "hiredis"]),
-    ("asyncio and sockets", ["asyncio/", "selectors.py", "socket.py", "<method 'send",
-                             "<method 'recv", "<method 'poll"]),
-]  # fmt: skip
+    (
+        "asyncio and sockets",
+        [
+            "asyncio/",
+            "selectors.py",
+            "socket.py",
+            "<method 'send",
+            "<method 'recv",
+            "<method 'poll",
+        ],
+    ),
+]
 
 
 def cpu_by_part(directory: str, prefix: str) -> dict[str, float]:
     """Share of profiled CPU time by part, over every process of a row's last run."""
-    files = [os.path.join(directory, f) for f in os.listdir(directory)
-             if f.startswith(f"{prefix}-P")]  # fmt: skip
+    files = [
+        os.path.join(directory, f) for f in os.listdir(directory) if f.startswith(f"{prefix}-P")
+    ]
     if not files:
         return {}
     stats = pstats.Stats(*files)
@@ -388,8 +437,11 @@ def versions() -> dict[str, str]:
     """What ran: Python, the peers' packages and redis-server."""
     from importlib import metadata
 
-    out = {"python": platform.python_version(), "machine": platform.machine(),
-           "cpus": str(os.cpu_count())}  # fmt: skip
+    out = {
+        "python": platform.python_version(),
+        "machine": platform.machine(),
+        "cpus": str(os.cpu_count()),
+    }
     for package in ("mailroom", "redis", "hiredis", "pysyncobj"):
         try:
             out[package] = metadata.version(package)
@@ -448,7 +500,7 @@ def parser() -> argparse.ArgumentParser:
         "with the library in this src directory, as rows marked [before]",
     )
     rounds.add_options(p)
-    return p  # fmt: skip
+    return p
 
 
 def main() -> None:
@@ -484,17 +536,27 @@ def main() -> None:
     sizes = [int(x) for x in args.n.split(",")]
     loads = [x for x in args.loads.split(",") if x]
     lat_rows = [r for r in rows if has_latency(r)]
-    print(f"{len(rows)} rows x {args.rounds} rounds x {len(sizes)} sizes = "
-          f"{len(rows) * args.rounds * len(sizes)} peak runs of {args.warmup + args.seconds:g} s; "
-          f"{len(lat_rows)} rows x {len(loads)} loads x {args.latency_rounds} rounds x "
-          f"{len(sizes)} sizes = {len(lat_rows) * len(loads) * args.latency_rounds * len(sizes)} "
-          f"latency runs of {args.latency_seconds:g} s", flush=True)  # fmt: skip
-    print(f"{' '.join(sys.argv)}\n{rounds.load_text()} at the start; {versions()}; "
-          f"gc young threshold {args.gc_young or 'Python default'}", flush=True)  # fmt: skip
-    figures: dict[str, Any] = {"argv": sys.argv, "flag": flag, "versions": versions(),
-                               "gc_young": args.gc_young,
-                               "started": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
-                               "sizes": {}}  # fmt: skip
+    print(
+        f"{len(rows)} rows x {args.rounds} rounds x {len(sizes)} sizes = "
+        f"{len(rows) * args.rounds * len(sizes)} peak runs of {args.warmup + args.seconds:g} s; "
+        f"{len(lat_rows)} rows x {len(loads)} loads x {args.latency_rounds} rounds x "
+        f"{len(sizes)} sizes = {len(lat_rows) * len(loads) * args.latency_rounds * len(sizes)} "
+        f"latency runs of {args.latency_seconds:g} s",
+        flush=True,
+    )
+    print(
+        f"{' '.join(sys.argv)}\n{rounds.load_text()} at the start; {versions()}; "
+        f"gc young threshold {args.gc_young or 'Python default'}",
+        flush=True,
+    )
+    figures: dict[str, Any] = {
+        "argv": sys.argv,
+        "flag": flag,
+        "versions": versions(),
+        "gc_young": args.gc_young,
+        "started": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
+        "sizes": {},
+    }
     try:
         for n in sizes:
             measured = run_size(n, rows, args, server)
@@ -513,8 +575,10 @@ def main() -> None:
 
 
 def to_json(table: dict[str, Any]) -> dict[str, Any]:
-    return {row: {k: v.to_dict() if isinstance(v, rounds.Spread) else v for k, v in f.items()}
-            for row, f in table.items()}  # fmt: skip
+    return {
+        row: {k: v.to_dict() if isinstance(v, rounds.Spread) else v for k, v in f.items()}
+        for row, f in table.items()
+    }
 
 
 if __name__ == "__main__":

@@ -41,8 +41,12 @@ from mailroom.net import Node, PeerTable, load_key
 from mailroom.protocols import CBCASTPacket, Reliable, ReliablePacket
 
 WINDOW = 256
-MAILROOM = {"CBCAST": "CBCAST", "Skeen": "Skeen", "Sequencer": "Sequencer",
-            "Lamport": "LamportTotalOrder"}  # fmt: skip
+MAILROOM = {
+    "CBCAST": "CBCAST",
+    "Skeen": "Skeen",
+    "Sequencer": "Sequencer",
+    "Lamport": "LamportTotalOrder",
+}
 
 
 def frame_size(n: int = 3) -> int:
@@ -73,9 +77,14 @@ async def mailroom_node(args: argparse.Namespace) -> None:
         if counts.all == expect:
             done.set()
 
-    node = Node(stack, table, load_key(), listen=socket.socket(fileno=args.fd),
-                on_deliver=delivered,
-                encrypt=os.environ.get("MAILROOM_BENCH_ENCRYPT") == "1")  # fmt: skip
+    node = Node(
+        stack,
+        table,
+        load_key(),
+        listen=socket.socket(fileno=args.fd),
+        on_deliver=delivered,
+        encrypt=os.environ.get("MAILROOM_BENCH_ENCRYPT") == "1",
+    )
     await node.start()
     for _ in range(6000):  # at most a minute
         if node.stats.connected >= n - 1:
@@ -145,13 +154,13 @@ async def plain_node(args: argparse.Namespace) -> None:
     size = frame_size(n)
     frame = (size - 4).to_bytes(4, "big") + b"f" * (size - 4)
     counts = Counts()
-    server = await loop.create_server(lambda: Echo(counts, None),
-                                      sock=socket.socket(fileno=args.fd))  # fmt: skip
+    server = await loop.create_server(
+        lambda: Echo(counts, None), sock=socket.socket(fileno=args.fd)
+    )
     conns: list[Echo] = []
     for p, port in enumerate(ports):
         if p != args.pid:
-            _, proto = await loop.create_connection(lambda: Echo(counts, WINDOW),
-                                                    "127.0.0.1", port)  # fmt: skip
+            _, proto = await loop.create_connection(lambda: Echo(counts, WINDOW), "127.0.0.1", port)
             conns.append(proto)
     start = await asyncio.to_thread(start_signal)
     PROFILER.begin()

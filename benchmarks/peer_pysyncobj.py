@@ -317,20 +317,39 @@ class Setup:
         return f"{self.in_flight} in flight{off}{', ReplCounter' * self.counter}"
 
     def args(self) -> list[str]:
-        return ["--in-flight", str(self.in_flight), *([] if self.batch else ["--no-batch"]),
-                *(["--counter"] if self.counter else [])]  # fmt: skip
+        return [
+            "--in-flight",
+            str(self.in_flight),
+            *([] if self.batch else ["--no-batch"]),
+            *(["--counter"] if self.counter else []),
+        ]
 
 
 def commands(n: int, setup: Setup, extra: Sequence[str]) -> list[list[str]]:
     """The command lines of n replicas on fresh ports."""
     ports = ",".join(str(p) for p in free_ports(n))
-    return [[sys.executable, os.path.abspath(__file__), "--role", "pysyncobj", "--pid", str(pid),
-             "--n", str(n), "--ports", ports, *setup.args(), *extra]
-            for pid in range(n)]  # fmt: skip
+    return [
+        [
+            sys.executable,
+            os.path.abspath(__file__),
+            "--role",
+            "pysyncobj",
+            "--pid",
+            str(pid),
+            "--n",
+            str(n),
+            "--ports",
+            ports,
+            *setup.args(),
+            *extra,
+        ]
+        for pid in range(n)
+    ]
 
 
-def run_peak(n: int, seconds: float, warmup: float, setup: Setup = Setup(),
-             profile: str = "") -> dict[str, Any]:  # fmt: skip
+def run_peak(
+    n: int, seconds: float, warmup: float, setup: Setup = Setup(), profile: str = ""
+) -> dict[str, Any]:
     """One peak run: rates, CPU per remote delivery, memory, call latencies; calls
     completed per second (``call_rate``, summed over the replicas) and the CPU of every
     process per call (``cpu_per_call_us``), both within the window."""
@@ -343,12 +362,13 @@ def run_peak(n: int, seconds: float, warmup: float, setup: Setup = Setup(),
         results = group.results(warmup + seconds + 30.0)
     out = peak_figures(results)
     calls = [c for r in results for c in r["calls"]]
-    out.update(call_p50_ms=1e3 * rounds.percentile(calls, 0.5),
-               call_p99_ms=1e3 * rounds.percentile(calls, 0.99),
-               failed=sum(sum(r["failed"].values()) for r in results),
-               call_rate=sum(len(r["calls"]) / r["elapsed"] for r in results),
-               cpu_per_call_us=1e6 * sum(r["cpu"] for r in results) / max(1, len(calls)),
-               )  # fmt: skip
+    out.update(
+        call_p50_ms=1e3 * rounds.percentile(calls, 0.5),
+        call_p99_ms=1e3 * rounds.percentile(calls, 0.99),
+        failed=sum(sum(r["failed"].values()) for r in results),
+        call_rate=sum(len(r["calls"]) / r["elapsed"] for r in results),
+        cpu_per_call_us=1e6 * sum(r["cpu"] for r in results) / max(1, len(calls)),
+    )
     return out
 
 
@@ -363,8 +383,10 @@ def run_paced(n: int, rate: float, count: int, setup: Setup = Setup()) -> dict[s
         results = group.results(count / rate + 60.0)
     if any(r["failed"] for r in results):
         raise RuntimeError(f"PySyncObj commands failed: {[r['failed'] for r in results]}")
-    return {"latency": latencies(results, n, count),
-            "calls": [c for r in results for c in r["calls"]]}  # fmt: skip
+    return {
+        "latency": latencies(results, n, count),
+        "calls": [c for r in results for c in r["calls"]],
+    }
 
 
 #: Fresh starts of a fail-over run whose replicas settled on different leaders (an
@@ -372,8 +394,9 @@ def run_paced(n: int, rate: float, count: int, setup: Setup = Setup()) -> dict[s
 START_ATTEMPTS = 3
 
 
-def run_failover(n: int, seconds: float, kill_at: float, setup: Setup = Setup(),
-                 rate: float = 100.0) -> dict[str, Any]:  # fmt: skip
+def run_failover(
+    n: int, seconds: float, kill_at: float, setup: Setup = Setup(), rate: float = 100.0
+) -> dict[str, Any]:
     """Kill the leader ``kill_at`` s into a run of probes at ``rate`` per replica: the
     time from the kill to the first success of a command submitted after it, at any
     survivor (None if none succeeded within the run)."""
@@ -394,8 +417,11 @@ def run_failover(n: int, seconds: float, kill_at: float, setup: Setup = Setup(),
     else:
         raise RuntimeError(f"the replicas disagreed on the leader {START_ATTEMPTS} times")
     after = [done for r in results for sent, done, ok in r["probes"] if ok and sent >= killed]
-    return {"failover_s": (min(after) - killed) if after else None,
-            "rss_mb": max(r["rss_mb"] for r in results), "leader": leader}  # fmt: skip
+    return {
+        "failover_s": (min(after) - killed) if after else None,
+        "rss_mb": max(r["rss_mb"] for r in results),
+        "leader": leader,
+    }
 
 
 def bench_main() -> None:
@@ -445,8 +471,10 @@ def bench_main() -> None:
 
 def print_cluster_table(n: int, per: dict[str, list[dict[str, Any]]], flag: str) -> None:
     """Medians (min–max) over the rounds of one cluster size."""
-    print(f"\nPySyncObj, n = {n} replicas on 127.0.0.1, medians (min–max) over "
-          f"{len(per['fail-over'])} rounds{'; ' + flag if flag else ''}")  # fmt: skip
+    print(
+        f"\nPySyncObj, n = {n} replicas on 127.0.0.1, medians (min–max) over "
+        f"{len(per['fail-over'])} rounds{'; ' + flag if flag else ''}"
+    )
     for name, runs in per.items():
         runs = [r for r in runs if r]
         if name == "fail-over":
@@ -462,9 +490,11 @@ def print_cluster_table(n: int, per: dict[str, list[dict[str, Any]]], flag: str)
         p99 = rounds.Spread.of([r["call_p99_ms"] for r in runs])
         rss = rounds.Spread.of([r["rss_mb"] for r in runs])
         cpu = rounds.Spread.of([r["cpu_us"] for r in runs])
-        print(f"  {name}: {ordered.text('.0f')} ops/s, call p50 {p50.text('.2f')} ms, "
-              f"p99 {p99.text('.2f')} ms, CPU {cpu.text('.1f')} µs/remote delivery, "
-              f"peak RSS {rss.text('.1f')} MB/member")  # fmt: skip
+        print(
+            f"  {name}: {ordered.text('.0f')} ops/s, call p50 {p50.text('.2f')} ms, "
+            f"p99 {p99.text('.2f')} ms, CPU {cpu.text('.1f')} µs/remote delivery, "
+            f"peak RSS {rss.text('.1f')} MB/member"
+        )
 
 
 if __name__ == "__main__":

@@ -42,8 +42,10 @@ from peer_run import (
 from rounds import proc_cpu_seconds
 
 STREAM = "mailroom-bench"
-INSTALL = ("install it with `apt-get install -y redis-server` (the server) and "
-           "`pip install -e '.[bench]'` (redis-py with hiredis)")  # fmt: skip
+INSTALL = (
+    "install it with `apt-get install -y redis-server` (the server) and "
+    "`pip install -e '.[bench]'` (redis-py with hiredis)"
+)
 
 
 class RedisServer:
@@ -70,9 +72,23 @@ class RedisServer:
             s.bind(("127.0.0.1", 0))
             self.port = s.getsockname()[1]
         self.dir = tempfile.mkdtemp(prefix="mailroom-redis-")
-        cmd = [binary, "--port", str(self.port), "--bind", "127.0.0.1", "--save", "",
-               "--appendonly", "no", "--dir", self.dir, "--daemonize", "no",
-               "--loglevel", "warning"]  # fmt: skip
+        cmd = [
+            binary,
+            "--port",
+            str(self.port),
+            "--bind",
+            "127.0.0.1",
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+            "--dir",
+            self.dir,
+            "--daemonize",
+            "no",
+            "--loglevel",
+            "warning",
+        ]
         self.proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         for _ in range(100):
             try:
@@ -162,8 +178,9 @@ def peak(client: Any, args: argparse.Namespace, window: Window, counts: Counts) 
         k += depth
 
 
-def paced(client: Any, args: argparse.Namespace, clock: Clock, counts: Counts,
-          start: float) -> None:  # fmt: skip
+def paced(
+    client: Any, args: argparse.Namespace, clock: Clock, counts: Counts, start: float
+) -> None:
     """Each message when due, with the XREAD in the same pipeline; XREAD BLOCK until
     the next is due; until every process's messages have been read."""
     key, me = args.key, str(args.pid).encode()

@@ -73,9 +73,16 @@ def build(args: argparse.Namespace) -> AsyncReplica:
     n, me = args.n, args.pid
     ports = [int(p) for p in args.ports.split(",")]
     table = PeerTable.of({p: f"127.0.0.1:{port}" for p, port in enumerate(ports)})
-    endpoint = group_endpoint(PROTOCOL, me, n, members=range(n), heartbeat=args.heartbeat,
-                              suspect_after=args.suspect_after, safe=True,
-                              safe_quorum=args.safe_quorum)  # fmt: skip
+    endpoint = group_endpoint(
+        PROTOCOL,
+        me,
+        n,
+        members=range(n),
+        heartbeat=args.heartbeat,
+        suspect_after=args.suspect_after,
+        safe=True,
+        safe_quorum=args.safe_quorum,
+    )
     options: dict[str, Any] = {"listen": socket.socket(fileno=args.fd)}
     if args.sync:
         options.update(checkpoint=os.path.join(args.dir, f"p{me}.ckpt"), sync=True)
@@ -204,15 +211,31 @@ class Members:
             s.listen(64)
             self.socks.append(s)
         ports = ",".join(str(s.getsockname()[1]) for s in self.socks)
-        common = ["--role", "mailroom", "--n", str(n), "--ports", ports, "--dir", self.dir,
-                  "--in-flight", str(setup.in_flight), *(["--sync"] * setup.sync),
-                  "--heartbeat", repr(setup.heartbeat),
-                  "--suspect-after", repr(setup.suspect_after),
-                  "--safe-quorum", setup.safe_quorum]  # fmt: skip
+        common = [
+            "--role",
+            "mailroom",
+            "--n",
+            str(n),
+            "--ports",
+            ports,
+            "--dir",
+            self.dir,
+            "--in-flight",
+            str(setup.in_flight),
+            *(["--sync"] * setup.sync),
+            "--heartbeat",
+            repr(setup.heartbeat),
+            "--suspect-after",
+            repr(setup.suspect_after),
+            "--safe-quorum",
+            setup.safe_quorum,
+        ]
         common += extra
         script = os.path.abspath(__file__)
-        cmds = [[sys.executable, script, "--pid", str(p), "--fd", str(s.fileno()), *common]
-                for p, s in enumerate(self.socks)]  # fmt: skip
+        cmds = [
+            [sys.executable, script, "--pid", str(p), "--fd", str(s.fileno()), *common]
+            for p, s in enumerate(self.socks)
+        ]
         env = dict(os.environ)
         env.setdefault("MAILROOM_KEY", os.urandom(32).hex())
         if setup.pythonpath:
@@ -231,8 +254,9 @@ class Members:
             shutil.rmtree(self.dir, ignore_errors=True)
 
 
-def run_peak(n: int, seconds: float, warmup: float, setup: Setup,
-             profile: str = "") -> dict[str, Any]:  # fmt: skip
+def run_peak(
+    n: int, seconds: float, warmup: float, setup: Setup, profile: str = ""
+) -> dict[str, Any]:
     """One peak run: calls completed per second (summed over the members), their p50
     and p99 latency, the CPU of every process per call, the largest member's memory."""
     extra = ["--seconds", repr(seconds), "--warmup", repr(warmup)]
@@ -243,15 +267,19 @@ def run_peak(n: int, seconds: float, warmup: float, setup: Setup,
         group.start()
         results = group.results(warmup + seconds + 60.0)
     calls = [c for r in results for c in r["calls"]]
-    return {"call_rate": sum(len(r["calls"]) / r["elapsed"] for r in results),
-            "call_p50_ms": 1e3 * rounds.percentile(calls, 0.5),
-            "call_p99_ms": 1e3 * rounds.percentile(calls, 0.99),
-            "cpu_per_call_us": 1e6 * sum(r["cpu"] for r in results) / max(1, len(calls)),
-            "rss_mb": max(r["rss_mb"] for r in results), "failed": 0}  # fmt: skip
+    return {
+        "call_rate": sum(len(r["calls"]) / r["elapsed"] for r in results),
+        "call_p50_ms": 1e3 * rounds.percentile(calls, 0.5),
+        "call_p99_ms": 1e3 * rounds.percentile(calls, 0.99),
+        "cpu_per_call_us": 1e6 * sum(r["cpu"] for r in results) / max(1, len(calls)),
+        "rss_mb": max(r["rss_mb"] for r in results),
+        "failed": 0,
+    }
 
 
-def run_failover(n: int, seconds: float, kill_at: float, setup: Setup = Setup(),
-                 rate: float = 100.0) -> dict[str, Any]:  # fmt: skip
+def run_failover(
+    n: int, seconds: float, kill_at: float, setup: Setup = Setup(), rate: float = 100.0
+) -> dict[str, Any]:
     """Kill P0 (the sequencer and coordinator) ``kill_at`` s into a run of calls at
     ``rate`` per member: the time from the kill to the first completion of a call
     made after it, at any survivor (None if none completed within the run)."""
@@ -264,8 +292,11 @@ def run_failover(n: int, seconds: float, kill_at: float, setup: Setup = Setup(),
         killed = time.monotonic()
         results = group.results(seconds + 30.0, range(1, n))
     after = [done for r in results for sent, done, ok in r["probes"] if ok and sent >= killed]
-    return {"failover_s": (min(after) - killed) if after else None,
-            "rss_mb": max(r["rss_mb"] for r in results), "leader": 0}  # fmt: skip
+    return {
+        "failover_s": (min(after) - killed) if after else None,
+        "rss_mb": max(r["rss_mb"] for r in results),
+        "leader": 0,
+    }
 
 
 if __name__ == "__main__":

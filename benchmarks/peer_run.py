@@ -98,8 +98,13 @@ class Window:
     def result(self) -> dict[str, Any]:
         """Deliveries and CPU within the window (after ``over``)."""
         (t0, cpu0, remote0, all0), (t1, cpu1, remote1, all1) = self.snaps
-        return {"elapsed": t1 - t0, "cpu": cpu1 - cpu0, "remote": remote1 - remote0,
-                "all": all1 - all0, "rss_mb": rss_mb()}  # fmt: skip
+        return {
+            "elapsed": t1 - t0,
+            "cpu": cpu1 - cpu0,
+            "remote": remote1 - remote0,
+            "all": all1 - all0,
+            "rss_mb": rss_mb(),
+        }
 
 
 class Clock:
@@ -124,9 +129,14 @@ class Clock:
         self.delivered[origin][k] = now
 
     def result(self, counts: Counts) -> dict[str, Any]:
-        return {"cpu": time.process_time() - self.cpu0, "remote": counts.remote,
-                "all": counts.all, "rss_mb": rss_mb(), "sent": self.sent,
-                "delivered": {str(o): t for o, t in self.delivered.items()}}  # fmt: skip
+        return {
+            "cpu": time.process_time() - self.cpu0,
+            "remote": counts.remote,
+            "all": counts.all,
+            "rss_mb": rss_mb(),
+            "sent": self.sent,
+            "delivered": {str(o): t for o, t in self.delivered.items()},
+        }
 
 
 def rss_mb() -> float:
@@ -218,15 +228,27 @@ def run_child(main: Callable[[argparse.Namespace], None], args: argparse.Namespa
 class Children:
     """n peer processes of one run, ended (stdin closed, then killed) on ``close``."""
 
-    def __init__(self, cmds: Sequence[list[str]], env: dict[str, str] | None = None,
-                 pass_fds: Sequence[int] = (), timeout: float = 60.0) -> None:  # fmt: skip
+    def __init__(
+        self,
+        cmds: Sequence[list[str]],
+        env: dict[str, str] | None = None,
+        pass_fds: Sequence[int] = (),
+        timeout: float = 60.0,
+    ) -> None:
         self.timeout = timeout
         self.pool = concurrent.futures.ThreadPoolExecutor(max_workers=max(1, len(cmds)))
         self.procs: list[subprocess.Popen[str]] = []
         for cmd in cmds:
-            self.procs.append(subprocess.Popen(
-                cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env,
-                pass_fds=tuple(pass_fds)))  # fmt: skip
+            self.procs.append(
+                subprocess.Popen(
+                    cmd,
+                    stdin=subprocess.PIPE,
+                    stdout=subprocess.PIPE,
+                    text=True,
+                    env=env,
+                    pass_fds=tuple(pass_fds),
+                )
+            )
 
     def _line(self, proc: subprocess.Popen[str], what: str, timeout: float) -> str:
         assert proc.stdout is not None

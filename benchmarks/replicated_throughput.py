@@ -96,9 +96,24 @@ MEASURES = (
     ("cpu_per_call_us", "CPU µs/op", ".0f"),
     ("rss_mb", "RSS MB/member", ".1f"),
 )
-SMOKE = ["--n", "3", "--in-flight", "1,20", "--nobatch-at", "1,20", "--seconds", "1.0",
-         "--warmup", "0.3", "--rounds", "1", "--kill-at", "1.0",
-         "--failover-seconds", "5.0"]  # fmt: skip
+SMOKE = [
+    "--n",
+    "3",
+    "--in-flight",
+    "1,20",
+    "--nobatch-at",
+    "1,20",
+    "--seconds",
+    "1.0",
+    "--warmup",
+    "0.3",
+    "--rounds",
+    "1",
+    "--kill-at",
+    "1.0",
+    "--failover-seconds",
+    "5.0",
+]
 
 
 def peak(system: str, n: int, in_flight: int, args: argparse.Namespace) -> dict[str, Any]:
@@ -109,8 +124,9 @@ def peak(system: str, n: int, in_flight: int, args: argparse.Namespace) -> dict[
     pythonpath = args.baseline_src if system.endswith(BEFORE) else ""
     system = system.removesuffix(BEFORE)
     quorum = "majority" if system == "mailroom-majority" else "all"
-    mine = peer_replicated.Setup(in_flight, sync=system == "mailroom-sync", safe_quorum=quorum,
-                                 pythonpath=pythonpath)  # fmt: skip
+    mine = peer_replicated.Setup(
+        in_flight, sync=system == "mailroom-sync", safe_quorum=quorum, pythonpath=pythonpath
+    )
     return peer_replicated.run_peak(n, args.seconds, args.warmup, mine, args.profile)
 
 
@@ -163,14 +179,18 @@ def systems_at(in_flight: int, args: argparse.Namespace) -> tuple[str, ...]:
     return tuple(s for s in args.systems if s not in skip)
 
 
-def fastest(runs: dict[str, list[dict[str, Any] | None]], setting: str,
-            ) -> list[dict[str, Any] | None]:  # fmt: skip
+def fastest(
+    runs: dict[str, list[dict[str, Any] | None]],
+    setting: str,
+) -> list[dict[str, Any] | None]:
     """Per round, the run of PySyncObj's faster variant at ``setting`` (batching on or
     off, by calls per second): the base of the ratios, its fastest honest setup."""
     on = runs[row_name(BASE, setting)]
     off = runs.get(row_name("pysyncobj-nobatch", setting), [None] * len(on))
-    return [b if a is None or (b is not None and b["call_rate"] > a["call_rate"]) else a
-            for a, b in zip(on, off, strict=True)]  # fmt: skip
+    return [
+        b if a is None or (b is not None and b["call_rate"] > a["call_rate"]) else a
+        for a, b in zip(on, off, strict=True)
+    ]
 
 
 def values(runs: list[dict[str, Any] | None], key: str) -> list[float]:
@@ -188,8 +208,10 @@ def ratio(row: list[float], base: list[float]) -> rounds.Spread:
     return rounds.Spread.of(rounds.ratios([a for a, _ in both], [b for _, b in both]))
 
 
-def summarise(runs: dict[str, list[dict[str, Any] | None]], args: argparse.Namespace,
-              ) -> dict[str, dict[str, Any]]:  # fmt: skip
+def summarise(
+    runs: dict[str, list[dict[str, Any] | None]],
+    args: argparse.Namespace,
+) -> dict[str, dict[str, Any]]:
     """Per setting and measure: each system's spread, and mailroom's ratios to the
     faster PySyncObj variant of each round (fail-over: PySyncObj's default)."""
     out: dict[str, dict[str, Any]] = {}
@@ -207,24 +229,28 @@ def summarise(runs: dict[str, list[dict[str, Any] | None]], args: argparse.Names
             base = values(base_runs, key)
             entry: dict[str, Any] = {"setting": setting, "measure": what, "spec": spec}
             entry["systems"] = {s: spread(v).to_dict() for s, v in per.items()}
-            entry["ratios"] = {s: ratio(v, base).to_dict()
-                               for s, v in per.items() if s not in PYSYNCOBJ}  # fmt: skip
+            entry["ratios"] = {
+                s: ratio(v, base).to_dict() for s, v in per.items() if s not in PYSYNCOBJ
+            }
             out[f"{setting}/{key}"] = entry
     return out
 
 
-def table(n: int, summary: dict[str, dict[str, Any]], flag: str, count: int,
-          systems: list[str]) -> str:  # fmt: skip
+def table(
+    n: int, summary: dict[str, dict[str, Any]], flag: str, count: int, systems: list[str]
+) -> str:
     """The markdown table of size n: medians (min–max) and ratios mailroom / PySyncObj."""
     shown = [s for s in systems if any(s in entry["systems"] for entry in summary.values())]
     mine = [s for s in shown if s not in PYSYNCOBJ]
     head = [label(s) for s in shown] + [f"{label(s)} / PySyncObj" for s in mine]
-    lines = [f"n = {n} members on 127.0.0.1, medians (min–max) over {count} rounds; "
-             "ratios mailroom / PySyncObj per round, to its faster variant of the round "
-             "(ops/s: above 1 is faster; the rest: below 1 is less)"
-             f"{'; ' + flag if flag else ''}",
-             "| in flight per member | measure | " + " | ".join(head) + " |",
-             "|---|---|" + "---|" * len(head)]  # fmt: skip
+    lines = [
+        f"n = {n} members on 127.0.0.1, medians (min–max) over {count} rounds; "
+        "ratios mailroom / PySyncObj per round, to its faster variant of the round "
+        "(ops/s: above 1 is faster; the rest: below 1 is less)"
+        f"{'; ' + flag if flag else ''}",
+        "| in flight per member | measure | " + " | ".join(head) + " |",
+        "|---|---|" + "---|" * len(head),
+    ]
 
     def cell(d: dict[str, float] | None, spec: str) -> str:
         if d is None:
@@ -242,9 +268,12 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--n", default="3,5,7", help="group sizes")
     p.add_argument("--in-flight", default="1,200,2000", help="calls outstanding per member")
-    p.add_argument("--nobatch-at", default="1,200,2000",
-                   help="settings at which PySyncObj runs with appendEntriesUseBatch off too "
-                   "(its docs: for single-request speed); '' for none")  # fmt: skip
+    p.add_argument(
+        "--nobatch-at",
+        default="1,200,2000",
+        help="settings at which PySyncObj runs with appendEntriesUseBatch off too "
+        "(its docs: for single-request speed); '' for none",
+    )
     p.add_argument("--seconds", type=float, default=2.0, help="the measured window")
     p.add_argument("--warmup", type=float, default=0.5)
     p.add_argument("--kill-at", type=float, default=1.5, help="seconds into a fail-over run")
@@ -253,17 +282,26 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--json", default="", help="write every figure, per round, here")
     p.add_argument("--profile", default="", help="cProfile every member into this directory")
     p.add_argument("--smoke", action="store_true", help="tiny settings: a check, not figures")
-    p.add_argument("--gc-freeze", action="store_true",
-                   help="every process of every row, PySyncObj's too, calls gc.freeze() "
-                   "after start-up")  # fmt: skip
-    p.add_argument("--systems", default=",".join(SYSTEMS),
-                   help=f"the rows, comma-separated, PySyncObj's among them (default: all of "
-                   f"{', '.join(SYSTEMS)})")  # fmt: skip
-    p.add_argument("--no-failover", dest="failover", action="store_false",
-                   help="leave the fail-over runs out")  # fmt: skip
-    p.add_argument("--baseline-src", default="",
-                   help="adds a [before] row of every mailroom row, its members importing "
-                   "mailroom from this directory (another checkout's src)")  # fmt: skip
+    p.add_argument(
+        "--gc-freeze",
+        action="store_true",
+        help="every process of every row, PySyncObj's too, calls gc.freeze() after start-up",
+    )
+    p.add_argument(
+        "--systems",
+        default=",".join(SYSTEMS),
+        help=f"the rows, comma-separated, PySyncObj's among them (default: all of "
+        f"{', '.join(SYSTEMS)})",
+    )
+    p.add_argument(
+        "--no-failover", dest="failover", action="store_false", help="leave the fail-over runs out"
+    )
+    p.add_argument(
+        "--baseline-src",
+        default="",
+        help="adds a [before] row of every mailroom row, its members importing "
+        "mailroom from this directory (another checkout's src)",
+    )
     rounds.add_options(p)
     args = p.parse_args(argv)
     if args.smoke:  # the smoke settings, then anything given explicitly after them

@@ -72,8 +72,10 @@ def check_load(args: argparse.Namespace) -> str:
     if one <= args.max_load:
         return ""
     if args.load_policy == "flag":
-        return (f"FLAGGED: 1-minute load {one:.2f} above --max-load {args.max_load:g} "
-                "when the run started; do not quote these figures")  # fmt: skip
+        return (
+            f"FLAGGED: 1-minute load {one:.2f} above --max-load {args.max_load:g} "
+            "when the run started; do not quote these figures"
+        )
     if args.load_policy == "wait":
         deadline = time.monotonic() + args.load_wait
         while one > args.max_load and time.monotonic() < deadline:
@@ -81,9 +83,11 @@ def check_load(args: argparse.Namespace) -> str:
             one = loadavg()[0]
         if one <= args.max_load:
             return ""
-    print(f"refused: 1-minute load {one:.2f} is above --max-load {args.max_load:g} "
-          "(wait for an idle machine, or pass --load-policy flag or wait)",
-          file=sys.stderr)  # fmt: skip
+    print(
+        f"refused: 1-minute load {one:.2f} is above --max-load {args.max_load:g} "
+        "(wait for an idle machine, or pass --load-policy flag or wait)",
+        file=sys.stderr,
+    )
     raise SystemExit(2)
 
 

@@ -157,10 +157,25 @@ class Group:
     def start(self, pid: int, extra: Sequence[str] = (), max_files: int | None = None) -> None:
         """Start process ``pid``; ``max_files`` sets its RLIMIT_NOFILE (soft and hard)."""
         fd = self.socks[pid].fileno()
-        cmd = [sys.executable, "-m", "mailroom.net", "--pid", str(pid), "--peers",
-               str(self.peers), "--listen-fd", str(fd), "--trace", str(self.path("trace", pid)),
-               "--done", str(self.path("done", pid)), "--stats", str(self.path("stats", pid)),
-               *self.args, *extra]  # fmt: skip
+        cmd = [
+            sys.executable,
+            "-m",
+            "mailroom.net",
+            "--pid",
+            str(pid),
+            "--peers",
+            str(self.peers),
+            "--listen-fd",
+            str(fd),
+            "--trace",
+            str(self.path("trace", pid)),
+            "--done",
+            str(self.path("done", pid)),
+            "--stats",
+            str(self.path("stats", pid)),
+            *self.args,
+            *extra,
+        ]
         log = open(self.path("log", pid), "ab")  # noqa: SIM115
         limit = None
         if max_files is not None:

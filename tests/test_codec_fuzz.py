@@ -141,7 +141,7 @@ WORST = {
     "dense 50,000 x 1 matrix": rst(b"\x0b" + varint(50_000) + b"\x01" + b"\x01" * 50_000),
     "dense vector of 50,000": rst(b"\x09" + varint(50_000) + b"\x01" * 50_000),
     "64 levels of lists": rst(b"\x06\x01" * 63 + b"\x06\x00"),
-}  # fmt: skip
+}
 
 
 @pytest.mark.parametrize("data", WORST.values(), ids=list(WORST))

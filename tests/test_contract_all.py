@@ -192,8 +192,17 @@ def _mutations(data: Any, limit: int = 48) -> Iterator[tuple[str, Any, bool]]:
 
 
 #: Group snapshot fields that hold application payloads inside flush logs and packets.
-GROUP_PAYLOADS = ("log", "own", "outbox", "kept", "future", "promises", "value", "accepted",
-                  "last_commit")  # fmt: skip
+GROUP_PAYLOADS = (
+    "log",
+    "own",
+    "outbox",
+    "kept",
+    "future",
+    "promises",
+    "value",
+    "accepted",
+    "last_commit",
+)
 
 
 def _in_payload(path: tuple[Any, ...]) -> bool:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import importlib
 
+import pytest
+
 import mailroom
 
 PROMISED = [
@@ -76,19 +78,65 @@ def test_subpackages_export_what_they_list() -> None:
 #: Exactly the top-level API: adding a name is a decision (update this list), and
 #: known-buggy variants (NaiveTagged and the rest) live in mailroom.testing only.
 TOP_LEVEL = {
-    "Action", "Backpressure", "BroadcastEndpoint", "CBCAST", "CausalityDetector",
-    "CausalityViolation", "ConsumingEndpoint", "DelivVector", "Deliver", "Endpoint",
-    "Fifo", "FlowControlled", "KS", "LamportClock", "LamportTotalOrder", "LocalError",
-    "MailroomError", "Message", "MessageId", "MulticastEndpoint", "Pending", "RST",
-    "Reliable", "RemoteError", "SentMatrix", "Sequencer", "Skeen", "Stable", "Stack",
-    "TaggedCausalBroadcast", "TaggedMessage", "Transmit", "UnicastEndpoint", "Unordered",
-    "VectorClock", "Wait", "__version__", "restore_endpoint",
+    "Action",
+    "Backpressure",
+    "BackpressureError",
+    "BroadcastEndpoint",
+    "CBCAST",
+    "CausalityDetector",
+    "CausalityViolation",
+    "ConsumingEndpoint",
+    "DelivVector",
+    "Deliver",
+    "Endpoint",
+    "Fifo",
+    "FlowControlled",
+    "KS",
+    "LamportClock",
+    "LamportTotalOrder",
+    "LocalError",
+    "MailroomError",
+    "Message",
+    "MessageId",
+    "MulticastEndpoint",
+    "Pending",
+    "RST",
+    "Reliable",
+    "RemoteError",
+    "SentMatrix",
+    "Sequencer",
+    "Skeen",
+    "Stable",
+    "Stack",
+    "TaggedCausalBroadcast",
+    "TaggedMessage",
+    "Transmit",
+    "UnicastEndpoint",
+    "Unordered",
+    "VectorClock",
+    "Wait",
+    "__version__",
+    "restore_endpoint",
     # group membership
-    "Group", "View", "ViewChange", "StateRequest", "Excluded",
+    "Group",
+    "View",
+    "ViewChange",
+    "StateRequest",
+    "Excluded",
     # writing a protocol (docs/writing-a-protocol.md)
-    "EndpointBase", "packet", "Field", "Kind", "COUNTER", "COUNTS", "FLAG", "PID", "PIDS",
-    "POSITIVE", "TIME", "validate",
-}  # fmt: skip
+    "EndpointBase",
+    "packet",
+    "Field",
+    "Kind",
+    "COUNTER",
+    "COUNTS",
+    "FLAG",
+    "PID",
+    "PIDS",
+    "POSITIVE",
+    "TIME",
+    "validate",
+}
 
 
 def test_the_top_level_exports_exactly_the_public_api() -> None:
@@ -117,5 +165,47 @@ def test_restore_endpoint_and_the_registry_live_in_core_with_sim_re_exports() ->
     assert restore_endpoint is registry.restore_endpoint is mailroom.restore_endpoint
     assert sim_registry.PROTOCOLS is registry.PROTOCOLS
     assert sorted(registry.PROTOCOLS) == [
-        "cbcast", "fifo", "ks", "lamport", "rst", "sequencer", "skeen", "tagged", "unordered",
-    ]  # fmt: skip
+        "cbcast",
+        "fifo",
+        "ks",
+        "lamport",
+        "rst",
+        "sequencer",
+        "skeen",
+        "tagged",
+        "unordered",
+    ]
+
+
+def test_the_protocol_author_namespace_holds_the_same_objects_as_the_old_paths() -> None:
+    import mailroom.core
+    import mailroom.lowlevel as low
+
+    for name in ("packet", "EndpointBase", "Field", "Kind", "COUNTER", "PID", "validate"):
+        assert getattr(low, name) is getattr(mailroom, name) is getattr(mailroom.core, name)
+    assert low.hook is mailroom.core.hook and low.hooks is mailroom.core.hooks
+    assert low.register_protocol is mailroom.core.register_protocol
+    assert sorted(low.__all__) == sorted(set(low.__all__))
+    assert all(not name.startswith("_") for name in low.__all__)
+    for name in low.__all__:
+        assert getattr(low, name) is not None, name
+
+
+def test_endpoint_helpers_are_public_and_the_underscore_names_still_work() -> None:
+    from mailroom.core import EndpointBase, LocalError
+
+    base = EndpointBase
+    for public in ("next_id", "next_ids", "check_dest", "check_payload"):
+        assert getattr(base, "_" + public) is getattr(base, public)
+    ep = mailroom.Fifo(0, 3)
+    assert ep.next_id() == mailroom.MessageId(0, 1) and ep.sent_count == 1
+    assert ep.next_ids(3) == mailroom.MessageId(0, 2) and ep.sent_count == 4
+    assert ep._next_id() == mailroom.MessageId(0, 5)  # the 0.2 name
+    assert ep.check_dest(2) == 2
+    with pytest.raises(LocalError):
+        ep.check_dest(3)
+    with pytest.raises(LocalError):
+        ep._check_dest("1")
+    with pytest.raises(LocalError):
+        ep.check_payload(object())
+    assert ep.sent_count == 5  # a refused check counts nothing

@@ -15,10 +15,24 @@ SCRIPT = ROOT / "benchmarks" / "kv_soak.py"
 
 def test_a_short_soak_prints_its_windows_and_ends_with_equal_replicas() -> None:
     done = subprocess.run(
-        [sys.executable, str(SCRIPT), "--minutes", "0.1", "--every", "2", "--clients", "2",
-         "--keys", "20"],
-        capture_output=True, text=True, timeout=300, check=False, cwd=ROOT,
-    )  # fmt: skip
+        [
+            sys.executable,
+            str(SCRIPT),
+            "--minutes",
+            "0.1",
+            "--every",
+            "2",
+            "--clients",
+            "2",
+            "--keys",
+            "20",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+        cwd=ROOT,
+    )
     assert done.returncode == 0, done.stdout + done.stderr
     rows = [line for line in done.stdout.splitlines() if re.match(r"\| \d+ \|", line)]
     assert len(rows) >= 3
@@ -33,7 +47,10 @@ def test_a_short_soak_prints_its_windows_and_ends_with_equal_replicas() -> None:
 def test_bad_arguments_are_one_line() -> None:
     done = subprocess.run(
         [sys.executable, str(SCRIPT), "--clients", "0"],
-        capture_output=True, text=True, timeout=60, check=False,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
     assert done.returncode == 2 and done.stdout == ""
     assert "--clients" in done.stderr.splitlines()[-1]

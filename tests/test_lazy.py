@@ -48,8 +48,9 @@ def _reports(group: Group) -> dict[int, bool]:
 
 def _lazy_marks(n: int, quorum: str, protocol: str) -> dict[int, list[int]]:
     """To whom each member of a fresh safe group of ``n`` sends its reports lazily."""
-    groups = [Group(p, n, protocol, members=range(n), safe=True, safe_quorum=quorum)
-              for p in range(n)]  # fmt: skip
+    groups = [
+        Group(p, n, protocol, members=range(n), safe=True, safe_quorum=quorum) for p in range(n)
+    ]
     return {g.pid: sorted(q for q, z in _reports(g).items() if z) for g in groups}
 
 
@@ -77,8 +78,12 @@ def test_under_a_sequencer_nobody_waits_on_its_reports() -> None:
 
     assert lazy(3, "majority") == {0: [1, 2], 1: [2], 2: [0, 1]}
     assert lazy(5, "majority") == {
-        0: [1, 2, 3, 4], 1: [], 2: [3, 4], 3: [0, 1, 2, 4], 4: [0, 1, 2, 3]
-    }  # fmt: skip
+        0: [1, 2, 3, 4],
+        1: [],
+        2: [3, 4],
+        3: [0, 1, 2, 4],
+        4: [0, 1, 2, 3],
+    }
     assert lazy(3, "all") == {0: [1, 2], 1: [], 2: []}
     assert lazy(5, "all") == {0: [1, 2, 3, 4], 1: [], 2: [], 3: [], 4: []}
 
@@ -109,12 +114,15 @@ def test_acknowledgements_and_a_plain_groups_reports_are_lazy() -> None:
     assert all(not t.lazy for t in seen if t.message_id is not None)
 
 
-def _without_lazy(protocol: str, quorum: str, n: int, senders: list[int], send_now: Any,
-                  pick: Any) -> tuple[list[list[str]], list[Group]]:  # fmt: skip
+def _without_lazy(
+    protocol: str, quorum: str, n: int, senders: list[int], send_now: Any, pick: Any
+) -> tuple[list[list[str]], list[Group]]:
     """Safe groups over Reliable whose network never carries a lazy packet (each is cut
     as it is sent), in the order ``pick`` chooses; what each member delivered."""
-    eps = [Group(p, n, protocol, members=range(n), safe=True, safe_quorum=quorum,
-                 reliable=True) for p in range(n)]  # fmt: skip
+    eps = [
+        Group(p, n, protocol, members=range(n), safe=True, safe_quorum=quorum, reliable=True)
+        for p in range(n)
+    ]
     lazy: set[tuple[int, int, int]] = set()
     kept: list[object] = []  # the lazy packets themselves, so that no id is reused
 
@@ -144,8 +152,14 @@ def test_groups_that_never_get_a_lazy_packet_deliver_everything(
     timer fired (no retransmission, no report asked for again)."""
     n = data.draw(st.integers(3, 5))
     senders = data.draw(st.lists(st.integers(0, n - 1), min_size=1, max_size=6))
-    got, eps = _without_lazy(protocol, quorum, n, senders, lambda: data.draw(st.booleans()),
-                             lambda k: data.draw(st.integers(0, k - 1)))  # fmt: skip
+    got, eps = _without_lazy(
+        protocol,
+        quorum,
+        n,
+        senders,
+        lambda: data.draw(st.booleans()),
+        lambda k: data.draw(st.integers(0, k - 1)),
+    )
     assert all(sorted(g) == sorted(f"m{k}" for k in range(len(senders))) for g in got), got
     assert all(ep.status().waiting_safe == 0 for ep in eps)
     if protocol != "cbcast":
@@ -175,9 +189,16 @@ def _members(socks: list[Any], suspect_after: float, **node: Any) -> list[AsyncR
     table = PeerTable.of({p: f"127.0.0.1:{s.getsockname()[1]}" for p, s in enumerate(socks)})
 
     def member(p: int) -> AsyncReplica:
-        group = group_endpoint("sequencer", p, 3, members=range(3), safe=True,
-                               safe_quorum="majority", heartbeat=suspect_after / 4,
-                               suspect_after=suspect_after)  # fmt: skip
+        group = group_endpoint(
+            "sequencer",
+            p,
+            3,
+            members=range(3),
+            safe=True,
+            safe_quorum="majority",
+            heartbeat=suspect_after / 4,
+            suspect_after=suspect_after,
+        )
         return AsyncReplica(ReplCounter(), group, table, KEY, safe=True, listen=socks[p], **node)
 
     return [member(p) for p in range(3)]

@@ -355,8 +355,13 @@ def test_a_batch_hands_over_what_its_packets_one_by_one_would(
     it hands over the same deliveries, in the same order, as receiving the packets one
     by one would, whatever reports and data Hypothesis puts in the batch."""
     n = data.draw(st.integers(3, 4))
-    sim = Simulation([Group(p, n, "sequencer", members=range(n), safe=True,
-                            safe_quorum=quorum) for p in range(n)], adversarial=True)  # fmt: skip
+    sim = Simulation(
+        [
+            Group(p, n, "sequencer", members=range(n), safe=True, safe_quorum=quorum)
+            for p in range(n)
+        ],
+        adversarial=True,
+    )
     for k, sender in enumerate(data.draw(st.lists(st.integers(0, n - 1), min_size=1, max_size=5))):
         sim.broadcast(sender, f"m{k}")
     for _ in range(data.draw(st.integers(0, 30))):

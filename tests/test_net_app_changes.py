@@ -72,8 +72,18 @@ def test_a_write_of_several_steps_hands_all_their_deliveries_again(tmp_path: Pat
     async def main() -> Path:
         app = Ledger()
         others = [Node(reliable_cbcast(p, 3), table, KEY, listen=socks[p]) for p in (1, 2)]
-        nodes = [Node(reliable_cbcast(0, 3), table, KEY, listen=socks[0], checkpoint=ckpt,
-                      on_deliver=app.deliver, app_state=app.whole), *others]  # fmt: skip
+        nodes = [
+            Node(
+                reliable_cbcast(0, 3),
+                table,
+                KEY,
+                listen=socks[0],
+                checkpoint=ckpt,
+                on_deliver=app.deliver,
+                app_state=app.whole,
+            ),
+            *others,
+        ]
         for node in nodes:
             await node.start()
         for burst in range(3):
@@ -137,9 +147,16 @@ def test_steps_keep_what_the_data_gained_and_a_restart_gives_it_back_failed_writ
         monkeypatch.setattr(CheckpointLog, "wants_compaction", lambda self: self.path == ckpt)
 
     def node0(app: Ledger, checkpoint: Path = ckpt) -> Node:
-        return Node(reliable_cbcast(0, 3), table, KEY, listen=socks[0].dup(), checkpoint=checkpoint,
-                    on_deliver=app.deliver, app_state=app.whole,
-                    app_changes=None if kept == "whole" else app.changes)  # fmt: skip
+        return Node(
+            reliable_cbcast(0, 3),
+            table,
+            KEY,
+            listen=socks[0].dup(),
+            checkpoint=checkpoint,
+            on_deliver=app.deliver,
+            app_state=app.whole,
+            app_changes=None if kept == "whole" else app.changes,
+        )
 
     async def main() -> tuple[list[Any], list[dict[str, Any]], Ledger, list[Any]]:
         app = Ledger()
@@ -194,8 +211,9 @@ def test_a_replica_keeps_its_log_as_entries_and_restarts_from_them(tmp_path: Pat
 
     def replica(p: int, checkpoint: Path) -> AsyncReplica:
         group = Group(p, 2, "sequencer", members=[0, 1], reliable=True, retry=0.1, safe=True)
-        return AsyncReplica(ReplDict(), group, peers, KEY, listen=socks[p].dup(), safe=True,
-                            checkpoint=checkpoint)  # fmt: skip
+        return AsyncReplica(
+            ReplDict(), group, peers, KEY, listen=socks[p].dup(), safe=True, checkpoint=checkpoint
+        )
 
     async def main() -> tuple[list[Any], list[Any], list[dict[str, Any]]]:
         rs = [replica(p, tmp_path / f"r{p}.ckpt") for p in (0, 1)]

@@ -25,13 +25,33 @@ sys.path.append(str(BENCH))  # the benchmarks import each other by name
 
 import rounds  # noqa: E402
 
-TINY = ["--n", "3", "--seconds", "0.2", "--warmup", "0.1", "--rounds", "2",
-        "--latency-rounds", "1", "--latency-seconds", "0.3", "--load-policy", "flag"]  # fmt: skip
+TINY = [
+    "--n",
+    "3",
+    "--seconds",
+    "0.2",
+    "--warmup",
+    "0.1",
+    "--rounds",
+    "2",
+    "--latency-rounds",
+    "1",
+    "--latency-seconds",
+    "0.3",
+    "--load-policy",
+    "flag",
+]
 
 
 def run(script: str, *args: str, env: dict[str, str] | None = None) -> str:
-    return subprocess.run([sys.executable, str(BENCH / script), *args], capture_output=True,
-                          text=True, timeout=900, check=True, env=env).stdout  # fmt: skip
+    return subprocess.run(
+        [sys.executable, str(BENCH / script), *args],
+        capture_output=True,
+        text=True,
+        timeout=900,
+        check=True,
+        env=env,
+    ).stdout
 
 
 def net(tmp_path: Path, *args: str, env: dict[str, str] | None = None) -> tuple[str, Any]:
@@ -72,8 +92,7 @@ def test_ratios_are_taken_per_round_and_summarised_by_their_median() -> None:
     assert rounds.Spread.of([2.0]).text(".1f") == "2.0"
 
 
-def test_a_run_above_the_load_limit_is_refused_or_flagged(monkeypatch: Any,
-                                                          capsys: Any) -> None:  # fmt: skip
+def test_a_run_above_the_load_limit_is_refused_or_flagged(monkeypatch: Any, capsys: Any) -> None:
     monkeypatch.setattr(rounds, "loadavg", lambda: (3.5, 2.0, 1.0))
     args = type("Args", (), {"max_load": 1.0, "load_policy": "refuse", "load_wait": 0.0})()
     with pytest.raises(SystemExit) as exit_:
@@ -99,8 +118,12 @@ def test_a_process_cpu_is_read_from_proc() -> None:
 @pytest.mark.slow
 @pytest.mark.parametrize("script", ["net_throughput.py", "bench_delivery.py"])
 def test_the_command_line_refuses_a_loaded_machine(script: str) -> None:
-    proc = subprocess.run([sys.executable, str(BENCH / script), "--max-load", "-1"],
-                          capture_output=True, text=True, timeout=120)  # fmt: skip
+    proc = subprocess.run(
+        [sys.executable, str(BENCH / script), "--max-load", "-1"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert proc.returncode == 2 and proc.stderr.startswith("refused: 1-minute load")
     assert len(proc.stderr.strip().splitlines()) == 1
 
@@ -163,8 +186,11 @@ def test_without_a_redis_server_the_row_is_skipped_with_a_reason(tmp_path: Path)
     env = dict(os.environ, PATH="/nonexistent")
     out, size = net(tmp_path, "--systems", "redis,plain", "--loads", "", env=env)
     # without redis-py the package is named first; without the server, the PATH
-    assert re.search(r"Redis Streams row skipped: (redis-server is not on PATH|Python package "
-                     r"'(redis|hiredis)' is missing); install it with", out), out  # fmt: skip
+    assert re.search(
+        r"Redis Streams row skipped: (redis-server is not on PATH|Python package "
+        r"'(redis|hiredis)' is missing); install it with",
+        out,
+    ), out
     assert list(size["summary"]) == ["plain"]
 
 
@@ -172,8 +198,15 @@ def test_without_a_redis_server_the_row_is_skipped_with_a_reason(tmp_path: Path)
 def test_the_pysyncobj_rows_count_applied_commands(tmp_path: Path) -> None:
     if why := pysyncobj_missing():
         pytest.skip(why)
-    out, size = net(tmp_path, "--systems", "pysyncobj,Sequencer", "--batch", "1",
-                    "--pysyncobj-in-flight", "20,20:nobatch")  # fmt: skip
+    out, size = net(
+        tmp_path,
+        "--systems",
+        "pysyncobj,Sequencer",
+        "--batch",
+        "1",
+        "--pysyncobj-in-flight",
+        "20,20:nobatch",
+    )
     table = size["summary"]
     assert "PySyncObj (Raft), 20 in flight, appendEntriesUseBatch off" in out
     for row in ("pysyncobj@20", "pysyncobj@20:nobatch"):
@@ -183,15 +216,18 @@ def test_the_pysyncobj_rows_count_applied_commands(tmp_path: Path) -> None:
         # a command applied at each of the 3 replicas: 2 remote deliveries, 3 in all
         assert f["ordered_rate"]["median"] == pytest.approx(f["remote_rate"]["median"] / 2, rel=0.5)
     # the ratio is to the faster of the two PySyncObj rows in each round
-    fastest = max(table["pysyncobj@20"]["vs_pysyncobj"]["max"],
-                  table["pysyncobj@20:nobatch"]["vs_pysyncobj"]["max"])  # fmt: skip
+    fastest = max(
+        table["pysyncobj@20"]["vs_pysyncobj"]["max"],
+        table["pysyncobj@20:nobatch"]["vs_pysyncobj"]["max"],
+    )
     assert fastest == 1.0 and table["Sequencer"]["vs_pysyncobj"]["median"] > 0
 
 
 @pytest.mark.slow
 def test_a_baseline_adds_before_rows_one_per_call_and_batched(tmp_path: Path) -> None:
-    out, size = net(tmp_path, "--systems", "CBCAST", "--loads", "",
-                    "--baseline-src", str(ROOT / "src"))  # fmt: skip
+    out, size = net(
+        tmp_path, "--systems", "CBCAST", "--loads", "", "--baseline-src", str(ROOT / "src")
+    )
     for row in ("CBCAST", "CBCAST@batch", "CBCAST@before", "CBCAST@batch-before"):
         assert size["summary"][row]["remote_rate"]["median"] > 0
     assert "Stack(Reliable, CBCAST) broadcast_many(64) [before]" in out
@@ -228,12 +264,27 @@ def test_pysyncobj_fail_over_after_the_leader_is_killed() -> None:
 
 @pytest.mark.slow
 def test_bench_delivery_prints_every_protocol_against_a_no_op(tmp_path: Path) -> None:
-    out = run("bench_delivery.py", "--burst", "50", "--sizes", "3", "8", "--rounds", "2",
-              "--load-policy", "flag", "--json", str(tmp_path / "d.json"))  # fmt: skip
+    out = run(
+        "bench_delivery.py",
+        "--burst",
+        "50",
+        "--sizes",
+        "3",
+        "8",
+        "--rounds",
+        "2",
+        "--load-policy",
+        "flag",
+        "--json",
+        str(tmp_path / "d.json"),
+    )
     rows = json.loads((tmp_path / "d.json").read_text())["rows"]
     names = {(r["protocol"], r["n"]) for r in rows}
-    assert names == {(p, n) for p in ("no-op", "Unordered", "Fifo", "CBCAST", "KS", "RST",
-                                      "Fifo/64", "CBCAST/64") for n in (3, 8)}  # fmt: skip
+    assert names == {
+        (p, n)
+        for p in ("no-op", "Unordered", "Fifo", "CBCAST", "KS", "RST", "Fifo/64", "CBCAST/64")
+        for n in (3, 8)
+    }
     for r in rows:
         assert r["in_order_us"]["min"] > 0 and r["reverse_us"]["min"] > 0
         if r["protocol"] == "no-op":

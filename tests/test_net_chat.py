@@ -33,13 +33,29 @@ class Terminal:
     """A chat process with its stdin and a thread collecting its stdout lines."""
 
     def __init__(self, pid: int, peers: Path, fd: int, extra: list[str]) -> None:
-        cmd = [sys.executable, "-m", "examples.chat", "--pid", str(pid), "--peers", str(peers),
-               "--listen-fd", str(fd), *extra]  # fmt: skip
+        cmd = [
+            sys.executable,
+            "-m",
+            "examples.chat",
+            "--pid",
+            str(pid),
+            "--peers",
+            str(peers),
+            "--listen-fd",
+            str(fd),
+            *extra,
+        ]
         env = {**os.environ, "PYTHONPATH": str(ROOT)}
         self.proc = subprocess.Popen(
-            cmd, cwd=ROOT, env=env, pass_fds=(fd,), text=True,
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-        )  # fmt: skip
+            cmd,
+            cwd=ROOT,
+            env=env,
+            pass_fds=(fd,),
+            text=True,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+        )
         self.lines: list[str] = []
         self._q: queue.Queue[str] = queue.Queue()
         threading.Thread(target=self._read, daemon=True).start()
@@ -71,8 +87,11 @@ def test_carol_sees_the_story_in_causal_order(tmp_path: Path) -> None:
     (tmp_path / "group.key").write_bytes(KEY)
     lines = ['key_file = "group.key"']
     for pid, s in enumerate(socks):
-        lines += [f"[peers.{pid}]", f'name = "{NAMES[pid]}"',
-                  f'address = "{HOST}:{s.getsockname()[1]}"']  # fmt: skip
+        lines += [
+            f"[peers.{pid}]",
+            f'name = "{NAMES[pid]}"',
+            f'address = "{HOST}:{s.getsockname()[1]}"',
+        ]
     peers = tmp_path / "peers.toml"
     peers.write_text("\n".join(lines) + "\n")
     terms: list[Terminal] = []

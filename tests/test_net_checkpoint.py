@@ -150,8 +150,18 @@ def test_a_hostile_checkpoint_is_one_line_and_exit_2(
     ckpt = tmp_path / "c0"
     ckpt.write_bytes(HOSTILE[name])
     try:
-        code = cli.main(["--pid", "0", "--peers", str(peers), "--checkpoint", str(ckpt),
-                         "--listen-fd", str(os.dup(socks[0].fileno()))])  # fmt: skip
+        code = cli.main(
+            [
+                "--pid",
+                "0",
+                "--peers",
+                str(peers),
+                "--checkpoint",
+                str(ckpt),
+                "--listen-fd",
+                str(os.dup(socks[0].fileno())),
+            ]
+        )
     finally:
         for s in socks:
             s.close()
@@ -172,8 +182,18 @@ def test_a_directory_or_a_damaged_log_is_one_line_and_exit_2(
     log_of(ckpt).write_bytes(b'00000000 {"epoch":1}\nnot a line\n00000000 {}\n')
     try:
         for path in [tmp_path / "dir", ckpt]:
-            code = cli.main(["--pid", "0", "--peers", str(peers), "--checkpoint", str(path),
-                             "--listen-fd", str(os.dup(socks[0].fileno()))])  # fmt: skip
+            code = cli.main(
+                [
+                    "--pid",
+                    "0",
+                    "--peers",
+                    str(peers),
+                    "--checkpoint",
+                    str(path),
+                    "--listen-fd",
+                    str(os.dup(socks[0].fileno())),
+                ]
+            )
             err = capsys.readouterr().err
             assert code == 2 and err.startswith("error: ") and err.count("\n") == 1, err
     finally:
@@ -189,9 +209,15 @@ def test_after_a_crash_the_last_steps_deliveries_are_handed_again_with_the_app_s
     ckpt = tmp_path / "p0.ckpt"
 
     async def run(got: list[Any], close: bool) -> Node:
-        node = Node(CBCAST(0, 1), table, KEY, listen=socks[0].dup(), checkpoint=ckpt,
-                    on_deliver=lambda m: got.append(m.payload),
-                    app_state=lambda: {"handled": len(got)})  # fmt: skip
+        node = Node(
+            CBCAST(0, 1),
+            table,
+            KEY,
+            listen=socks[0].dup(),
+            checkpoint=ckpt,
+            on_deliver=lambda m: got.append(m.payload),
+            app_state=lambda: {"handled": len(got)},
+        )
         await node.start()
         if not close:
             node.broadcast("a")
@@ -242,8 +268,9 @@ def _logged_run(tmp_path: Path) -> tuple[Path, Any, list[Any]]:
             if t.to == 0:
                 got = ["r", base64.b64encode(encode(t.packet)).decode()]
                 wire += [a for a in replay_op(eps[0], got) if isinstance(a, Transmit)]
-                ckpt.append([{"ops": [got], "trace": 0, "trace_bytes": 0, "sent": 0,
-                              "delivered": 0}])  # fmt: skip
+                ckpt.append(
+                    [{"ops": [got], "trace": 0, "trace_bytes": 0, "sent": 0, "delivered": 0}]
+                )
                 states.append(eps[0].snapshot())
             else:
                 wire += [a for a in eps[t.to].receive(t.packet) if isinstance(a, Transmit)]

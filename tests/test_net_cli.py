@@ -17,10 +17,25 @@ from .net_support import listening_sockets, write_group
 
 
 def _args(folder: Path, peers: Path, pid: int, fd: int, extra: list[str]) -> list[str]:
-    return ["--pid", str(pid), "--peers", str(peers), "--listen-fd", str(os.dup(fd)),
-            "--trace", str(folder / f"t{pid}"), "--stats", str(folder / f"s{pid}"),
-            "--done", str(folder / f"d{pid}"), "--checkpoint", str(folder / f"c{pid}"),
-            "--rto", "0.2", *extra]  # fmt: skip
+    return [
+        "--pid",
+        str(pid),
+        "--peers",
+        str(peers),
+        "--listen-fd",
+        str(os.dup(fd)),
+        "--trace",
+        str(folder / f"t{pid}"),
+        "--stats",
+        str(folder / f"s{pid}"),
+        "--done",
+        str(folder / f"d{pid}"),
+        "--checkpoint",
+        str(folder / f"c{pid}"),
+        "--rto",
+        "0.2",
+        *extra,
+    ]
 
 
 def _group(folder: Path, peers: Path, fds: list[int], extra: list[str]) -> None:
@@ -90,8 +105,12 @@ def test_an_encrypted_group_runs_from_the_command_line(tmp_path: Path) -> None:
     socks = listening_sockets(2)
     peers = write_group(tmp_path, socks)
     try:
-        _group(tmp_path, peers, [s.fileno() for s in socks],
-               ["--count", "5", "--expect", "10", "--encrypt", "--sync"])  # fmt: skip
+        _group(
+            tmp_path,
+            peers,
+            [s.fileno() for s in socks],
+            ["--count", "5", "--expect", "10", "--encrypt", "--sync"],
+        )
         stats = json.loads((tmp_path / "s1").read_text())
         assert stats["delivered"] == stats["handed"] == 10 and stats["bad_mac"] == 0
     finally:

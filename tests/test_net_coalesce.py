@@ -62,8 +62,10 @@ async def _started(protocol: str, got: list[list[Message]], **options: Any) -> l
     """Three connected nodes of ``protocol`` over Reliable, delivering into ``got``."""
     socks = listening_sockets(3)
     table = table_of(socks)
-    nodes = [Node(_stack(protocol, p), table, KEY, listen=socks[p], on_deliver=got[p].append,
-                  **options) for p in range(3)]  # fmt: skip
+    nodes = [
+        Node(_stack(protocol, p), table, KEY, listen=socks[p], on_deliver=got[p].append, **options)
+        for p in range(3)
+    ]
     for node in nodes:
         await node.start()
     await _until(lambda: all(node.stats.connected == 2 for node in nodes))
@@ -109,8 +111,9 @@ def _scraped(node: Node) -> tuple[float, float, float]:
     from prometheus_client.parser import text_string_to_metric_families
 
     body, _ = metrics_routes(node)["/metrics"]()
-    found = {s.name: s.value for f in text_string_to_metric_families(body.decode())
-             for s in f.samples}  # fmt: skip
+    found = {
+        s.name: s.value for f in text_string_to_metric_families(body.decode()) for s in f.samples
+    }
     names = ("steps", "data_frames_out", "frames_out")
     steps, frames, packets = (found[f"mailroom_{name}_total"] for name in names)
     return steps, frames, packets
@@ -187,15 +190,18 @@ def test_linger_holds_a_lot_until_flush_or_close(tmp_path: Path) -> None:
     trace = tmp_path / "t0.jsonl"
 
     async def closing() -> None:
-        node = Node(_stack("cbcast", 0), table_of(socks), KEY, listen=socks[0], trace=trace,
-                    linger=3600.0)  # fmt: skip
+        node = Node(
+            _stack("cbcast", 0), table_of(socks), KEY, listen=socks[0], trace=trace, linger=3600.0
+        )
         await node.start()
         node.broadcast("held")
         await node.close()
 
     asyncio.run(closing())
-    assert [(e.kind, e.payload) for e in read_jsonl(trace)] == [("send", "held"),
-                                                                 ("deliver", "held")]  # fmt: skip
+    assert [(e.kind, e.payload) for e in read_jsonl(trace)] == [
+        ("send", "held"),
+        ("deliver", "held"),
+    ]
 
 
 @pytest.mark.parametrize("bad", [-1.0, float("nan"), float("inf"), True, "1"])
@@ -217,8 +223,9 @@ def test_sends_that_come_fast_are_gathered_across_turns(gap: float) -> None:
     async def main() -> list[Any]:
         got: list[Message] = []
         # a bare CBCAST: no timer of the reliable layer's takes a lot early
-        node = Node(CBCAST(0, 3), table_of(socks), KEY, listen=socks[0],
-                    on_deliver=got.append, busy_gap=gap)  # fmt: skip
+        node = Node(
+            CBCAST(0, 3), table_of(socks), KEY, listen=socks[0], on_deliver=got.append, busy_gap=gap
+        )
         await node.start()
         for _ in range(3):  # the node's first look at itself, at start
             await asyncio.sleep(0)
@@ -255,8 +262,11 @@ def test_a_bad_send_fails_at_its_call_and_the_lot_goes_on() -> None:
         node = nodes[0]
         first = node.broadcast("a")
         errors = []
-        for bad in (lambda: node.broadcast(b"bytes"), lambda: node.send("x", to=1),
-                    lambda: node.broadcast_many(["fine", float("nan")])):  # fmt: skip
+        for bad in (
+            lambda: node.broadcast(b"bytes"),
+            lambda: node.send("x", to=1),
+            lambda: node.broadcast_many(["fine", float("nan")]),
+        ):
             with pytest.raises(LocalError) as info:
                 bad()
             errors.append(str(info.value))
@@ -308,9 +318,18 @@ def _run(protocol: str, folder: Path, coalesce: bool) -> tuple[list[list[Message
     counts = _expected(protocol)
 
     async def main() -> tuple[list[list[MessageId]], list[tuple[int, int]]]:
-        nodes = [Node(_stack(protocol, p), table, KEY, listen=socks[p], coalesce=coalesce,
-                      trace=folder / f"t{p}.jsonl", checkpoint=folder / f"c{p}")
-                 for p in range(3)]  # fmt: skip
+        nodes = [
+            Node(
+                _stack(protocol, p),
+                table,
+                KEY,
+                listen=socks[p],
+                coalesce=coalesce,
+                trace=folder / f"t{p}.jsonl",
+                checkpoint=folder / f"c{p}",
+            )
+            for p in range(3)
+        ]
         for node in nodes:
             await node.start()
         await _until(lambda: all(node.stats.connected == 2 for node in nodes))
@@ -330,8 +349,9 @@ def _run(protocol: str, folder: Path, coalesce: bool) -> tuple[list[list[Message
 
 
 def _events(folder: Path, p: int, kind: str) -> list[tuple[Any, ...]]:
-    return [(e.message, e.dest, e.payload) for e in read_jsonl(folder / f"t{p}.jsonl")
-            if e.kind == kind]  # fmt: skip
+    return [
+        (e.message, e.dest, e.payload) for e in read_jsonl(folder / f"t{p}.jsonl") if e.kind == kind
+    ]
 
 
 @pytest.mark.parametrize("protocol", sorted(TOPS))
@@ -404,8 +424,16 @@ def _alone(protocol: str, calls: list[tuple[Any, ...]], folder: Path, coalesce: 
     trace, ckpt = folder / f"t{coalesce}.jsonl", folder / f"c{coalesce}"
 
     async def main() -> list[Any]:
-        node = Node(_stack(protocol, 0, window=1000), table, KEY, listen=socks[0],
-                    trace=trace, checkpoint=ckpt, coalesce=coalesce, busy_gap=0.0)  # fmt: skip
+        node = Node(
+            _stack(protocol, 0, window=1000),
+            table,
+            KEY,
+            listen=socks[0],
+            trace=trace,
+            checkpoint=ckpt,
+            coalesce=coalesce,
+            busy_gap=0.0,
+        )
         await node.start()
         out = await _calls(node, calls)
         await node.close()
@@ -473,15 +501,26 @@ def test_a_crash_before_the_turn_ends_loses_the_lot_as_if_never_sent(tmp_path: P
     ckpt, trace = tmp_path / "c0", tmp_path / "t0.jsonl"
     addresses = ",".join(table.entries()[p] for p in range(3))
     fd = socks[0].fileno()
-    subprocess.run([sys.executable, "-c", CRASH, addresses, KEY.decode(), str(fd), str(ckpt),
-                    str(trace)], pass_fds=(fd,), check=True, timeout=120)  # fmt: skip
+    subprocess.run(
+        [sys.executable, "-c", CRASH, addresses, KEY.decode(), str(fd), str(ckpt), str(trace)],
+        pass_fds=(fd,),
+        check=True,
+        timeout=120,
+    )
     written = [(e.kind, e.payload) for e in live_events(trace)]
     assert written == [(kind, f"kept {k}") for kind in ("send", "deliver") for k in range(5)]
 
     async def again() -> Node:
         # the peers are away: the restart hears nobody for the handshake's time
-        node = Node(_stack("cbcast", 0), table, KEY, listen=socks[0], checkpoint=ckpt,
-                    trace=trace, handshake_timeout=0.5)  # fmt: skip
+        node = Node(
+            _stack("cbcast", 0),
+            table,
+            KEY,
+            listen=socks[0],
+            checkpoint=ckpt,
+            trace=trace,
+            handshake_timeout=0.5,
+        )
         assert (node.stats.sent, node.endpoint.sent_count) == (5, 5)  # the lot never was
         await node.start()
         assert node.broadcast("after the crash") == MessageId(0, 6)
@@ -491,8 +530,10 @@ def test_a_crash_before_the_turn_ends_loses_the_lot_as_if_never_sent(tmp_path: P
     asyncio.run(again())
     events = read_jsonl(trace)
     sends = [(e.message, e.payload) for e in events if e.kind == "send"]
-    assert sends == [*((MessageId(0, k + 1), f"kept {k}") for k in range(5)),
-                     (MessageId(0, 6), "after the crash")]  # fmt: skip
+    assert sends == [
+        *((MessageId(0, k + 1), f"kept {k}") for k in range(5)),
+        (MessageId(0, 6), "after the crash"),
+    ]
     assert len({e.message for e in events if e.kind == "deliver"}) == 6  # none twice
 
 
@@ -539,10 +580,18 @@ def test_a_lot_is_taken_before_anything_else_happens(tmp_path: Path) -> None:
             got[0].append(m)
             steps.append(nodes[0].stats.steps)
 
-        nodes = [Node(_stack("cbcast", p), table, KEY, listen=socks[p],
-                      on_deliver=delivered if p == 0 else got[p].append,
-                      linger=3600.0 if p == 0 else 0.0, trace=tmp_path / f"t{p}.jsonl")
-                 for p in range(3)]  # fmt: skip
+        nodes = [
+            Node(
+                _stack("cbcast", p),
+                table,
+                KEY,
+                listen=socks[p],
+                on_deliver=delivered if p == 0 else got[p].append,
+                linger=3600.0 if p == 0 else 0.0,
+                trace=tmp_path / f"t{p}.jsonl",
+            )
+            for p in range(3)
+        ]
         for node in nodes:
             await node.start()
         await _until(lambda: all(node.stats.connected == 2 for node in nodes))
@@ -563,8 +612,10 @@ def test_a_lot_is_taken_before_anything_else_happens(tmp_path: Path) -> None:
     assert rows[:2] == [("send", "waiting"), ("deliver", "waiting")]
     assert rows.index(("receive", None)) > 1
     assert [e.seq for e in events] == list(range(1, len(events) + 1))  # numbered in order
-    report = check([e for p in range(3) for e in read_jsonl(tmp_path / f"t{p}.jsonl")],
-                   ["integrity", "fifo", "causal", "liveness"])  # fmt: skip
+    report = check(
+        [e for p in range(3) for e in read_jsonl(tmp_path / f"t{p}.jsonl")],
+        ["integrity", "fifo", "causal", "liveness"],
+    )
     assert report.ok, report.summary()
 
 
@@ -582,8 +633,13 @@ def test_an_endpoint_that_refuses_a_lot_after_the_calls_is_reported(
 
     async def main() -> tuple[list[MessageId], list[Message], Any, int]:
         got: list[Message] = []
-        node = Node(Stack(Reliable(0, 3), _NoBatches(0, 3)), table_of(socks), KEY,
-                    listen=socks[0], on_deliver=got.append)  # fmt: skip
+        node = Node(
+            Stack(Reliable(0, 3), _NoBatches(0, 3)),
+            table_of(socks),
+            KEY,
+            listen=socks[0],
+            on_deliver=got.append,
+        )
         await node.start()
         mids = [node.broadcast(k) for k in range(3)]
         await asyncio.sleep(0)
@@ -608,14 +664,25 @@ def test_a_process_killed_while_it_sends_in_lots_loses_nothing_and_hands_nothing
     mid-run and restarted from its checkpoint: every message is delivered once at every
     process, no id is sent twice, and ``mailroom check`` finds the traces clean."""
     count = 300
-    args = ["--protocol", "cbcast", "--count", str(count), "--expect", str(3 * count),
-            "--rto", "0.2"]  # fmt: skip
+    args = [
+        "--protocol",
+        "cbcast",
+        "--count",
+        str(count),
+        "--expect",
+        str(3 * count),
+        "--rto",
+        "0.2",
+    ]
     with group(tmp_path, 3, args) as g:
         for pid in range(3):
             g.start(pid, ["--checkpoint", str(g.path("checkpoint", pid))])
         trace = g.path("trace", 1)
-        wait_for(lambda: trace.exists() and trace.read_text().count('"deliver"') >= 100, 60,
-                 "P1 to deliver 100 messages")  # fmt: skip
+        wait_for(
+            lambda: trace.exists() and trace.read_text().count('"deliver"') >= 100,
+            60,
+            "P1 to deliver 100 messages",
+        )
         g.kill(1)
         g.start(1, ["--checkpoint", str(g.path("checkpoint", 1))])
         g.wait_done(120)
@@ -692,8 +759,14 @@ def test_a_lazy_packet_to_a_slow_link_still_gets_its_timer() -> None:
     socks = listening_sockets(3)
 
     async def main() -> list[Any]:
-        node = Node(_stack("cbcast", 0), table_of(socks), KEY, listen=socks[0],
-                    lazy_wait=3600, delays={1: 0.001})  # fmt: skip
+        node = Node(
+            _stack("cbcast", 0),
+            table_of(socks),
+            KEY,
+            listen=socks[0],
+            lazy_wait=3600,
+            delays={1: 0.001},
+        )
         link = Link(node.transport, 1)
         link.push(b"ack", None, fr.CONTROL, "a", True)
         before = [len(link.lazy), link._held is None]  # still on its way to the outbox

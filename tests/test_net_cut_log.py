@@ -55,8 +55,18 @@ def _kill_with_a_long_log(g: Group, victim: int, lines: int) -> tuple[Path, byte
 
 def test_a_log_cut_at_any_line_is_refused_or_restores_what_was_acted_on(tmp_path: Path) -> None:
     count = 60
-    args = ["--protocol", "cbcast", "--count", str(count), "--expect", str(3 * count),
-            "--interval", "0.02", "--rto", "0.2"]  # fmt: skip
+    args = [
+        "--protocol",
+        "cbcast",
+        "--count",
+        str(count),
+        "--expect",
+        str(3 * count),
+        "--interval",
+        "0.02",
+        "--rto",
+        "0.2",
+    ]
     with group(tmp_path, 3, args) as g:
         for pid in range(3):
             g.start(pid, ["--checkpoint", str(g.path("checkpoint", pid))])
@@ -108,8 +118,9 @@ def _finished(g: Group, count: int) -> bool:
     for p, events in traces.items():
         if not any(e.kind == "send" and e.payload == {"from": p, "k": count} for e in events):
             return False
-    last = {p: max((e.view for e in t if e.kind == "view"), default=None) for p, t in
-            traces.items()}  # fmt: skip
+    last = {
+        p: max((e.view for e in t if e.kind == "view"), default=None) for p, t in traces.items()
+    }
     if len(set(last.values())) != 1 or None in last.values():
         return False
     final = last[0]
@@ -122,8 +133,20 @@ def _finished(g: Group, count: int) -> bool:
 
 def test_a_group_member_whose_log_was_cut_rejoins_as_a_new_incarnation(tmp_path: Path) -> None:
     count = 80
-    args = ["--protocol", "cbcast", "--count", str(count), "--interval", "0.03",
-            "--heartbeat", "0.1", "--suspect-after", "1.5", "--rto", "0.2"]  # fmt: skip
+    args = [
+        "--protocol",
+        "cbcast",
+        "--count",
+        str(count),
+        "--interval",
+        "0.03",
+        "--heartbeat",
+        "0.1",
+        "--suspect-after",
+        "1.5",
+        "--rto",
+        "0.2",
+    ]
     with group(tmp_path, 3, args) as g:
         for pid in range(3):
             g.start(pid, ["--members", "0,1,2", "--checkpoint", str(g.path("checkpoint", pid))])

@@ -51,17 +51,36 @@ class Seeded(Group):
 
     def start(self, pid: int, extra: Sequence[str] = (), max_files: int | None = None) -> None:
         fd = self.socks[pid].fileno()
-        cmd = [sys.executable, "-m", "mailroom", "node", "--pid", str(pid), "--size",
-               str(self.n), "--key-file", str(self.folder / "group.key"), "--listen-fd",
-               str(fd), "--trace", str(self.path("trace", pid)), "--stats",
-               str(self.path("stats", pid)), *self.args, *extra]  # fmt: skip
+        cmd = [
+            sys.executable,
+            "-m",
+            "mailroom",
+            "node",
+            "--pid",
+            str(pid),
+            "--size",
+            str(self.n),
+            "--key-file",
+            str(self.folder / "group.key"),
+            "--listen-fd",
+            str(fd),
+            "--trace",
+            str(self.path("trace", pid)),
+            "--stats",
+            str(self.path("stats", pid)),
+            *self.args,
+            *extra,
+        ]
         log = open(self.path("log", pid), "ab")  # noqa: SIM115
         self.procs[pid] = subprocess.Popen(cmd, pass_fds=(fd,), stdout=log, stderr=log)
         log.close()
 
     def views(self, pid: int) -> list[tuple[int, tuple[int, ...]]]:
-        return [(e.message.seq, e.dest) for e in live_events(self.path("trace", pid))
-                if e.kind == "view"]  # fmt: skip
+        return [
+            (e.message.seq, e.dest)
+            for e in live_events(self.path("trace", pid))
+            if e.kind == "view"
+        ]
 
     def printed(self, pid: int, prefix: str) -> str | None:
         """The address a process printed after ``prefix`` (its status or metrics)."""
@@ -93,9 +112,20 @@ def _settled(g: Seeded, count: int) -> bool:
 @pytest.mark.slow
 def test_a_group_grows_from_three_to_six_members_by_seed_address(tmp_path: Path) -> None:
     count = 20
-    args = ["--protocol", "cbcast", "--count", str(count), "--interval", "0.05",
-            "--heartbeat", str(HEARTBEAT), "--suspect-after", str(SUSPECT_AFTER),
-            "--rto", "0.2"]  # fmt: skip
+    args = [
+        "--protocol",
+        "cbcast",
+        "--count",
+        str(count),
+        "--interval",
+        "0.05",
+        "--heartbeat",
+        str(HEARTBEAT),
+        "--suspect-after",
+        str(SUSPECT_AFTER),
+        "--rto",
+        "0.2",
+    ]
     g = Seeded(tmp_path, 6, args)
     try:
         founders = ",".join(g.address[:3])
@@ -116,17 +146,29 @@ def test_a_group_grows_from_three_to_six_members_by_seed_address(tmp_path: Path)
         status = g.printed(0, "status at ")
         metrics = g.printed(0, "metrics at ")
         assert status is not None and metrics is not None
-        shown = subprocess.run([sys.executable, "-m", "mailroom", "status", status],
-                               capture_output=True, text=True, timeout=60, check=False)  # fmt: skip
+        shown = subprocess.run(
+            [sys.executable, "-m", "mailroom", "status", status],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
         assert shown.returncode == 0, shown.stderr
         final = g.views(0)[-1][0]
         assert f"in view {final} [0, 1, 2, 3, 4, 5]" in shown.stdout, shown.stdout
-        assert re.search(r"members and incarnations: P0#\d+, P1#\d+, P2#\d+, P3#0, P4#0, P5#0",
-                         shown.stdout), shown.stdout  # fmt: skip
+        assert re.search(
+            r"members and incarnations: P0#\d+, P1#\d+, P2#\d+, P3#0, P4#0, P5#0", shown.stdout
+        ), shown.stdout
         assert "quorum: LOST" not in shown.stdout
-        data = json.loads(subprocess.run(
-            [sys.executable, "-m", "mailroom", "status", "--json", status],
-            capture_output=True, text=True, timeout=60, check=True).stdout)  # fmt: skip
+        data = json.loads(
+            subprocess.run(
+                [sys.executable, "-m", "mailroom", "status", "--json", status],
+                capture_output=True,
+                text=True,
+                timeout=60,
+                check=True,
+            ).stdout
+        )
         assert data["group"]["view"]["members"] == list(range(6)) and data["growable"]
         assert {link["peer"] for link in data["links"] if link["connected"]} == {1, 2, 3, 4, 5}
         assert data["addresses"] == {str(p): g.address[p] for p in range(6)}
@@ -148,7 +190,10 @@ def test_a_group_grows_from_three_to_six_members_by_seed_address(tmp_path: Path)
         assert "view_agreement" in checked.stdout
         joiners = {p: g.views(p)[0] for p in range(3, 6)}
         assert [members for _, members in joiners.values()] == [
-            (0, 1, 2, 3), (0, 1, 2, 3, 4), (0, 1, 2, 3, 4, 5)]  # fmt: skip
+            (0, 1, 2, 3),
+            (0, 1, 2, 3, 4),
+            (0, 1, 2, 3, 4, 5),
+        ]
     finally:
         g.cleanup()
 
@@ -167,8 +212,20 @@ def test_a_coordinator_killed_and_restarted_at_once_is_let_back_in(tmp_path: Pat
     traces check clean."""
     count = 100
     # suspected after 5 s: the restart (a new Python process) comes well within that
-    args = ["--protocol", "cbcast", "--count", str(count), "--interval", "0.03",
-            "--heartbeat", str(HEARTBEAT), "--suspect-after", "5", "--rto", "0.2"]  # fmt: skip
+    args = [
+        "--protocol",
+        "cbcast",
+        "--count",
+        str(count),
+        "--interval",
+        "0.03",
+        "--heartbeat",
+        str(HEARTBEAT),
+        "--suspect-after",
+        "5",
+        "--rto",
+        "0.2",
+    ]
     g = Group(tmp_path, 3, args)
     try:
         ckpt = [str(g.path("checkpoint", p)) for p in range(3)]
@@ -176,12 +233,14 @@ def test_a_coordinator_killed_and_restarted_at_once_is_let_back_in(tmp_path: Pat
             g.start(p, ["--members", "0,1,2", "--checkpoint", ckpt[p]])
 
         def views(p: int) -> list[tuple[int, tuple[int, ...]]]:
-            return [(e.message.seq, e.dest) for e in live_events(g.path("trace", p))
-                    if e.kind == "view"]  # fmt: skip
+            return [
+                (e.message.seq, e.dest) for e in live_events(g.path("trace", p)) if e.kind == "view"
+            ]
 
         wait_for(lambda: all(views(p) for p in range(3)), STAGE, "view 1 everywhere")
-        wait_for(lambda: g.path("trace", 0).read_text().count('"deliver"') >= 20, STAGE,
-                 "P0 to deliver")  # fmt: skip
+        wait_for(
+            lambda: g.path("trace", 0).read_text().count('"deliver"') >= 20, STAGE, "P0 to deliver"
+        )
         g.kill(0)
         g.start(0, ["--join", "1,2", "--checkpoint", ckpt[0]])
 
@@ -193,8 +252,11 @@ def test_a_coordinator_killed_and_restarted_at_once_is_let_back_in(tmp_path: Pat
         # view 2 lets the old incarnation go, view 3 admits the new one (nobody suspected P0:
         # its Joins kept it heard from, so before the fix this never happened)
         assert views(1) == views(2) == [(1, (0, 1, 2)), (2, (1, 2)), (3, (0, 1, 2))]
-        wait_for(lambda: all(g.path("trace", p).read_text().count('"send"') >= count
-                             for p in range(3)), STAGE * 3, "every send")  # fmt: skip
+        wait_for(
+            lambda: all(g.path("trace", p).read_text().count('"send"') >= count for p in range(3)),
+            STAGE * 3,
+            "every send",
+        )
         g.stop()
         checked = mailroom_check([g.path("trace", p) for p in range(3)])
         assert checked.returncode == 0, checked.stdout + checked.stderr
@@ -205,8 +267,12 @@ def test_a_coordinator_killed_and_restarted_at_once_is_let_back_in(tmp_path: Pat
 def _samples(text: str) -> dict[str, float]:
     from prometheus_client.parser import text_string_to_metric_families
 
-    return {s.name: s.value for f in text_string_to_metric_families(text) for s in f.samples
-            if s.labels.get("reason") is None}  # fmt: skip
+    return {
+        s.name: s.value
+        for f in text_string_to_metric_families(text)
+        for s in f.samples
+        if s.labels.get("reason") is None
+    }
 
 
 # -- in one process ------------------------------------------------------------------------
@@ -298,8 +364,12 @@ def test_quorum_loss_is_logged_at_a_bounded_rate_and_shown_in_the_status(
         nodes = [member(p) for p in range(3)]
         for n in nodes:
             await n.start()
-        await _until(lambda: all(n.transport.links()[q].conn is not None for n in nodes
-                                 for q in n.transport.links()), "every link")  # fmt: skip
+        await _until(
+            lambda: all(
+                n.transport.links()[q].conn is not None for n in nodes for q in n.transport.links()
+            ),
+            "every link",
+        )
         for n in nodes[1:]:
             await n.close()  # two of three gone: the survivor is a minority
         survivor = nodes[0]
@@ -361,9 +431,12 @@ def test_probes_and_rosters_round_trip_the_codec() -> None:
     ],
 )
 def test_bad_discovery_and_status_options_are_one_line_errors(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str], args: list[str], message: str,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    args: list[str],
+    message: str,
     monkeypatch: pytest.MonkeyPatch,
-) -> None:  # fmt: skip
+) -> None:
     monkeypatch.setenv("MAILROOM_KEY", KEY.decode())
     assert main(args) == 2
     err = capsys.readouterr().err

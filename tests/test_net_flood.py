@@ -81,13 +81,25 @@ def _settled(g: Group, count: int) -> bool:
 def _flood(g: Group, target: int, claimer: int) -> tuple[subprocess.Popen[bytes], Path]:
     """The flood at ``target``: every other connection claims to be ``claimer``."""
     digest = fr.table_digest(g.table.entries())
-    claim = hs.Claim(claimer, target, digest, False, os.urandom(16), os.urandom(32),
-                     os.urandom(32))  # fmt: skip
+    claim = hs.Claim(claimer, target, digest, False, os.urandom(16), os.urandom(32), os.urandom(32))
     out = g.folder / "flood.json"
     port = g.socks[target].getsockname()[1]
-    cmd = [sys.executable, str(FLOOD), "--port", str(port), "--rate", str(RATE),
-           "--seconds", "90", "--send-hex", claim.frame().hex(), "--every", "2",
-           "--out", str(out)]  # fmt: skip
+    cmd = [
+        sys.executable,
+        str(FLOOD),
+        "--port",
+        str(port),
+        "--rate",
+        str(RATE),
+        "--seconds",
+        "90",
+        "--send-hex",
+        claim.frame().hex(),
+        "--every",
+        "2",
+        "--out",
+        str(out),
+    ]
     return subprocess.Popen(cmd), out
 
 
@@ -175,18 +187,37 @@ def test_a_member_restarted_under_a_keyless_flood_is_back_and_nobody_is_excluded
     tmp_path: Path,
 ) -> None:
     count = 300
-    args = ["--protocol", "cbcast", "--members", "0,1,2", "--count", str(count),
-            "--interval", "0.03", "--heartbeat", "0.5", "--suspect-after", "5", "-v"]  # fmt: skip
+    args = [
+        "--protocol",
+        "cbcast",
+        "--members",
+        "0,1,2",
+        "--count",
+        str(count),
+        "--interval",
+        "0.03",
+        "--heartbeat",
+        "0.5",
+        "--suspect-after",
+        "5",
+        "-v",
+    ]
     with group(tmp_path, 3, args) as g:
         for pid in range(3):
             g.start(pid, ["--checkpoint", str(g.path("checkpoint", pid))])
-        wait_for(lambda: all(len(_stamps(g.path("log", p), "connected")) >= 4 for p in range(3)),
-                 60, "every link up")  # fmt: skip
+        wait_for(
+            lambda: all(len(_stamps(g.path("log", p), "connected")) >= 4 for p in range(3)),
+            60,
+            "every link up",
+        )
         calm = _restart(g, 2, 0)  # the times without the churn
         flood, counts = _flood(g, target=0, claimer=2)
         try:
-            wait_for(lambda: "closing connection from 127.0.0.1" in g.path("log", 0).read_text(),
-                     60, "the flood to reach P0")  # fmt: skip
+            wait_for(
+                lambda: "closing connection from 127.0.0.1" in g.path("log", 0).read_text(),
+                60,
+                "the flood to reach P0",
+            )
             churn = _restart(g, 2, 0)
             flooding = flood.poll() is None  # the link came back while the flood ran
             wait_for(lambda: _settled(g, count), 180, "the group to deliver everything")
@@ -196,10 +227,15 @@ def test_a_member_restarted_under_a_keyless_flood_is_back_and_nobody_is_excluded
         g.stop()
         flooded = json.loads(counts.read_text())
         stats = g.stats(0)
-        figures = {"calm": round(calm[2] - calm[0], 3), "flood": round(churn[2] - churn[0], 3),
-                   "calm_after_listening": round(calm[2] - calm[1], 3),
-                   "flood_after_listening": round(churn[2] - churn[1], 3),
-                   "load": os.getloadavg()[0], "flooder": flooded, "P0": stats}  # fmt: skip
+        figures = {
+            "calm": round(calm[2] - calm[0], 3),
+            "flood": round(churn[2] - churn[0], 3),
+            "calm_after_listening": round(calm[2] - calm[1], 3),
+            "flood_after_listening": round(churn[2] - churn[1], 3),
+            "load": os.getloadavg()[0],
+            "flooder": flooded,
+            "P0": stats,
+        }
         (tmp_path / "figures.json").write_text(json.dumps(figures))
         print(
             f"\nP2's link to P0 back {figures['calm']} s after its restart without the "

@@ -213,8 +213,13 @@ def test_load_key_creates_32_random_bytes_readable_by_its_owner_only(tmp_path: P
 )
 def test_batches_survive_any_split_and_keep_order(writes: list[list[bytes]], chunk: int) -> None:
     sealer, opener = _pair()
-    items = [[(p, MessageId(1, k + 1) if k % 2 else None, fr.UNICAST if k % 2 else fr.CONTROL)
-              for k, p in enumerate(w)] for w in writes]  # fmt: skip
+    items = [
+        [
+            (p, MessageId(1, k + 1) if k % 2 else None, fr.UNICAST if k % 2 else fr.CONTROL)
+            for k, p in enumerate(w)
+        ]
+        for w in writes
+    ]
     stream = b"".join(sealer.seal_many(w) for w in items)
     reader = fr.FrameReader()
     got = []

@@ -86,10 +86,17 @@ def test_a_failed_checkpoint_write_acts_on_nothing_and_is_retried(
         got: list[Message] = []
         trace0 = tmp_path / "t0.jsonl"
         nodes = [
-            Node(reliable_cbcast(0, 3), table, KEY, listen=socks[0],
-                 checkpoint=tmp_path / "p0.ckpt", trace=trace0, on_deliver=got.append),
+            Node(
+                reliable_cbcast(0, 3),
+                table,
+                KEY,
+                listen=socks[0],
+                checkpoint=tmp_path / "p0.ckpt",
+                trace=trace0,
+                on_deliver=got.append,
+            ),
             *[Node(reliable_cbcast(p, 3), table, KEY, listen=socks[p]) for p in (1, 2)],
-        ]  # fmt: skip
+        ]
         for node in nodes:
             await node.start()
         nodes[1].broadcast("before")
@@ -138,10 +145,17 @@ def test_a_node_that_cannot_write_resumes_from_its_checkpoint_with_nothing_lost(
     async def main() -> tuple[list[Message], list[Message]]:
         first: list[Message] = []
         nodes = [
-            Node(reliable_cbcast(0, 3), table, KEY, listen=socks[0].dup(), checkpoint=ckpt,
-                 trace=trace0, on_deliver=first.append),
+            Node(
+                reliable_cbcast(0, 3),
+                table,
+                KEY,
+                listen=socks[0].dup(),
+                checkpoint=ckpt,
+                trace=trace0,
+                on_deliver=first.append,
+            ),
             *[Node(reliable_cbcast(p, 3), table, KEY, listen=socks[p]) for p in (1, 2)],
-        ]  # fmt: skip
+        ]
         for node in nodes:
             await node.start()
         nodes[1].broadcast("one")
@@ -153,8 +167,15 @@ def test_a_node_that_cannot_write_resumes_from_its_checkpoint_with_nothing_lost(
         await nodes[0].close()  # gives up: the steps were never written, nor acted on
         broken["on"] = False
         second: list[Message] = []
-        back = Node(reliable_cbcast(0, 3), table, KEY, listen=socks[0].dup(), checkpoint=ckpt,
-                    trace=trace0, on_deliver=second.append)  # fmt: skip
+        back = Node(
+            reliable_cbcast(0, 3),
+            table,
+            KEY,
+            listen=socks[0].dup(),
+            checkpoint=ckpt,
+            trace=trace0,
+            on_deliver=second.append,
+        )
         await back.start()
         await until(lambda: len(second) == 5)
         for node in [back, nodes[1], nodes[2]]:
@@ -170,9 +191,24 @@ def test_a_node_that_cannot_write_resumes_from_its_checkpoint_with_nothing_lost(
 @pytest.mark.slow
 def test_an_idle_flood_under_rlimit_nofile_loses_no_delivery(tmp_path: Path) -> None:
     count, flood = 150, 1100
-    with group(tmp_path, 3, ["--protocol", "cbcast", "--count", str(count),
-                             "--expect", str(3 * count), "--interval", "0.01",
-                             "--start-after", "2.0", "--rto", "0.2"]) as g:  # fmt: skip
+    with group(
+        tmp_path,
+        3,
+        [
+            "--protocol",
+            "cbcast",
+            "--count",
+            str(count),
+            "--expect",
+            str(3 * count),
+            "--interval",
+            "0.01",
+            "--start-after",
+            "2.0",
+            "--rto",
+            "0.2",
+        ],
+    ) as g:
         for pid in range(3):
             g.start(
                 pid,
@@ -201,16 +237,35 @@ def test_an_idle_flood_under_rlimit_nofile_loses_no_delivery(tmp_path: Path) -> 
 @pytest.mark.slow
 def test_real_emfile_under_an_idle_flood_loses_no_delivery(tmp_path: Path) -> None:
     count = 100
-    with group(tmp_path, 3, ["--protocol", "cbcast", "--count", str(count),
-                             "--expect", str(3 * count), "--interval", "0.01",
-                             "--start-after", "1.0", "--rto", "0.2",
-                             "--handshake-timeout", "1"]) as g:  # fmt: skip
+    with group(
+        tmp_path,
+        3,
+        [
+            "--protocol",
+            "cbcast",
+            "--count",
+            str(count),
+            "--expect",
+            str(3 * count),
+            "--interval",
+            "0.01",
+            "--start-after",
+            "1.0",
+            "--rto",
+            "0.2",
+            "--handshake-timeout",
+            "1",
+        ],
+    ) as g:
         for pid in range(3):
             # 40 files: the idle connections exhaust them, so accept() really fails
             # with EMFILE (asyncio pauses accepting for a second); the checkpoint
             # log needs no new file, a compaction that fails is retried later.
-            g.start(pid, ["--checkpoint", str(g.path("checkpoint", pid))],
-                    max_files=40 if pid == 0 else None)  # fmt: skip
+            g.start(
+                pid,
+                ["--checkpoint", str(g.path("checkpoint", pid))],
+                max_files=40 if pid == 0 else None,
+            )
         idle = idle_flood(g.socks[0].getsockname()[1], 150, timeout=0.5)
         try:
             g.wait_done(120)
@@ -487,8 +542,14 @@ def test_destinations_in_the_trace_come_from_the_sends_not_from_tables(tmp_path:
     traces = [tmp_path / f"t{p}.jsonl" for p in range(3)]
 
     def node(p: int) -> Node:
-        return Node(Stack(Reliable(p, 3, rto=0.1), Fifo(p, 3)), table, KEY, listen=socks[p],
-                    trace=traces[p], checkpoint=tmp_path / f"c{p}")  # fmt: skip
+        return Node(
+            Stack(Reliable(p, 3, rto=0.1), Fifo(p, 3)),
+            table,
+            KEY,
+            listen=socks[p],
+            trace=traces[p],
+            checkpoint=tmp_path / f"c{p}",
+        )
 
     async def main() -> int:
         nodes = [node(0), node(1)]  # P2 comes late: what P0 sends it is retransmitted
@@ -515,8 +576,10 @@ def test_destinations_in_the_trace_come_from_the_sends_not_from_tables(tmp_path:
     dest = {"to P1": [1], "to all": [0, 1, 2], "to P2": [2]}
     for p, path in enumerate(traces):
         sends = {e.message: e.payload for e in read_jsonl(path) if e.kind == "send"}
-        payload = {**sends, **{e.message: e.payload for p2 in traces for e in read_jsonl(p2)
-                               if e.kind == "send"}}  # fmt: skip
+        payload = {
+            **sends,
+            **{e.message: e.payload for p2 in traces for e in read_jsonl(p2) if e.kind == "send"},
+        }
         for e in read_jsonl(path):
             if e.kind in ("send", "receive", "deliver"):
                 assert list(e.dest) == dest[payload[e.message]], (p, e)

@@ -30,12 +30,22 @@ async def _until(predicate: Callable[[], bool], timeout: float = 30.0) -> None:
             await asyncio.sleep(0.005)
 
 
-async def _started(top: Callable[[int, int], Any], got: list[list[Message]],
-                   **options: Any) -> list[Node]:  # fmt: skip
+async def _started(
+    top: Callable[[int, int], Any], got: list[list[Message]], **options: Any
+) -> list[Node]:
     socks = listening_sockets(N)
     table = table_of(socks)
-    nodes = [Node(Stack(Reliable(p, N, rto=5.0), top(p, N)), table, KEY, listen=socks[p],
-                  on_deliver=got[p].append, **options) for p in range(N)]  # fmt: skip
+    nodes = [
+        Node(
+            Stack(Reliable(p, N, rto=5.0), top(p, N)),
+            table,
+            KEY,
+            listen=socks[p],
+            on_deliver=got[p].append,
+            **options,
+        )
+        for p in range(N)
+    ]
     for node in nodes:
         await node.start()
     await _until(lambda: all(node.stats.connected == N - 1 for node in nodes))
@@ -113,8 +123,17 @@ async def _sequencer_backlog(max_in_flight: int | None, count: int) -> tuple[int
     for p in range(N):
         delays = {q: 0.02 for q in range(1, N)} if p == 0 else {}
         stack = Stack(Reliable(p, N, rto=5.0), Sequencer(p, N))
-        nodes.append(Node(stack, table, KEY, listen=socks[p], on_deliver=got[p].append,
-                          delays=delays, max_in_flight=max_in_flight))  # fmt: skip
+        nodes.append(
+            Node(
+                stack,
+                table,
+                KEY,
+                listen=socks[p],
+                on_deliver=got[p].append,
+                delays=delays,
+                max_in_flight=max_in_flight,
+            )
+        )
     for node in nodes:
         await node.start()
     await _until(lambda: all(node.stats.connected == N - 1 for node in nodes))

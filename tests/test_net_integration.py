@@ -32,8 +32,20 @@ pytestmark = pytest.mark.slow
 
 def test_causal_broadcast_among_three_processes(tmp_path: Path) -> None:
     count = 25
-    with group(tmp_path, 3, ["--protocol", "cbcast", "--count", str(count),
-                             "--expect", str(3 * count), "--interval", "0.002"]) as g:  # fmt: skip
+    with group(
+        tmp_path,
+        3,
+        [
+            "--protocol",
+            "cbcast",
+            "--count",
+            str(count),
+            "--expect",
+            str(3 * count),
+            "--interval",
+            "0.002",
+        ],
+    ) as g:
         g.start_all()
         g.wait_done(60)
         g.stop()
@@ -50,8 +62,20 @@ def test_causal_broadcast_among_three_processes(tmp_path: Path) -> None:
 
 def test_total_order_among_four_processes(tmp_path: Path) -> None:
     count = 15
-    with group(tmp_path, 4, ["--protocol", "skeen", "--count", str(count),
-                             "--expect", str(4 * count), "--interval", "0.002"]) as g:  # fmt: skip
+    with group(
+        tmp_path,
+        4,
+        [
+            "--protocol",
+            "skeen",
+            "--count",
+            str(count),
+            "--expect",
+            str(4 * count),
+            "--interval",
+            "0.002",
+        ],
+    ) as g:
         g.start_all()
         g.wait_done(60)
         g.stop()
@@ -62,9 +86,22 @@ def test_total_order_among_four_processes(tmp_path: Path) -> None:
 
 def test_killed_process_resumes_from_its_checkpoint(tmp_path: Path) -> None:
     count = 40
-    with group(tmp_path, 3, ["--protocol", "cbcast", "--count", str(count),
-                             "--expect", str(3 * count), "--interval", "0.02",
-                             "--rto", "0.2"]) as g:  # fmt: skip
+    with group(
+        tmp_path,
+        3,
+        [
+            "--protocol",
+            "cbcast",
+            "--count",
+            str(count),
+            "--expect",
+            str(3 * count),
+            "--interval",
+            "0.02",
+            "--rto",
+            "0.2",
+        ],
+    ) as g:
         for pid in range(3):
             g.start(pid, ["--checkpoint", str(g.path("checkpoint", pid))])
         # Kill P1 once it has delivered a few messages, while everyone is still sending.
@@ -92,9 +129,24 @@ def _delivered(path: Path) -> int:
 
 def test_forged_and_replayed_frames_are_rejected(tmp_path: Path) -> None:
     count = 30
-    with group(tmp_path, 3, ["--protocol", "cbcast", "--count", str(count),
-                             "--expect", str(3 * count), "--interval", "0.01",
-                             "--start-after", "0.3", "--rto", "0.2"]) as g:  # fmt: skip
+    with group(
+        tmp_path,
+        3,
+        [
+            "--protocol",
+            "cbcast",
+            "--count",
+            str(count),
+            "--expect",
+            str(3 * count),
+            "--interval",
+            "0.01",
+            "--start-after",
+            "0.3",
+            "--rto",
+            "0.2",
+        ],
+    ) as g:
         g.start_all()
         port = g.socks[0].getsockname()[1]
         # Attack once the group is up: a member's genuine reconnection closes any older

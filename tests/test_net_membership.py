@@ -104,8 +104,9 @@ def _settled(g: Group, count: int) -> bool:
     sends = [e.message for t in traces.values() for e in t if e.kind == "send"]
     if len(sends) != 3 * count:
         return False
-    in_final = {e.message for t in traces.values() for e in t
-                if e.kind == "send" and e.view == final.view}  # fmt: skip
+    in_final = {
+        e.message for t in traces.values() for e in t if e.kind == "send" and e.view == final.view
+    }
     return all(
         {e.message for e in t if e.kind == "deliver" and e.view == final.view} == in_final
         for t in traces.values()
@@ -113,8 +114,11 @@ def _settled(g: Group, count: int) -> bool:
 
 
 def _delivered_before(events: list[Event], pid: int, view: int) -> list[Event]:
-    return [e for e in events if e.process == pid and e.kind == "deliver" and e.view
-            is not None and e.view < view]  # fmt: skip
+    return [
+        e
+        for e in events
+        if e.process == pid and e.kind == "deliver" and e.view is not None and e.view < view
+    ]
 
 
 def _crash_and_rejoin(
@@ -131,17 +135,33 @@ def _crash_and_rejoin(
     count = 150
     rest = tuple(p for p in range(3) if p != victim)
     provider = rest[0]  # the lowest member that has the state hands it to the joiner
-    args = ["--protocol", protocol, "--count", str(count), "--interval", "0.03",
-            "--heartbeat", str(HEARTBEAT), "--suspect-after", str(SUSPECT_AFTER),
-            "--rto", "0.2", *(["--safe", "--safe-quorum", quorum] if safe else [])]  # fmt: skip
+    args = [
+        "--protocol",
+        protocol,
+        "--count",
+        str(count),
+        "--interval",
+        "0.03",
+        "--heartbeat",
+        str(HEARTBEAT),
+        "--suspect-after",
+        str(SUSPECT_AFTER),
+        "--rto",
+        "0.2",
+        *(["--safe", "--safe-quorum", quorum] if safe else []),
+    ]
     with group(tmp_path, 3, args) as g:
         ckpt = {pid: str(g.path("checkpoint", pid)) for pid in range(3)}
         for pid in range(3):
             g.start(pid, ["--members", "0,1,2", "--checkpoint", ckpt[pid]])
-        wait_for(lambda: all(_view_with(g, p, (0, 1, 2)) == 1 for p in range(3)), STAGE,
-                 "every member to install view 1")  # fmt: skip
-        wait_for(lambda: len(_delivered(g, victim)) >= 15, STAGE,
-                 f"P{victim} to deliver 15 messages")  # fmt: skip
+        wait_for(
+            lambda: all(_view_with(g, p, (0, 1, 2)) == 1 for p in range(3)),
+            STAGE,
+            "every member to install view 1",
+        )
+        wait_for(
+            lambda: len(_delivered(g, victim)) >= 15, STAGE, f"P{victim} to deliver 15 messages"
+        )
         killed_at = time.monotonic()
         g.kill(victim)  # SIGKILL: no goodbye, no last write
         # (a member suspected falsely before, under load, made views that do not count)
@@ -154,20 +174,27 @@ def _crash_and_rejoin(
         wait_for(excluded, STAGE, f"P{rest} to install a view without P{victim}")
         without = _view_with(g, rest[0], rest, before_kill)
         assert without is not None and _view_with(g, rest[1], rest, before_kill) == without
-        detected = min(e.time or 0.0 for p in rest for e in _views(g, p)
-                       if e.message.seq == without) - killed_at  # fmt: skip
-        wait_for(lambda: all(len(_delivered(g, p, without)) >= 10 for p in rest), STAGE,
-                 f"P{rest} to deliver 10 messages in view {without}")  # fmt: skip
+        detected = (
+            min(e.time or 0.0 for p in rest for e in _views(g, p) if e.message.seq == without)
+            - killed_at
+        )
+        wait_for(
+            lambda: all(len(_delivered(g, p, without)) >= 10 for p in rest),
+            STAGE,
+            f"P{rest} to deliver 10 messages in view {without}",
+        )
         assert not any(e.message.seq >= without for e in _views(g, victim))
 
         # The victim comes back from its checkpoint as a joiner, admitted with the state.
         contacts = ",".join(map(str, rest))
         g.start(victim, ["--join", contacts, "--checkpoint", ckpt[victim]])
-        wait_for(lambda: all(_view_with(g, p, (0, 1, 2), without) for p in range(3)), STAGE,
-                 f"P{victim} to rejoin")  # fmt: skip
+        wait_for(
+            lambda: all(_view_with(g, p, (0, 1, 2), without) for p in range(3)),
+            STAGE,
+            f"P{victim} to rejoin",
+        )
         back = _view_with(g, victim, (0, 1, 2), without)
-        assert back is not None and all(_view_with(g, p, (0, 1, 2), without) == back
-                                        for p in rest)  # fmt: skip
+        assert back is not None and all(_view_with(g, p, (0, 1, 2), without) == back for p in rest)
         wait_for(lambda: _settled(g, count), STAGE * 3, "the group to deliver every message")
         g.stop()
 
@@ -183,20 +210,31 @@ def _crash_and_rejoin(
         if admitted == back:  # (else a false suspicion under load made it rejoin again)
             mine = [e for e in events if e.process == provider]
             at = next(e.seq for e in mine if e.kind == "view" and e.message.seq == back)
-            before = [[e.message.origin, e.message.seq] for e in mine
-                      if e.kind == "deliver" and e.seq < at]  # fmt: skip
+            before = [
+                [e.message.origin, e.message.seq]
+                for e in mine
+                if e.kind == "deliver" and e.seq < at
+            ]
             assert state == before
             assert len(before) > len(_delivered_before(events, victim, without))
         # From the view that admitted it on, it delivered what the others delivered.
-        after = {p: [e.message for e in events if e.process == p and e.kind == "deliver"
-                     and e.view is not None and e.view >= back] for p in range(3)}  # fmt: skip
+        after = {
+            p: [
+                e.message
+                for e in events
+                if e.process == p and e.kind == "deliver" and e.view is not None and e.view >= back
+            ]
+            for p in range(3)
+        }
         assert after[victim] and set(after[0]) == set(after[1]) == set(after[2])
         if order == "total":
             assert after[0] == after[1] == after[2]
 
         # The whole run passes the trace checkers.
-        final = {p: max(e.message.seq for e in events if e.process == p and e.kind == "view")
-                 for p in range(3)}  # fmt: skip
+        final = {
+            p: max(e.message.seq for e in events if e.process == p and e.kind == "view")
+            for p in range(3)
+        }
         problems = (
             check_view_agreement(events)
             + check_self_inclusion(events)
@@ -256,9 +294,15 @@ def test_a_send_during_a_flush_is_traced_in_the_view_it_goes_out_in(tmp_path: Pa
         return Group_(p, 3, "cbcast", members=[0, 1, 2], reliable=True, retry=0.1)
 
     def node(p: int) -> Node:
-        return Node(founder(p), peers, KEY, listen=socks[p], trace=traces[p],
-                    checkpoint=tmp_path / f"ckpt{p}",
-                    on_deliver=lambda m: got[p].append(m.payload))  # fmt: skip
+        return Node(
+            founder(p),
+            peers,
+            KEY,
+            listen=socks[p],
+            trace=traces[p],
+            checkpoint=tmp_path / f"ckpt{p}",
+            on_deliver=lambda m: got[p].append(m.payload),
+        )
 
     def copy(p: int) -> tuple[Path, Path]:
         """P's checkpoint and trace as they are now (as a crash would leave them)."""
@@ -443,8 +487,9 @@ def test_bad_group_options_are_one_line_errors(
 
 def test_a_restarted_member_rejoins_with_its_options_safe_delivery_included() -> None:
     for safe, quorum in ((False, "all"), (True, "all"), (True, "majority")):
-        old = group_endpoint("sequencer", 1, 3, members=[0, 1, 2], heartbeat=0.1, safe=safe,
-                             safe_quorum=quorum)  # fmt: skip
+        old = group_endpoint(
+            "sequencer", 1, 3, members=[0, 1, 2], heartbeat=0.1, safe=safe, safe_quorum=quorum
+        )
         new = group_of(rejoined(old, [0], sent=4, incarnation=2))
         assert new is not None and new.safe is safe and new.contacts == (0,)
         assert new.safe_quorum == quorum
@@ -463,8 +508,9 @@ def test_a_safe_group_survives_kill_and_rejoin(tmp_path: Path) -> None:
 def test_a_safe_group_counting_a_majority_survives_kill_and_rejoin(tmp_path: Path) -> None:
     """``--safe --safe-quorum majority`` over the Sequencer, its sequencer killed: what
     any member delivered, the survivors deliver too (uniform agreement on the traces)."""
-    found = _crash_and_rejoin(tmp_path, "sequencer", "total", victim=0, safe=True,
-                              quorum="majority")  # fmt: skip
+    found = _crash_and_rejoin(
+        tmp_path, "sequencer", "total", victim=0, safe=True, quorum="majority"
+    )
     print(f"safe by majority: view without the killed member {found['detected']:.2f} s after")
 
 
@@ -485,8 +531,9 @@ def test_a_member_that_never_comes_costs_nothing_once_excluded() -> None:
         endpoint = group_endpoint(
             "cbcast", p, 3, members=[0, 1, 2], heartbeat=0.02, suspect_after=0.2
         )
-        return Node(endpoint, peers, KEY, listen=socks[p],
-                    on_deliver=lambda m: got[p].append(m.payload))  # fmt: skip
+        return Node(
+            endpoint, peers, KEY, listen=socks[p], on_deliver=lambda m: got[p].append(m.payload)
+        )
 
     async def main() -> list[int]:
         nodes = [member(0), member(1)]
@@ -547,8 +594,9 @@ def test_a_state_requested_but_not_provided_before_a_crash_is_provided_at_restar
         return Group_(p, 3, "cbcast", members=[0, 1], reliable=True, retry=0.1)
 
     async def main() -> None:
-        nodes = [node(p, founder(p), socket.socket(fileno=os.dup(socks[p].fileno())))
-                 for p in (0, 1)]  # fmt: skip
+        nodes = [
+            node(p, founder(p), socket.socket(fileno=os.dup(socks[p].fileno()))) for p in (0, 1)
+        ]
         for n in nodes:
             await n.start()
         nodes[0].broadcast("before the join")

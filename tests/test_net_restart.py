@@ -61,8 +61,11 @@ def _put_back(copy: Path, ckpt: Path) -> None:
 
 
 def _sends(trace: Path, pid: int) -> list[tuple[int, Any]]:
-    return [(e.message.seq, e.payload) for e in live_events(trace)
-            if e.kind == "send" and e.process == pid]  # fmt: skip
+    return [
+        (e.message.seq, e.payload)
+        for e in live_events(trace)
+        if e.kind == "send" and e.process == pid
+    ]
 
 
 def test_a_plain_stack_behind_its_peers_refuses_to_start_with_one_line(tmp_path: Path) -> None:
@@ -76,8 +79,9 @@ def test_a_plain_stack_behind_its_peers_refuses_to_start_with_one_line(tmp_path:
             await node.start()
 
         def p2() -> Node:
-            return Node(_stack(2, 3), table, KEY, listen=socks[2].dup(), checkpoint=ckpt,
-                        trace=trace)  # fmt: skip
+            return Node(
+                _stack(2, 3), table, KEY, listen=socks[2].dup(), checkpoint=ckpt, trace=trace
+            )
 
         first = p2()
         await first.start()
@@ -129,8 +133,15 @@ def test_a_group_member_behind_its_peers_rejoins_with_fresh_ids(tmp_path: Path) 
             await node.start()
 
         def p2() -> Node:
-            return Node(_member(2), table, KEY, listen=socks[2].dup(), checkpoint=ckpt,
-                        trace=trace, get_state=lambda view: None)  # fmt: skip
+            return Node(
+                _member(2),
+                table,
+                KEY,
+                listen=socks[2].dup(),
+                checkpoint=ckpt,
+                trace=trace,
+                get_state=lambda view: None,
+            )
 
         first = p2()
         await first.start()
@@ -218,8 +229,18 @@ def _copy_then_go_on(g: Group, victim: int, copied: int, more: int) -> Path:
 @pytest.mark.slow
 def test_a_plain_process_restored_from_an_old_copy_refuses_then_resumes(tmp_path: Path) -> None:
     count = 60
-    args = ["--protocol", "cbcast", "--count", str(count), "--expect", str(3 * count),
-            "--interval", "0.03", "--rto", "0.2"]  # fmt: skip
+    args = [
+        "--protocol",
+        "cbcast",
+        "--count",
+        str(count),
+        "--expect",
+        str(3 * count),
+        "--interval",
+        "0.03",
+        "--rto",
+        "0.2",
+    ]
     with group(tmp_path, 3, args) as g:
         for pid in range(3):
             g.start(pid, ["--checkpoint", str(g.path("checkpoint", pid))])
@@ -241,8 +262,20 @@ def test_a_plain_process_restored_from_an_old_copy_refuses_then_resumes(tmp_path
 @pytest.mark.slow
 def test_a_member_restored_from_an_old_copy_rejoins_as_a_new_incarnation(tmp_path: Path) -> None:
     count = 60
-    args = ["--protocol", "cbcast", "--count", str(count), "--interval", "0.03",
-            "--heartbeat", "0.1", "--suspect-after", "1.5", "--rto", "0.2"]  # fmt: skip
+    args = [
+        "--protocol",
+        "cbcast",
+        "--count",
+        str(count),
+        "--interval",
+        "0.03",
+        "--heartbeat",
+        "0.1",
+        "--suspect-after",
+        "1.5",
+        "--rto",
+        "0.2",
+    ]
     with group(tmp_path, 3, args) as g:
         for pid in range(3):
             g.start(pid, ["--members", "0,1,2", "--checkpoint", str(g.path("checkpoint", pid))])
@@ -251,9 +284,14 @@ def test_a_member_restored_from_an_old_copy_rejoins_as_a_new_incarnation(tmp_pat
         # one admitted in the view that replaces the old would read as a survivor of the
         # old view that missed its last messages). The old copy resumes its old view;
         # without the check it would then rejoin counting on from its copy's 15 sent.
-        wait_for(lambda: all(any(e.kind == "view" and e.dest == (0, 1)
-                                 for e in live_events(g.path("trace", p))) for p in (0, 1)),
-                 60, "P0 and P1 to exclude P2")  # fmt: skip
+        wait_for(
+            lambda: all(
+                any(e.kind == "view" and e.dest == (0, 1) for e in live_events(g.path("trace", p)))
+                for p in (0, 1)
+            ),
+            60,
+            "P0 and P1 to exclude P2",
+        )
         g.start(2, ["--members", "0,1,2", "--checkpoint", str(g.path("checkpoint", 2))])
 
         def settled() -> bool:
@@ -264,8 +302,9 @@ def test_a_member_restored_from_an_old_copy_rejoins_as_a_new_incarnation(tmp_pat
             final = views[0][-1]
             sent = {e.message for t in traces for e in t if e.kind == "send"}
             done = {e.message for e in traces[0] if e.kind == "deliver" and e.view == final.view}
-            mine = {e.message for t in traces for e in t if e.kind == "send"
-                    and e.view == final.view}  # fmt: skip
+            mine = {
+                e.message for t in traces for e in t if e.kind == "send" and e.view == final.view
+            }
             return final.dest == (0, 1, 2) and len(sent) == 3 * count and mine <= done
 
         wait_for(settled, 180, "the group to settle with P2's new incarnation")

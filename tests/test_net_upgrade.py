@@ -52,8 +52,7 @@ def _make(kind: str, pid: int) -> Any:
         return Stack(Reliable(pid, 3, rto=0.2), CBCAST(pid, 3))
     if kind == "fifo":
         return Stack(Reliable(pid, 3, rto=0.2), Fifo(pid, 3))
-    return group_endpoint("cbcast", pid, 3, members=[0, 1, 2], heartbeat=0.05,
-                          suspect_after=5.0)  # fmt: skip
+    return group_endpoint("cbcast", pid, 3, members=[0, 1, 2], heartbeat=0.05, suspect_after=5.0)
 
 
 def _handshake() -> dict[str, Any]:
@@ -72,8 +71,12 @@ def test_a_checkpoint_of_release_0_2_is_restored_as_that_release_restored_it(
         for name in (f"p{pid}.ckpt", f"p{pid}.ckpt.log"):
             shutil.copy(FIXTURES / kind / name, tmp_path / name)
         node = Node(_make(kind, pid), table, KEY, checkpoint=tmp_path / f"p{pid}.ckpt")
-        got = {"snapshot": node.endpoint.snapshot(), "sent": node.stats.sent,
-               "delivered": node.stats.delivered, "app": node.resumed_state}  # fmt: skip
+        got = {
+            "snapshot": node.endpoint.snapshot(),
+            "sent": node.stats.sent,
+            "delivered": node.stats.delivered,
+            "app": node.resumed_state,
+        }
         await node.close()
         return got
 
@@ -92,14 +95,20 @@ def test_a_trace_of_release_0_2_checks_what_its_protocol_promised() -> None:
     traces = [str(FIXTURES / "cbcast" / f"p{p}.jsonl") for p in range(3)]
     every = _check(*traces)  # no header: the five ordering properties
     assert every.returncode == 1, every.stdout + every.stderr
-    failed = [line.split()[0] for line in every.stdout.splitlines()
-              if line[:1].isalpha() and line.endswith("violating deliveries")]  # fmt: skip
+    failed = [
+        line.split()[0]
+        for line in every.stdout.splitlines()
+        if line[:1].isalpha() and line.endswith("violating deliveries")
+    ]
     assert failed == ["total"], every.stdout
     promised = _check("--properties", "integrity,fifo,causal,liveness", *traces)
     assert promised.returncode == 0, promised.stdout + promised.stderr
     grouped = [str(FIXTURES / "group" / f"p{p}.jsonl") for p in range(3)]
-    views = _check("--properties", "integrity,fifo,causal,liveness,view_agreement,"
-                   "self_inclusion,same_view,virtual_synchrony", *grouped)  # fmt: skip
+    views = _check(
+        "--properties",
+        "integrity,fifo,causal,liveness,view_agreement,self_inclusion,same_view,virtual_synchrony",
+        *grouped,
+    )
     assert views.returncode == 0, views.stdout + views.stderr
 
 

@@ -24,8 +24,9 @@ def test_a_safe_group_of_replicas_runs_under_uvloop() -> None:
         assert type(asyncio.get_running_loop()).__module__.startswith("uvloop")
 
         def member(p: int) -> AsyncReplica:
-            group = group_endpoint("sequencer", p, 3, members=range(3), safe=True,
-                                   safe_quorum="majority")  # fmt: skip
+            group = group_endpoint(
+                "sequencer", p, 3, members=range(3), safe=True, safe_quorum="majority"
+            )
             return AsyncReplica(ReplCounter(), group, table, KEY, safe=True, listen=socks[p])
 
         replicas = [member(p) for p in range(3)]

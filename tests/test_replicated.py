@@ -441,36 +441,73 @@ def test_the_dict() -> None:
         ("pop", ("c",)),
     )
     assert got == [
-        None, [1], "two", 1, "TypeError", True, False, "KeyError", "d", True, None,
-        "TypeError", "TypeError", 3,
-    ]  # fmt: skip
+        None,
+        [1],
+        "two",
+        1,
+        "TypeError",
+        True,
+        False,
+        "KeyError",
+        "d",
+        True,
+        None,
+        "TypeError",
+        "TypeError",
+        3,
+    ]
 
 
 def test_the_counter_set_and_list() -> None:
     assert calls(ReplCounter, ("add", (5,)), ("sub", (2,)), ("inc", ()), ("add", ("x",))) == [
-        5, 3, 4, "TypeError",
-    ]  # fmt: skip
+        5,
+        3,
+        4,
+        "TypeError",
+    ]
     assert calls(
         ReplSet,
-        ("add", ("x",)), ("add", ("x",)), ("update", (["y", "z", "y"],)), ("discard", ("q",)),
-        ("remove", ("q",)), ("pop", ()), ("add", ([1],)),
-    ) == [True, False, 2, False, "KeyError", "x", "TypeError"]  # fmt: skip
+        ("add", ("x",)),
+        ("add", ("x",)),
+        ("update", (["y", "z", "y"],)),
+        ("discard", ("q",)),
+        ("remove", ("q",)),
+        ("pop", ()),
+        ("add", ([1],)),
+    ) == [True, False, 2, False, "KeyError", "x", "TypeError"]
     assert calls(
         ReplList,
-        ("append", (3,)), ("extend", ([1, 2],)), ("insert", (0, 9)), ("sort", ()),
-        ("pop", ()), ("remove", (7,)), ("set", (5, 0)), ("append", ("s",)), ("sort", ()),
-    ) == [1, 3, None, None, 9, "ValueError", "IndexError", 4, "TypeError"]  # fmt: skip
+        ("append", (3,)),
+        ("extend", ([1, 2],)),
+        ("insert", (0, 9)),
+        ("sort", ()),
+        ("pop", ()),
+        ("remove", (7,)),
+        ("set", (5, 0)),
+        ("append", ("s",)),
+        ("sort", ()),
+    ) == [1, 3, None, None, 9, "ValueError", "IndexError", 4, "TypeError"]
 
 
 def test_the_queues() -> None:
     assert calls(
         lambda: ReplQueue(2),
-        ("put", ("a",)), ("put", ("b",)), ("put", ("c",)), ("get", ()), ("get", ()), ("get", ()),
-    ) == [True, True, False, "a", "b", None]  # fmt: skip
+        ("put", ("a",)),
+        ("put", ("b",)),
+        ("put", ("c",)),
+        ("get", ()),
+        ("get", ()),
+        ("get", ()),
+    ) == [True, True, False, "a", "b", None]
     assert calls(
         ReplPriorityQueue,
-        ("put", (5,)), ("put", (1,)), ("put", (3,)), ("put", ("x",)), ("get", ()), ("get", ()),
-    ) == [True, True, True, "TypeError", 1, 3]  # fmt: skip
+        ("put", (5,)),
+        ("put", (1,)),
+        ("put", (3,)),
+        ("put", ("x",)),
+        ("get", ()),
+        ("get", ()),
+    ) == [True, True, True, "TypeError", 1, 3]
 
 
 def test_the_lock_is_released_when_its_holder_leaves_the_view() -> None:

@@ -37,10 +37,25 @@ def positive(spread: dict[str, float]) -> bool:
 @pytest.mark.skipif(bool(pysyncobj_missing()), reason=pysyncobj_missing())
 def test_the_smoke_run_prints_a_full_table_of_positive_figures(tmp_path: Path) -> None:
     out = subprocess.run(
-        [sys.executable, str(SCRIPT), "--smoke", "--in-flight", "1,4", "--nobatch-at", "1",
-         "--load-policy", "flag", "--json", str(tmp_path / "r.json"), "--gc-freeze"],
-        capture_output=True, text=True, timeout=900, check=True,
-    ).stdout  # fmt: skip
+        [
+            sys.executable,
+            str(SCRIPT),
+            "--smoke",
+            "--in-flight",
+            "1,4",
+            "--nobatch-at",
+            "1",
+            "--load-policy",
+            "flag",
+            "--json",
+            str(tmp_path / "r.json"),
+            "--gc-freeze",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=900,
+        check=True,
+    ).stdout
     figures: dict[str, Any] = json.loads((tmp_path / "r.json").read_text())
     assert figures["protocol"] == "sequencer" and list(figures["n"]) == ["3"]
     assert figures["gc_freeze"] and "freezes its heap after start-up" in out
@@ -81,12 +96,18 @@ def test_the_smoke_run_prints_a_full_table_of_positive_figures(tmp_path: Path) -
 
 @pytest.mark.parametrize(
     ("systems", "says"),
-    [("mailroom,redis", "--systems: no system redis"),
-     ("mailroom", "--systems must include pysyncobj")],
-)  # fmt: skip
+    [
+        ("mailroom,redis", "--systems: no system redis"),
+        ("mailroom", "--systems must include pysyncobj"),
+    ],
+)
 def test_a_bad_systems_list_is_one_line_and_exit_2(systems: str, says: str) -> None:
-    got = subprocess.run([sys.executable, str(SCRIPT), "--systems", systems],
-                         capture_output=True, text=True, timeout=120)  # fmt: skip
+    got = subprocess.run(
+        [sys.executable, str(SCRIPT), "--systems", systems],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert got.returncode == 2 and says in got.stderr.splitlines()[-1]
 
 
@@ -94,10 +115,20 @@ def test_baseline_src_adds_a_before_row_of_every_mailroom_row(tmp_path: Path) ->
     sys.path.append(str(SCRIPT.parent))  # the benchmarks import each other by name
     import replicated_throughput as rt
 
-    args = rt.parse(["--systems", "mailroom-majority,pysyncobj,pysyncobj-nobatch",
-                     "--baseline-src", str(ROOT / "src")])  # fmt: skip
-    assert args.systems == ["mailroom-majority", "pysyncobj", "pysyncobj-nobatch",
-                            "mailroom-majority-before"]  # fmt: skip
+    args = rt.parse(
+        [
+            "--systems",
+            "mailroom-majority,pysyncobj,pysyncobj-nobatch",
+            "--baseline-src",
+            str(ROOT / "src"),
+        ]
+    )
+    assert args.systems == [
+        "mailroom-majority",
+        "pysyncobj",
+        "pysyncobj-nobatch",
+        "mailroom-majority-before",
+    ]
     assert rt.label("mailroom-majority-before") == f"{rt.SYSTEMS['mailroom-majority']} [before]"
     with pytest.raises(SystemExit):  # no mailroom package there: refused at once
         rt.parse(["--baseline-src", str(tmp_path)])

@@ -55,10 +55,19 @@ def end(p: int, applied: int) -> dict[str, Any]:
 
 
 GOOD = [
-    start(0), start(1), call(0, 1, 5), call(1, 1, 2),
-    apply(0, 0, [0, 1]), told(0, 1, 5), apply(1, 0, [0, 1]),
-    apply(0, 1, [1, 1]), apply(1, 1, [1, 1]), told(1, 1, 7), end(0, 2), end(1, 2),
-]  # fmt: skip
+    start(0),
+    start(1),
+    call(0, 1, 5),
+    call(1, 1, 2),
+    apply(0, 0, [0, 1]),
+    told(0, 1, 5),
+    apply(1, 0, [0, 1]),
+    apply(0, 1, [1, 1]),
+    apply(1, 1, [1, 1]),
+    told(1, 1, 7),
+    end(0, 2),
+    end(1, 2),
+]
 
 
 def problems(rows: list[dict[str, Any]], **options: Any) -> set[str]:
@@ -87,10 +96,17 @@ def test_each_broken_promise_is_caught() -> None:
 
 def test_the_plain_group_promise_forgives_a_crashed_members_last_view() -> None:
     crashed = [
-        start(0), start(1), call(0, 1, 5), apply(0, 0, [0, 1]), told(0, 1, 5),
-        {"row": "crash", "replica": 0, "inc": 0}, call(1, 1, 2), apply(1, 0, [1, 1]),
-        told(1, 1, 2), end(1, 1),
-    ]  # fmt: skip
+        start(0),
+        start(1),
+        call(0, 1, 5),
+        apply(0, 0, [0, 1]),
+        told(0, 1, 5),
+        {"row": "crash", "replica": 0, "inc": 0},
+        call(1, 1, 2),
+        apply(1, 0, [1, 1]),
+        told(1, 1, 2),
+        end(1, 1),
+    ]
     assert problems(crashed) == {"prefix", "lost"}
     assert problems(crashed, safe=False) == set()
 

@@ -38,15 +38,32 @@ async def until(predicate: Any, what: str, timeout: float = 30.0) -> None:
 
 
 def replica_at(
-    p: int, obj: object, socks: list[Any], peers: Any, history: History, *, safe: bool = True,
-    members: Any = (0, 1), contacts: Any = (), **options: Any,
-) -> AsyncReplica:  # fmt: skip
+    p: int,
+    obj: object,
+    socks: list[Any],
+    peers: Any,
+    history: History,
+    *,
+    safe: bool = True,
+    members: Any = (0, 1),
+    contacts: Any = (),
+    **options: Any,
+) -> AsyncReplica:
     """Replica ``p`` of ``obj`` over a reliable Sequencer group, one slot per socket
     (``peers``: their table, taken while they are all open)."""
-    group = Group(p, len(socks), "sequencer", members=members, contacts=contacts,
-                  reliable=True, retry=0.1, safe=safe)  # fmt: skip
-    return AsyncReplica(obj, group, peers, KEY, listen=socks[p], history=history,
-                        safe=safe, **options)  # fmt: skip
+    group = Group(
+        p,
+        len(socks),
+        "sequencer",
+        members=members,
+        contacts=contacts,
+        reliable=True,
+        retry=0.1,
+        safe=safe,
+    )
+    return AsyncReplica(
+        obj, group, peers, KEY, listen=socks[p], history=history, safe=safe, **options
+    )
 
 
 @pytest.mark.parametrize("safe", [False, True])
@@ -56,8 +73,17 @@ def test_calls_reads_a_joiner_an_exclusion_and_a_restart(tmp_path: Path, safe: b
     history = History()
 
     def replica(p: int, *, members: Any = None, **options: Any) -> AsyncReplica:
-        return replica_at(p, store(), socks, peers, history, safe=safe, members=members,
-                          contacts=[0, 1], **options)  # fmt: skip
+        return replica_at(
+            p,
+            store(),
+            socks,
+            peers,
+            history,
+            safe=safe,
+            members=members,
+            contacts=[0, 1],
+            **options,
+        )
 
     async def main() -> list[AsyncReplica]:
         r = [replica(p, members=[0, 1], checkpoint=tmp_path / f"ckpt{p}") for p in (0, 1)]
@@ -153,8 +179,9 @@ def test_a_replica_that_rejoins_after_a_kill_records_no_start_for_its_old_life(
     history = History()
 
     def replica(p: int, **options: Any) -> AsyncReplica:
-        return replica_at(p, ReplDict(), socks, peers, history, checkpoint=tmp_path / f"ckpt{p}",
-                          **options)  # fmt: skip
+        return replica_at(
+            p, ReplDict(), socks, peers, history, checkpoint=tmp_path / f"ckpt{p}", **options
+        )
 
     async def main() -> None:
         r = [replica(p) for p in (0, 1)]
@@ -227,8 +254,10 @@ def test_a_replica_serves_its_status_and_mailroom_status_shows_it(
     peers = table_of(socks)
 
     async def main() -> tuple[dict[str, Any], tuple[str, int] | None, list[Any]]:
-        r = [replica_at(p, store(), socks, peers, History(), status="127.0.0.1:0" if p else None)
-             for p in (0, 1)]  # fmt: skip
+        r = [
+            replica_at(p, store(), socks, peers, History(), status="127.0.0.1:0" if p else None)
+            for p in (0, 1)
+        ]
         for x in r:
             await x.start()
         assert r[0].status_address is None  # not asked for
@@ -251,9 +280,15 @@ def test_a_replica_serves_its_status_and_mailroom_status_shows_it(
         for s in socks:
             s.close()
     assert codes == [0, 0]
-    assert mine == {"member": True, "incarnation": 0, "applied": 5, "log_entries": 5,
-                    "log_bytes": mine["log_bytes"], "compactions": 0,
-                    "calls_waiting": 0}  # fmt: skip
+    assert mine == {
+        "member": True,
+        "incarnation": 0,
+        "applied": 5,
+        "log_entries": 5,
+        "log_bytes": mine["log_bytes"],
+        "compactions": 0,
+        "calls_waiting": 0,
+    }
     assert mine["log_bytes"] > 0
     out = capsys.readouterr().out
     text, _, json_text = out.partition("{")
@@ -266,8 +301,7 @@ def test_a_replica_refuses_a_status_address_that_is_not_loopback() -> None:
     socks = listening_sockets(1)
     try:
         group = Group(0, 1, "skeen", members=[0])
-        for address, words in [("0.0.0.0:8101", "loopback address only"),
-                                ("nowhere", "host:port")]:  # fmt: skip
+        for address, words in [("0.0.0.0:8101", "loopback address only"), ("nowhere", "host:port")]:
             with pytest.raises(LocalError, match=words):
                 AsyncReplica(store(), group, table_of(socks), KEY, status=address)
     finally:

@@ -113,10 +113,16 @@ def test_a_rejoiner_sends_its_queued_call_before_its_hello() -> None:
     (P0.2). The hello was sent from ``on_view`` between the actions of the step that
     installed the view, so the sequencer P0 delivered P0.2 before P0.1 while the
     others delivered P0.1 first (found by the property above)."""
-    s = ReplicaScenario(members=3, spares=1, protocol="sequencer",
-                        calls=(ReplicaCall(pid=0, method="total", args=(), ordered=True),),
-                        choices=(63, 1), faults=1,
-                        kinds=frozenset({"crash", "partition", "suspect"}), joins=0)  # fmt: skip
+    s = ReplicaScenario(
+        members=3,
+        spares=1,
+        protocol="sequencer",
+        calls=(ReplicaCall(pid=0, method="total", args=(), ordered=True),),
+        choices=(63, 1),
+        faults=1,
+        kinds=frozenset({"crash", "partition", "suspect"}),
+        joins=0,
+    )
     run = assert_run(s, Ledger)
     applied = [tuple(r["op"]) for r in run.rows if r["row"] == "apply" and r["replica"] == 0]
     assert applied == [(0, 1), (0, 2)]

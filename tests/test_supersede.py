@@ -59,10 +59,15 @@ def test_a_link_writes_the_last_packet_of_each_key_in_order() -> None:
         node = Node(_stack("cbcast", 0, 2), table_of(socks), KEY, listen=socks[0])
         link = Link(node.transport, 1)  # not connected: the outbox keeps what waits
         data = MessageId(0, 1)
-        pushed = [(b"ack1", None, fr.CONTROL, "a"), (b"d1", data, fr.BROADCAST, None),
-                  (b"rep1", None, fr.CONTROL, "r"), (b"ack2", None, fr.CONTROL, "a"),
-                  (b"hb", None, fr.CONTROL, None), (b"rep2", None, fr.CONTROL, "r"),
-                  (b"ack3", None, fr.CONTROL, "a")]  # fmt: skip
+        pushed = [
+            (b"ack1", None, fr.CONTROL, "a"),
+            (b"d1", data, fr.BROADCAST, None),
+            (b"rep1", None, fr.CONTROL, "r"),
+            (b"ack2", None, fr.CONTROL, "a"),
+            (b"hb", None, fr.CONTROL, None),
+            (b"rep2", None, fr.CONTROL, "r"),
+            (b"ack3", None, fr.CONTROL, "a"),
+        ]
         for packet, mid, carries, key in pushed:
             link.push(packet, mid, carries, key)
         taken = link.take()
@@ -96,8 +101,13 @@ def test_a_lazy_packet_is_encoded_only_if_it_is_written(monkeypatch: pytest.Monk
     async def main() -> tuple[list[object], list[Any], list[Any]]:
         node = Node(_stack("cbcast", 0, 2), table_of(socks), KEY, listen=socks[0])
         acks = [ReliableAck(0, 1, k) for k in range(1, 6)]
-        step = node._engine.run([Transmit(1, acks[0], None, lazy=True),
-                                 Transmit(1, Heartbeat(0, 1), None)], [], [], 0, 0)  # fmt: skip
+        step = node._engine.run(
+            [Transmit(1, acks[0], None, lazy=True), Transmit(1, Heartbeat(0, 1), None)],
+            [],
+            [],
+            0,
+            0,
+        )
         datas = [data for _, data, *_ in step.sends]
         node.transport.lazy_wait = 0.005
         link = Link(node.transport, 1)  # not connected: nothing is written by itself
@@ -120,8 +130,7 @@ def test_a_full_outbox_drops_its_oldest_and_still_supersedes() -> None:
     socks = listening_sockets(2)
 
     async def main() -> list[bytes]:
-        node = Node(_stack("cbcast", 0, 2), table_of(socks), KEY, listen=socks[0],
-                    outbox_limit=3)  # fmt: skip
+        node = Node(_stack("cbcast", 0, 2), table_of(socks), KEY, listen=socks[0], outbox_limit=3)
         link = Link(node.transport, 1)
         for k in range(6):
             link.push(f"ack{k}".encode(), None, fr.CONTROL, "a")
@@ -148,21 +157,25 @@ def _superseding(sim: Simulation) -> None:
             last[(p.src, p.dst, key)] = p.id
 
 
-def _latest_only(protocol: str, quorum: str, n: int, senders: list[int],
-                 send_now: Any, pick: Any) -> list[list[str]]:  # fmt: skip
+def _latest_only(
+    protocol: str, quorum: str, n: int, senders: list[int], send_now: Any, pick: Any
+) -> list[list[str]]:
     """Safe groups over Reliable whose network carries only the latest packet of each key
     one way; ``send_now()`` says whether the next broadcast comes before the next arrival,
     ``pick(k)`` which of k packets in flight arrives. What each member delivered."""
-    eps = [Group(p, n, protocol, members=range(n), safe=True, safe_quorum=quorum,
-                 reliable=True) for p in range(n)]  # fmt: skip
+    eps = [
+        Group(p, n, protocol, members=range(n), safe=True, safe_quorum=quorum, reliable=True)
+        for p in range(n)
+    ]
     sim = Simulation(eps, adversarial=True)
     got = run_schedule(sim, senders, send_now, pick, _superseding)
     assert all(ep.status().waiting_safe == 0 for ep in eps)
     return got
 
 
-def run_schedule(sim: Simulation, senders: list[int], send_now: Any, pick: Any,
-                 cut: Any) -> list[list[str]]:  # fmt: skip
+def run_schedule(
+    sim: Simulation, senders: list[int], send_now: Any, pick: Any, cut: Any
+) -> list[list[str]]:
     """Broadcast "m0", "m1"... from ``senders`` in turn while ``send_now()``, else let the
     packet ``pick(k)`` of the k in flight arrive, calling ``cut(sim)`` before each
     arrival, until every message is sent and nothing is in flight; what each member
@@ -197,8 +210,14 @@ def test_groups_that_get_only_the_latest_acks_and_reports_deliver_everything(
     fired (no retransmission, no report asked for again)."""
     n = data.draw(st.integers(3, 4))
     senders = data.draw(st.lists(st.integers(0, n - 1), min_size=1, max_size=6))
-    got = _latest_only(protocol, quorum, n, senders, lambda: data.draw(st.booleans()),
-                       lambda k: data.draw(st.integers(0, k - 1)))  # fmt: skip
+    got = _latest_only(
+        protocol,
+        quorum,
+        n,
+        senders,
+        lambda: data.draw(st.booleans()),
+        lambda k: data.draw(st.integers(0, k - 1)),
+    )
     assert all(sorted(g) == sorted(f"m{k}" for k in range(len(senders))) for g in got), got
     if protocol != "cbcast":
         assert all(g == got[0] for g in got)  # total order
@@ -208,8 +227,9 @@ def test_a_key_on_data_packets_is_caught(monkeypatch: pytest.MonkeyPatch) -> Non
     """Known-buggy: keying the reliable layer's data packets too (a later packet on the
     channel would supersede an earlier one) loses P1's first request to the sequencer,
     and the check above sees the message missing."""
-    monkeypatch.setattr(ReliablePacket, "latest_key", lambda p: ("data", p.sender, p.dest),
-                        raising=False)  # fmt: skip
+    monkeypatch.setattr(
+        ReliablePacket, "latest_key", lambda p: ("data", p.sender, p.dest), raising=False
+    )
     got = _latest_only("sequencer", "all", 3, [1, 1], lambda: True, lambda k: 0)
     assert got != [["m0", "m1"]] * 3
     assert "m0" not in got[0]

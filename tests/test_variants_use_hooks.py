@@ -4,15 +4,16 @@
 from __future__ import annotations
 
 import ast
+import importlib
 import inspect
+import pkgutil
 from pathlib import Path
 from types import ModuleType
 
 import pytest
 
-import mailroom.lab.total
-import mailroom.testing.variants
-import mailroom.testing.variants_total
+import mailroom.lab
+import mailroom.testing
 from mailroom import (
     CBCAST,
     KS,
@@ -26,8 +27,21 @@ from mailroom import (
 )
 from mailroom.core import EndpointBase, hook, hooks
 from mailroom.core.endpoint import Endpoint
+from mailroom.protocols.membership import Group
 
-MODULES = [mailroom.testing.variants, mailroom.testing.variants_total, mailroom.lab.total]
+
+def _all_modules() -> list[ModuleType]:
+    """Every module of the harness and the lab (``__main__`` aside: importing it runs it)."""
+    found = []
+    for pkg in (mailroom.testing, mailroom.lab):
+        found.append(pkg)
+        for info in pkgutil.walk_packages(pkg.__path__, pkg.__name__ + "."):
+            if not info.name.endswith("__main__"):
+                found.append(importlib.import_module(info.name))
+    return found
+
+
+MODULES = _all_modules()
 #: What every endpoint offers a host (the Endpoint contract and the capabilities).
 CONTRACT = {name for name in dir(Endpoint) if not name.startswith("_")} | {
     "send",
@@ -42,11 +56,24 @@ BASE_HELPERS = {name for name in vars(EndpointBase) if name.startswith("_")}
 
 
 def _variants(module: ModuleType) -> list[type]:
+    """The endpoint classes ``module`` defines (variants of a protocol)."""
     return [
         cls
         for cls in vars(module).values()
-        if inspect.isclass(cls) and cls.__module__ == module.__name__
+        if inspect.isclass(cls)
+        and cls.__module__ == module.__name__
+        and issubclass(cls, EndpointBase)
     ]
+
+
+def test_the_guard_covers_the_known_variant_modules() -> None:
+    names = {m.__name__ for m in MODULES if _variants(m)}
+    assert {
+        "mailroom.testing.variants",
+        "mailroom.testing.variants_total",
+        "mailroom.testing.membership",
+        "mailroom.lab.total",
+    } <= names
 
 
 @pytest.mark.parametrize("module", MODULES, ids=lambda m: m.__name__)
@@ -91,6 +118,7 @@ def test_every_hook_is_documented_as_a_rule() -> None:
         CBCAST: {"batch_deliverable"},
         Reliable: {"on_copy"},
         TaggedCausalBroadcast: {"stamp", "entry_tag"},
+        Group: {"flush_quorum", "recover_flush_log", "safe_holds", "safe_needed"},
     }
     for cls, names in expected.items():
         found = hooks(cls)

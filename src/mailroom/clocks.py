@@ -156,15 +156,21 @@ class SentMatrix:
         k, j = index
         return self._rows[k][j]
 
+    def rows(self) -> Sequence[Sequence[int]]:
+        """The rows, live and read-only: the matrix's own lists, not copies (cheap to
+        compare and merge from; ``tolist`` gives copies)."""
+        return self._rows
+
     def __eq__(self, other: object) -> bool:
         if isinstance(other, SentMatrix):
-            return self._rows == other._rows
+            return self._rows == other.rows()
         return NotImplemented
 
     __hash__ = None  # type: ignore[assignment]
 
-    def increment(self, k: int, j: int) -> None:
-        self._rows[k][j] += 1
+    def increment(self, k: int, j: int, by: int = 1) -> None:
+        """Count ``by`` more messages from k to j (one unless told)."""
+        self._rows[k][j] += by
 
     def raise_to(self, k: int, j: int, value: int) -> None:
         """Set entry [k][j] to at least ``value``."""
@@ -173,7 +179,7 @@ class SentMatrix:
 
     def merge(self, other: FrozenMatrix | SentMatrix) -> None:
         """Entrywise maximum with another matrix, in place."""
-        rows = other._rows if isinstance(other, SentMatrix) else other
+        rows = other.rows() if isinstance(other, SentMatrix) else other
         for mine, theirs in zip(self._rows, rows, strict=True):
             if mine != list(theirs):  # most rows already agree; comparing is cheap
                 mine[:] = map(max, mine, theirs)
@@ -214,9 +220,15 @@ class DelivVector:
     def __len__(self) -> int:
         return len(self._counts)
 
+    def live_counts(self) -> list[int]:
+        """The vector's own list, not a copy: it follows later deliveries, and what
+        counts a delivery in it (an endpoint's ``DependencyBuffer``) changes the vector
+        (``tolist`` gives a copy)."""
+        return self._counts
+
     def __eq__(self, other: object) -> bool:
         if isinstance(other, DelivVector):
-            return self._counts == other._counts
+            return self._counts == other.live_counts()
         return NotImplemented
 
     __hash__ = None  # type: ignore[assignment]

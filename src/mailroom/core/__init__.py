@@ -31,7 +31,7 @@ from mailroom.core.endpoint import (
     capabilities,
     send_batch,
 )
-from mailroom.core.errors import LocalError, MailroomError, RemoteError
+from mailroom.core.errors import BackpressureError, LocalError, MailroomError, RemoteError
 from mailroom.core.hooks import hook, hooks
 from mailroom.core.messages import Message, MessageId, Payload, TaggedMessage, check_payload
 from mailroom.core.packets import PACKET_TYPES, is_packet, packet
@@ -54,6 +54,7 @@ __all__ = [
     "TIME",
     "Action",
     "Backpressure",
+    "BackpressureError",
     "BatchBroadcasting",
     "BatchSending",
     "BroadcastEndpoint",

@@ -23,7 +23,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from mailroom.core.codec_check import check_shortcuts
-from mailroom.core.errors import LocalError, RemoteError
+from mailroom.core.errors import LocalError, MailroomError, RemoteError
 from mailroom.core.packets import PACKETS, VERSION, Layout, packet_tag
 from mailroom.core.wire import carried_problem, is_plain
 from mailroom.core.wire_format import (
@@ -203,8 +203,12 @@ def metadata_bytes(packet: object) -> int:
 # -- decoding -----------------------------------------------------------------------
 
 
-class _GiveUp(Exception):
-    """The shortcuts met something they leave to the reference reader."""
+class _GiveUp(MailroomError):
+    """The shortcuts met something they leave to the reference reader (caught inside
+    this module: it never reaches a caller)."""
+
+    def __init__(self) -> None:
+        super().__init__("left to the reference reader")
 
 
 #: What the shortcuts raise on bytes they leave to the reference (truncation is an

@@ -343,24 +343,33 @@ class EndpointBase:
     def __repr__(self) -> str:
         return f"{type(self).__name__}(pid={self.pid}, n={self.n})"
 
-    # -- helpers for subclasses -------------------------------------------------
-    def _check_dest(self, to: object) -> int:
+    # -- helpers for subclasses (``mailroom.lowlevel``) ---------------------------------
+    # Public for protocol authors; the underscore names are the same functions, kept
+    # for protocols written before 0.3 (each is an alias, not a call more per send).
+    def check_dest(self, to: object) -> int:
+        """``to`` if it is a process of this group, else LocalError."""
         if type(to) is not int or not 0 <= to < self.n:
             raise LocalError(f"destination {to!r} is not a process of this group (0..{self.n - 1})")
         return to
 
-    def _check_payload(self, payload: Payload) -> None:
+    def check_payload(self, payload: Payload) -> None:
+        """LocalError unless ``payload`` can travel (``mailroom.core.check_payload``)."""
         check_payload(payload)
 
-    def _next_id(self) -> MessageId:
+    def next_id(self) -> MessageId:
+        """The id of the message sent now: counts it in ``sent_count``."""
         self.sent_count += 1
         return MessageId(self.pid, self.sent_count)
 
-    def _next_ids(self, size: int) -> MessageId:
+    def next_ids(self, size: int) -> MessageId:
         """The id of the first of ``size`` messages sent now (the others follow it)."""
-        first = self._next_id()
-        self.sent_count += size - 1
-        return first
+        self.sent_count += size
+        return MessageId(self.pid, self.sent_count - size + 1)
+
+    _check_dest = check_dest
+    _check_payload = check_payload
+    _next_id = next_id
+    _next_ids = next_ids
 
     def _broadcast_chunks(
         self,

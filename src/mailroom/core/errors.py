@@ -3,7 +3,12 @@
 ``LocalError``: the caller misused the endpoint (unknown destination, payload
 that cannot be encoded, a snapshot that does not fit). ``RemoteError``: a packet
 from a peer is malformed or impossible. Both carry a ``hint`` saying what to do.
-An endpoint that raises either has not changed its state.
+An endpoint that raises either has not changed its state. ``BackpressureError``: a
+right call that cannot be taken now (``mailroom.net.Busy``); wait and try again.
+
+Every error mailroom raises on purpose derives from ``MailroomError``; one that also
+derives from a builtin (``ValueError``, ``RuntimeError``) keeps it, for callers that
+catch that.
 """
 
 from __future__ import annotations
@@ -21,6 +26,11 @@ class MailroomError(Exception):
 
 class LocalError(MailroomError):
     """The caller asked for something the endpoint cannot do."""
+
+
+class BackpressureError(MailroomError):
+    """The endpoint or node cannot take this now, though the call was right: wait (the
+    raiser says for what) and try again. Not misuse: nothing needs fixing."""
 
 
 class RemoteError(MailroomError):

@@ -4,10 +4,13 @@ A protocol marks each method that states one of its rules, and that a variant ma
 override to try another rule, with ``@hook``; the method's docstring says which rule
 it is and what an override must return. ``hooks(cls)`` lists a class's hooks. A
 variant overrides hooks (and the public endpoint methods), and reads the protocol's
-public attributes; names that start with ``_`` are private to the protocol and may
-change in any release. The known-buggy variants in ``mailroom.testing`` and the lab's
-``SkeenAllFinal`` are written this way (docs/writing-a-protocol.md, "Changing one
-rule of a built-in protocol").
+public attributes and ``EndpointBase``'s public helpers (``next_id``, ``next_ids``,
+``check_dest``, ``check_payload``; ``mailroom.lowlevel`` gathers what a protocol
+author uses); names that start with ``_`` are private to the protocol and may change
+in any release. The known-buggy variants in ``mailroom.testing`` (the membership
+ones included) and the lab's ``SkeenAllFinal`` are written this way
+(docs/writing-a-protocol.md, "Changing one rule of a built-in protocol";
+``tests/test_variants_use_hooks.py`` checks every module of both).
 
 Why overridable methods and not a strategy object passed to the constructor: a rule
 needs the endpoint's state (its clock, its mail room), so a strategy would receive

@@ -155,8 +155,13 @@ class Admission:
 
     def _pause(self, sock: socket.socket, exc: OSError) -> None:
         owner = self.owner
-        owner.quiet(logging.ERROR, "P%d: cannot accept a connection (%s); accepting again in "
-                    "%s s", owner.pid, exc, ACCEPT_RETRY)  # fmt: skip
+        owner.quiet(
+            logging.ERROR,
+            "P%d: cannot accept a connection (%s); accepting again in %s s",
+            owner.pid,
+            exc,
+            ACCEPT_RETRY,
+        )
         self._loop.remove_reader(sock.fileno())
 
         def resume() -> None:
@@ -247,8 +252,14 @@ class Admission:
         owner = self.owner
         if exc is not None:
             owner.stats.add(exc.reason)
-            owner.quiet(logging.WARNING, "P%d: closing connection from %s: %s: %s", owner.pid,
-                        p.source, exc.reason, exc)  # fmt: skip
+            owner.quiet(
+                logging.WARNING,
+                "P%d: closing connection from %s: %s: %s",
+                owner.pid,
+                p.source,
+                exc.reason,
+                exc,
+            )
         owner.stats.closed += 1
         with contextlib.suppress(OSError):
             p.sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, _RESET)

@@ -110,16 +110,18 @@ class GroupApp:
         self.view = [view.id, list(view.members)]
         self.joined.set()
         extra = f" state {len(self.delivered)} messages" if change.state is not None else ""
-        print(f"view {view.id} members {list(view.members)} joined {list(change.joined)} "
-              f"left {list(change.left)}{extra}", flush=True)  # fmt: skip
+        print(
+            f"view {view.id} members {list(view.members)} joined {list(change.joined)} "
+            f"left {list(change.left)}{extra}",
+            flush=True,
+        )
 
     def on_excluded(self, ex: Excluded) -> None:
         self.delivered = []
         self.view = None
         self.joined.clear()
         again = ", rejoining" if ex.rejoining else ""
-        print(f"excluded from view {ex.view.id} members {list(ex.view.members)}{again}",
-              flush=True)  # fmt: skip
+        print(f"excluded from view {ex.view.id} members {list(ex.view.members)}{again}", flush=True)
 
     def state(self, view: int) -> list[list[int]]:
         return [m[:] for m in self.delivered]
@@ -164,11 +166,16 @@ def build_parser(
         help="the peer table: [peers.PID] name and address (host:port) of every member "
         "(a growable group's: size, seeds and the addresses known)",
     )
-    p.add_argument("--key-file", help="group key file (default: key_file in peers.toml, "
-                   "else $MAILROOM_KEY)")  # fmt: skip
-    p.add_argument("--protocol", choices=sorted(PROTOCOLS), default="cbcast",
-                   help="the ordering protocol (inside each view of a group): "
-                   f"{', '.join(sorted(PROTOCOLS))} (default: cbcast)")  # fmt: skip
+    p.add_argument(
+        "--key-file", help="group key file (default: key_file in peers.toml, else $MAILROOM_KEY)"
+    )
+    p.add_argument(
+        "--protocol",
+        choices=sorted(PROTOCOLS),
+        default="cbcast",
+        help="the ordering protocol (inside each view of a group): "
+        f"{', '.join(sorted(PROTOCOLS))} (default: cbcast)",
+    )
     p.add_argument("--no-reliable", action="store_true", help="run the protocol alone")
     p.add_argument("--rto", type=float, default=0.5, help="retransmission timeout (s)")
     p.add_argument("--count", type=int, default=0, help="messages this process sends")
@@ -180,31 +187,68 @@ def build_parser(
     p.add_argument("--trace", help="JSON Lines trace of this process's events")
     p.add_argument("--run", default="run", help="run name in the trace")
     p.add_argument("--checkpoint", help="checkpoint file: resume from it, keep it current")
-    p.add_argument("--sync", action="store_true",
-                   help="fsync the trace and checkpoint log at every step")  # fmt: skip
-    p.add_argument("--encrypt", action="store_true",
-                   help="encrypt data frames (every member must agree)")  # fmt: skip
-    p.add_argument("--handshake-timeout", type=float, default=None, metavar="SECONDS",
-                   help="close connections not authenticated in time (default 10)")  # fmt: skip
+    p.add_argument(
+        "--sync", action="store_true", help="fsync the trace and checkpoint log at every step"
+    )
+    p.add_argument(
+        "--encrypt", action="store_true", help="encrypt data frames (every member must agree)"
+    )
+    p.add_argument(
+        "--handshake-timeout",
+        type=float,
+        default=None,
+        metavar="SECONDS",
+        help="close connections not authenticated in time (default 10)",
+    )
     p.add_argument("--listen-fd", type=int, help="an inherited listening socket to use")
-    p.add_argument("--linger", type=float, default=0.0, metavar="SECONDS",
-                   help="let the sends of several turns gather this long before they go "
-                   "(default 0: each turn's sends go when the turn ends)")  # fmt: skip
-    p.add_argument("--busy-gap", type=float, default=BUSY_GAP, metavar="SECONDS",
-                   help="sends that come within this long of the last ones sent wait for the "
-                   f"rest of it, gathered (default {BUSY_GAP}; 0: never)")  # fmt: skip
-    p.add_argument("--lazy-wait", type=float, default=LAZY_WAIT, metavar="SECONDS",
-                   help="acknowledgements and reports nothing waits on go to a peer at "
-                   f"most once per this long (default {LAZY_WAIT}; 0: at once)")  # fmt: skip
-    p.add_argument("--max-in-flight", type=int, default=MAX_IN_FLIGHT, metavar="N",
-                   help="wait to send while N of this node's broadcasts are not delivered "
-                   f"back to it (default {MAX_IN_FLIGHT}; 0: no bound)")  # fmt: skip
-    p.add_argument("--delay", action="append", default=[], metavar="PID=SECONDS",
-                   help="hold frames to PID back (a slow link)")  # fmt: skip
-    p.add_argument("--gc-young", type=int, default=0, metavar="OBJECTS",
-                   help="set the garbage collector's young-generation threshold for this "
-                   f"process: more throughput, a little more latency (e.g. {YOUNG}; "
-                   "default 0: Python's own)")  # fmt: skip
+    p.add_argument(
+        "--linger",
+        type=float,
+        default=0.0,
+        metavar="SECONDS",
+        help="let the sends of several turns gather this long before they go "
+        "(default 0: each turn's sends go when the turn ends)",
+    )
+    p.add_argument(
+        "--busy-gap",
+        type=float,
+        default=BUSY_GAP,
+        metavar="SECONDS",
+        help="sends that come within this long of the last ones sent wait for the "
+        f"rest of it, gathered (default {BUSY_GAP}; 0: never)",
+    )
+    p.add_argument(
+        "--lazy-wait",
+        type=float,
+        default=LAZY_WAIT,
+        metavar="SECONDS",
+        help="acknowledgements and reports nothing waits on go to a peer at "
+        f"most once per this long (default {LAZY_WAIT}; 0: at once)",
+    )
+    p.add_argument(
+        "--max-in-flight",
+        type=int,
+        default=MAX_IN_FLIGHT,
+        metavar="N",
+        help="wait to send while N of this node's broadcasts are not delivered "
+        f"back to it (default {MAX_IN_FLIGHT}; 0: no bound)",
+    )
+    p.add_argument(
+        "--delay",
+        action="append",
+        default=[],
+        metavar="PID=SECONDS",
+        help="hold frames to PID back (a slow link)",
+    )
+    p.add_argument(
+        "--gc-young",
+        type=int,
+        default=0,
+        metavar="OBJECTS",
+        help="set the garbage collector's young-generation threshold for this "
+        f"process: more throughput, a little more latency (e.g. {YOUNG}; "
+        "default 0: Python's own)",
+    )
     _group_options(p)
     p.add_argument("-v", "--verbose", action="store_true")
     return p
@@ -213,36 +257,77 @@ def build_parser(
 def _group_options(p: argparse.ArgumentParser) -> None:
     """The option groups of a group member: membership, a growable group, operations."""
     g = p.add_argument_group("group membership")
-    g.add_argument("--members", metavar="PIDS",
-                   help="be a member of a group whose first view is PIDS (e.g. 0,1,2)")  # fmt: skip
-    g.add_argument("--join", metavar="PIDS", nargs="?", const="",
-                   help="join a running group through these members (e.g. 0,1), or, in a "
-                   "growable group, through those its seeds name; with an existing "
-                   "--checkpoint, rejoin as the next incarnation")  # fmt: skip
-    g.add_argument("--safe", action="store_true",
-                   help="safe (uniform) delivery: a message is delivered once every member "
-                   "of the view holds it (a broadcast protocol)")  # fmt: skip
-    g.add_argument("--safe-quorum", choices=("all", "majority"), default="all",
-                   help="with --safe: deliver once every member (all, the default) or a "
-                   "majority of the view (majority) holds a message")  # fmt: skip
-    g.add_argument("--heartbeat", type=float, default=0.5, metavar="SECONDS",
-                   help="heartbeat interval of the failure detector (default 0.5)")  # fmt: skip
-    g.add_argument("--suspect-after", type=float, default=2.0, metavar="SECONDS",
-                   help="suspect a member silent this long (default 2)")  # fmt: skip
+    g.add_argument(
+        "--members",
+        metavar="PIDS",
+        help="be a member of a group whose first view is PIDS (e.g. 0,1,2)",
+    )
+    g.add_argument(
+        "--join",
+        metavar="PIDS",
+        nargs="?",
+        const="",
+        help="join a running group through these members (e.g. 0,1), or, in a "
+        "growable group, through those its seeds name; with an existing "
+        "--checkpoint, rejoin as the next incarnation",
+    )
+    g.add_argument(
+        "--safe",
+        action="store_true",
+        help="safe (uniform) delivery: a message is delivered once every member "
+        "of the view holds it (a broadcast protocol)",
+    )
+    g.add_argument(
+        "--safe-quorum",
+        choices=("all", "majority"),
+        default="all",
+        help="with --safe: deliver once every member (all, the default) or a "
+        "majority of the view (majority) holds a message",
+    )
+    g.add_argument(
+        "--heartbeat",
+        type=float,
+        default=0.5,
+        metavar="SECONDS",
+        help="heartbeat interval of the failure detector (default 0.5)",
+    )
+    g.add_argument(
+        "--suspect-after",
+        type=float,
+        default=2.0,
+        metavar="SECONDS",
+        help="suspect a member silent this long (default 2)",
+    )
     d = p.add_argument_group("a growable group (found from seed addresses)")
-    d.add_argument("--size", type=int, metavar="N",
-                   help="the group's size: pids 0..N-1, members found through seeds")  # fmt: skip
-    d.add_argument("--seeds", metavar="ADDRESSES",
-                   help="host:port of members to find the group by, comma-separated")  # fmt: skip
-    d.add_argument("--address", metavar="HOST:PORT",
-                   help="where the others reach this process (default: its peer-table entry, "
-                   "else its listening socket's name)")  # fmt: skip
+    d.add_argument(
+        "--size",
+        type=int,
+        metavar="N",
+        help="the group's size: pids 0..N-1, members found through seeds",
+    )
+    d.add_argument(
+        "--seeds",
+        metavar="ADDRESSES",
+        help="host:port of members to find the group by, comma-separated",
+    )
+    d.add_argument(
+        "--address",
+        metavar="HOST:PORT",
+        help="where the others reach this process (default: its peer-table entry, "
+        "else its listening socket's name)",
+    )
     o = p.add_argument_group("operations")
-    o.add_argument("--status", metavar="ADDRESS",
-                   help="serve the status (mailroom status ADDRESS) at a loopback one")  # fmt: skip
-    o.add_argument("--metrics", metavar="ADDRESS",
-                   help="serve Prometheus metrics at http://ADDRESS/metrics "
-                   "(needs prometheus_client: the metrics extra)")  # fmt: skip
+    o.add_argument(
+        "--status",
+        metavar="ADDRESS",
+        help="serve the status (mailroom status ADDRESS) at a loopback one",
+    )
+    o.add_argument(
+        "--metrics",
+        metavar="ADDRESS",
+        help="serve Prometheus metrics at http://ADDRESS/metrics "
+        "(needs prometheus_client: the metrics extra)",
+    )
 
 
 def table_of(args: argparse.Namespace) -> PeerTable:
@@ -251,8 +336,9 @@ def table_of(args: argparse.Namespace) -> PeerTable:
     seeds = tuple(parse_address(a.strip()) for a in (args.seeds or "").split(",") if a.strip())
     if args.peers is None:
         if args.size is None:
-            raise LocalError("pass --peers PEERS.TOML, or --size N with --seeds for a growable "
-                             "group")  # fmt: skip
+            raise LocalError(
+                "pass --peers PEERS.TOML, or --size N with --seeds for a growable group"
+            )
         return PeerTable({}, size=args.size, seeds=seeds)
     table = PeerTable.load(args.peers)
     if args.size is None and not seeds:
@@ -304,14 +390,32 @@ def node_of(args: argparse.Namespace, app: GroupApp | None) -> Node:
     listen = socket.socket(fileno=args.listen_fd) if args.listen_fd is not None else None
     hooks: dict[str, Any] = {}
     if app is not None:
-        hooks = {"app_state": app.saved, "on_view": app.on_view, "get_state": app.state,
-                 "on_excluded": app.on_excluded}  # fmt: skip
-    node = Node(endpoint, peers, key, checkpoint=args.checkpoint, trace=args.trace,
-                run=args.run, delays=parse_delays(args.delay), listen=listen,
-                encrypt=args.encrypt, sync=args.sync, handshake_timeout=args.handshake_timeout,
-                rejoin=contacts, address=args.address, linger=args.linger,
-                busy_gap=args.busy_gap, lazy_wait=args.lazy_wait,
-                max_in_flight=args.max_in_flight or None, **hooks)  # fmt: skip
+        hooks = {
+            "app_state": app.saved,
+            "on_view": app.on_view,
+            "get_state": app.state,
+            "on_excluded": app.on_excluded,
+        }
+    node = Node(
+        endpoint,
+        peers,
+        key,
+        checkpoint=args.checkpoint,
+        trace=args.trace,
+        run=args.run,
+        delays=parse_delays(args.delay),
+        listen=listen,
+        encrypt=args.encrypt,
+        sync=args.sync,
+        handshake_timeout=args.handshake_timeout,
+        rejoin=contacts,
+        address=args.address,
+        linger=args.linger,
+        busy_gap=args.busy_gap,
+        lazy_wait=args.lazy_wait,
+        max_in_flight=args.max_in_flight or None,
+        **hooks,
+    )
     if app is not None and node.joined:  # resumed its view: the application too
         app.resume(node.resumed_state)
         app.joined.set()

@@ -30,8 +30,9 @@ def tune_collector(young: int = YOUNG) -> tuple[int, int, int]:
     last collection (the older generations' thresholds are kept); return the thresholds
     before the call, for ``gc.set_threshold(*before)`` to put them back."""
     if type(young) is not int or young < 1:
-        raise LocalError(f"the young generation's threshold must be a positive integer, "
-                         f"got {young!r}")  # fmt: skip
+        raise LocalError(
+            f"the young generation's threshold must be a positive integer, got {young!r}"
+        )
     before = gc.get_threshold()
     gc.set_threshold(young, before[1], before[2])
     return before

@@ -78,9 +78,14 @@ class Commit:
     def _stall(self, exc: OSError) -> None:
         self.pause(True)
         self.stalled = exc
-        self.quiet(logging.ERROR, "P%d: cannot write its checkpoint or trace (%s); %d steps "
-                   "wait, retrying in %.2f s", self.pid, exc, len(self._unwritten),
-                   self._pause)  # fmt: skip
+        self.quiet(
+            logging.ERROR,
+            "P%d: cannot write its checkpoint or trace (%s); %d steps wait, retrying in %.2f s",
+            self.pid,
+            exc,
+            len(self._unwritten),
+            self._pause,
+        )
         loop = asyncio.get_running_loop()
         self._retry = loop.call_later(self._pause, self.commit)
         self._pause = min(self._pause * 2, 1.0)
@@ -97,8 +102,13 @@ class Commit:
         try:
             self.journal.write(steps, *self.marks())
         except OSError as exc:
-            log.error("P%d: %d steps could not be written (%s); a restart resumes from the "
-                      "checkpoint without them", self.pid, len(steps), exc)  # fmt: skip
+            log.error(
+                "P%d: %d steps could not be written (%s); a restart resumes from the "
+                "checkpoint without them",
+                self.pid,
+                len(steps),
+                exc,
+            )
             return False, []
         return True, steps
 

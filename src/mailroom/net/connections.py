@@ -15,7 +15,7 @@ import os
 from typing import TYPE_CHECKING, cast
 
 from mailroom.core.codec import decode
-from mailroom.core.errors import RemoteError
+from mailroom.core.errors import MailroomError, RemoteError
 from mailroom.core.messages import MessageId
 from mailroom.core.wire import carried_message_id, is_packet
 from mailroom.net import frames as fr
@@ -28,7 +28,7 @@ if TYPE_CHECKING:
 Batch = list[tuple[object, fr.Data]]
 
 
-class Mislabeled(Exception):
+class Mislabeled(MailroomError):
     """An authentic frame's packet that carries another message than its header says."""
 
 
@@ -201,8 +201,14 @@ class Inbound(asyncio.BufferedProtocol):
     def reject(self, exc: fr.FrameError) -> None:
         owner = self.owner
         owner.stats.add(exc.reason)
-        owner.quiet(logging.WARNING, "P%d: closing connection from P%d: %s: %s", owner.pid,
-                    self.peer, exc.reason, exc)  # fmt: skip
+        owner.quiet(
+            logging.WARNING,
+            "P%d: closing connection from P%d: %s: %s",
+            owner.pid,
+            self.peer,
+            exc.reason,
+            exc,
+        )
         self.close()
 
     def close(self) -> None:
@@ -244,8 +250,13 @@ class Outbound(asyncio.Protocol):
         if self.sealer is None and self.transport is not None:
             owner = self.link.owner
             owner.stats.timeouts += 1
-            owner.quiet(logging.WARNING, "P%d: P%d did not complete the handshake within "
-                        "%s s", owner.pid, self.link.peer, owner.handshake_seconds())  # fmt: skip
+            owner.quiet(
+                logging.WARNING,
+                "P%d: P%d did not complete the handshake within %s s",
+                owner.pid,
+                self.link.peer,
+                owner.handshake_seconds(),
+            )
             self.transport.close()
 
     def data_received(self, data: bytes) -> None:
@@ -258,8 +269,9 @@ class Outbound(asyncio.Protocol):
                     raise fr.FrameError("garbage", f"P{peer} sent frame type {kind}")
                 if not self.secret:
                     greeting = hs.read_greeting(kind, body, peer)
-                    unsigned = hs.Claim(owner.pid, peer, owner.digest, owner.encrypt,
-                                        os.urandom(fr.NONCE_SIZE), b"")  # fmt: skip
+                    unsigned = hs.Claim(
+                        owner.pid, peer, owner.digest, owner.encrypt, os.urandom(fr.NONCE_SIZE), b""
+                    )
                     claim, self.secret = hs.claim(owner.key, owner.generator, greeting, unsigned)
                     self.transport.write(claim.frame())
                     continue

@@ -264,8 +264,13 @@ class Discovery:
         view, members = found if found is not None else (0, ())
         known = sorted({*members, self.pid} & set(self.directory.addresses))
         addresses = self.directory.addresses
-        return Roster(self.pid, view, members, tuple(known),
-                      tuple(format_address(addresses[p]) for p in known))  # fmt: skip
+        return Roster(
+            self.pid,
+            view,
+            members,
+            tuple(known),
+            tuple(format_address(addresses[p]) for p in known),
+        )
 
     # -- probing ------------------------------------------------------------------------
     def wanting(self) -> bool:

@@ -20,13 +20,17 @@ from __future__ import annotations
 from typing import Any
 
 from mailroom.core.endpoint import capabilities
-from mailroom.core.errors import LocalError
+from mailroom.core.errors import BackpressureError, LocalError
 from mailroom.core.stack import Stack
 
 
-class Busy(LocalError):
+class Busy(BackpressureError, LocalError):
     """The node cannot take a send now (window full, mail room full, or its files
-    cannot be written); ``await node.wait_can_send()`` returns when it can."""
+    cannot be written); ``await node.wait_can_send()`` returns when it can.
+
+    A ``BackpressureError``: catch that. It is also a ``LocalError`` only for compatibility
+    with code written for 0.2 that catches ``LocalError`` for it (deprecated: that base
+    will go in a later major release; back-pressure is not misuse)."""
 
 
 def check_writable(stalled: object | None) -> None:

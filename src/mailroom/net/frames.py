@@ -52,6 +52,7 @@ from typing import Any, Self
 
 import attrs
 
+from mailroom.core.errors import MailroomError
 from mailroom.core.messages import MessageId
 
 MAX_FRAME = 1 << 20
@@ -82,7 +83,7 @@ ENCRYPT = 1
 PREAUTH_LIMIT = 1 + 2 + 2 + 32 + 1 + NONCE_SIZE + 32 + MAC_SIZE
 
 
-class FrameError(Exception):
+class FrameError(MailroomError):
     """The bytes on a connection are not a valid frame; ``reason`` names the counter."""
 
     def __init__(self, reason: str, message: str) -> None:

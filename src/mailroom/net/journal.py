@@ -78,8 +78,15 @@ class Journal:
             for s in steps:
                 end += sum(len(line) for line in s.lines)
                 count += len(s.lines)
-                records.append({"ops": s.ops, "trace": count, "trace_bytes": end,
-                                "sent": s.sent, "delivered": s.delivered})  # fmt: skip
+                records.append(
+                    {
+                        "ops": s.ops,
+                        "trace": count,
+                        "trace_bytes": end,
+                        "sent": s.sent,
+                        "delivered": s.delivered,
+                    }
+                )
             if len(records) > 1:  # steps that waited (a write failed): acted on as one
                 records[0]["batch"] = len(records)
             if self.app_state is not None:  # as of before the first of them
@@ -127,10 +134,15 @@ class Journal:
         written."""
         assert self.ckpt is not None
         trace = self.trace
-        base: dict[str, Any] = {"format": FORMAT, "stack": stack_names(endpoint),
-                                "endpoint": endpoint.snapshot(), "sent": counters[0],
-                                "delivered": counters[1], "trace": trace.count if trace
-                                else 0, "trace_bytes": trace.end if trace else 0}  # fmt: skip
+        base: dict[str, Any] = {
+            "format": FORMAT,
+            "stack": stack_names(endpoint),
+            "endpoint": endpoint.snapshot(),
+            "sent": counters[0],
+            "delivered": counters[1],
+            "trace": trace.count if trace else 0,
+            "trace_bytes": trace.end if trace else 0,
+        }
         kinds = dests.saved()
         if kinds is not None:
             base["kinds"] = kinds
@@ -199,8 +211,9 @@ class Restored:
         the old one queued and never sent is queued again (``requeue``: not after a cut
         log, when it may have gone out), its send events written when it goes out."""
         self.used = max(self.used, used, int(self.endpoint.sent_count))
-        self.endpoint = rejoined(self.endpoint, contacts, sent=self.used,
-                                 incarnation=incarnation, requeue=requeue)  # fmt: skip
+        self.endpoint = rejoined(
+            self.endpoint, contacts, sent=self.used, incarnation=incarnation, requeue=requeue
+        )
         self.redelivered, self.owed, self.rebase = [], None, True
         group = group_of(self.endpoint)
         if group is None or not group.unsent():  # else it goes out, and is written, later
@@ -226,8 +239,9 @@ def restore(saved: Saved, fresh: Any, where: str, rejoin: Collection[int] | None
         raise LocalError(f"{where} is of protocol stack {named}, not {want}")
     try:
         endpoint = restore_endpoint(saved.base["endpoint"])
-        done = Restored(endpoint, Destinations(fresh.pid, fresh.n, endpoint), Unsent(),
-                        Seen(fresh.n))  # fmt: skip
+        done = Restored(
+            endpoint, Destinations(fresh.pid, fresh.n, endpoint), Unsent(), Seen(fresh.n)
+        )
         done.dests.load(saved.base.get("kinds"))
         done.unsent.load(saved.base.get("unsent"))
         done.seen.load(saved.base.get("seen"), where)
@@ -259,15 +273,25 @@ def restore(saved: Saved, fresh: Any, where: str, rejoin: Collection[int] | None
         done.resumed_changes += step.get("app_log", [])
     if saved.cut is not None:
         if group_of(done.endpoint) is None or saved.marks is None:
-            raise LocalError(f"{saved.cut}; resuming would hand its messages again and "
-                             "reuse their ids (restore the log, or start afresh)")  # fmt: skip
-        log.warning("%s; P%d rejoins its group as a new incarnation, its message ids after "
-                    "%d", saved.cut, fresh.pid, saved.marks.sent)  # fmt: skip
+            raise LocalError(
+                f"{saved.cut}; resuming would hand its messages again and "
+                "reuse their ids (restore the log, or start afresh)"
+            )
+        log.warning(
+            "%s; P%d rejoins its group as a new incarnation, its message ids after %d",
+            saved.cut,
+            fresh.pid,
+            saved.marks.sent,
+        )
         rejoin = rejoin or ()
     if rejoin is not None:
         marks = saved.marks
-        done.rejoin(rejoin, marks.sent if marks else 0, marks.incarnation if marks else 0,
-                    requeue=saved.cut is None)  # fmt: skip
+        done.rejoin(
+            rejoin,
+            marks.sent if marks else 0,
+            marks.incarnation if marks else 0,
+            requeue=saved.cut is None,
+        )
     return done
 
 

@@ -53,13 +53,21 @@ def _values(data: dict[str, Any]) -> dict[str, Any]:
     """``node_status`` data, with the sums and the group's numbers the series read."""
     links, group = data["links"], data["group"]
     found = {f"stats.{k}": v for k, v in data["stats"].items()}
-    found.update(data, connected=sum(1 for k in links if k["connected"]),
-                 queued=sum(k["queued"] for k in links))  # fmt: skip
+    found.update(
+        data,
+        connected=sum(1 for k in links if k["connected"]),
+        queued=sum(k["queued"] for k in links),
+    )
     if group is not None:
         view = group["view"] or {"id": 0, "members": []}
-        found.update({"group.view_id": view["id"], "group.members": len(view["members"]),
-                      "group.waiting": int(group["waiting_for_majority"]),
-                      "group.flushing": int(group["flush"] != "running")})  # fmt: skip
+        found.update(
+            {
+                "group.view_id": view["id"],
+                "group.members": len(view["members"]),
+                "group.waiting": int(group["waiting_for_majority"]),
+                "group.flushing": int(group["flush"] != "running"),
+            }
+        )
     return found
 
 
@@ -74,8 +82,9 @@ def _families(data: dict[str, Any]) -> Iterator[Any]:
             metric = family(f"mailroom_{name}", text, labels=["pid"])
             metric.add_metric([pid], found[key])
             yield metric
-    rejected = CounterMetricFamily("mailroom_rejected", "Frames and connections rejected, "
-                                   "by reason.", labels=["pid", "reason"])  # fmt: skip
+    rejected = CounterMetricFamily(
+        "mailroom_rejected", "Frames and connections rejected, by reason.", labels=["pid", "reason"]
+    )
     for reason in REJECTED:
         rejected.add_metric([pid, reason], data["stats"][reason])
     yield rejected

@@ -155,15 +155,39 @@ class Node:
         sent = lambda: int(self.endpoint.sent_count)  # noqa: E731
         others = set(self.directory.addresses) - {self.pid}
         self._restart = Restart(self.pid, others, saved is not None, sent, self.stats, self._quiet)
-        self.transport = Transport(self.pid, self.directory, key, config, self._received,
-                                   self.stats, self._quiet, member=is_member(endpoint),
-                                   seen=done.seen, on_seen=self._restart.heard)  # fmt: skip
+        self.transport = Transport(
+            self.pid,
+            self.directory,
+            key,
+            config,
+            self._received,
+            self.stats,
+            self._quiet,
+            member=is_member(endpoint),
+            seen=done.seen,
+            on_seen=self._restart.heard,
+        )
         self.trace, ckpt = open_files(saved, self.checkpoint_path, config, endpoint, peers.n)
-        self._journal = Journal(self.trace, ckpt, config.app_state, done.resumed_state,
-                                saved is not None, done.seen, config.app_changes)  # fmt: skip
+        self._journal = Journal(
+            self.trace,
+            ckpt,
+            config.app_state,
+            done.resumed_state,
+            saved is not None,
+            done.seen,
+            config.app_changes,
+        )
         self._adopt(done)
-        self._commit = Commit(self.pid, self._journal, self._marks, self._act, self._acted,
-                              self.transport.pause, self.stats, self._quiet)  # fmt: skip
+        self._commit = Commit(
+            self.pid,
+            self._journal,
+            self._marks,
+            self._act,
+            self._acted,
+            self.transport.pause,
+            self.stats,
+            self._quiet,
+        )
         self._timer: asyncio.TimerHandle | None = None
         self._timer_at: float | None = None
         self._queue: asyncio.Queue[Message | None] = asyncio.Queue()
@@ -180,15 +204,27 @@ class Node:
         self.redelivered: list[Message] = done.redelivered
         self._owed, self._rebase, self._done = done.owed, done.rebase, done
         self.stats.sent, self.stats.delivered = done.counters()
-        self._tracer = Tracer(self.config.run, self.pid, done.dests, self.now, self.trace,
-                              done.unsent) if self.trace is not None else None  # fmt: skip
+        self._tracer = (
+            Tracer(self.config.run, self.pid, done.dests, self.now, self.trace, done.unsent)
+            if self.trace is not None
+            else None
+        )
         self._engine = Engine(ep, done.dests, self._tracer, logged=self._journal.ckpt is not None)
         self._engine.view = ep.view.id if self.member and ep.joined else None
         self._flow = Flow(ep, self.config.max_retained, self.peers.n, self.config.max_in_flight)
-        self._out = Outgoing(ep, self._engine, self._flow, self.stats, self._quiet, self._step,
-                             logged=self._journal.ckpt is not None, member=self.member,
-                             coalesce=self.config.coalesce, linger=self.config.linger,
-                             busy_gap=self.config.busy_gap)  # fmt: skip
+        self._out = Outgoing(
+            ep,
+            self._engine,
+            self._flow,
+            self.stats,
+            self._quiet,
+            self._step,
+            logged=self._journal.ckpt is not None,
+            member=self.member,
+            coalesce=self.config.coalesce,
+            linger=self.config.linger,
+            busy_gap=self.config.busy_gap,
+        )
         self._out.after_turn = self.transport.flush_all
         if self.config.coalesce:  # lazy packets wait a moment for the next one that matters
             self.transport.lazy_wait = self.config.lazy_wait
@@ -372,8 +408,7 @@ class Node:
         try:
             actions = self._endpoint.provide_state(view, state)
         except LocalError as exc:  # the view changed again meanwhile: no joiner waits
-            self._quiet(logging.WARNING, "P%d: state for view %d not sent: %s", self.pid,
-                        view, exc)  # fmt: skip
+            self._quiet(logging.WARNING, "P%d: state for view %d not sent: %s", self.pid, view, exc)
             return
         ops = [Provided.of(view, state).row()] if self._journal.ckpt is not None else []
         self._step(actions, ops, [])
@@ -397,8 +432,7 @@ class Node:
         actions, errors = receive_batch(self._endpoint, [packet for packet, _ in batch])
         for exc in errors:
             self.stats.remote_errors += 1
-            self._quiet(logging.WARNING, "P%d: dropped a packet from P%d: %s", self.pid,
-                        peer, exc)  # fmt: skip
+            self._quiet(logging.WARNING, "P%d: dropped a packet from P%d: %s", self.pid, peer, exc)
         self._step(actions, ops, lines, lot)
         if tracer is not None and self._dests.fixed is None:
             self._dests.prune(self._endpoint)
@@ -431,8 +465,13 @@ class Node:
             self._timer = asyncio.get_running_loop().call_at(deadline, self._on_timer)
 
     # -- one step: record, persist, then act --------------------------------------------
-    def _step(self, actions: Sequence[Action], ops: list[Any], lines: list[bytes],
-              first: Step | None = None) -> None:  # fmt: skip
+    def _step(
+        self,
+        actions: Sequence[Action],
+        ops: list[Any],
+        lines: list[bytes],
+        first: Step | None = None,
+    ) -> None:
         """One step of ``actions`` (after inputs ``ops`` and trace ``lines``), after
         ``first`` (the lot's part, ``Outgoing.first_part``) if given."""
         stats = self.stats
@@ -523,8 +562,12 @@ class Node:
             if strict:
                 raise LocalError(f"cannot write checkpoint {self.checkpoint_path}: {exc}") from None
             self.stats.io_errors += 1
-            self._quiet(logging.WARNING, "P%d: checkpoint compaction failed (%s); the log "
-                        "keeps growing until it succeeds", self.pid, exc)  # fmt: skip
+            self._quiet(
+                logging.WARNING,
+                "P%d: checkpoint compaction failed (%s); the log keeps growing until it succeeds",
+                self.pid,
+                exc,
+            )
 
 
 # Names defined elsewhere stay importable from here (``Busy``, ``NetStats``,

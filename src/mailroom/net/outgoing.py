@@ -171,9 +171,11 @@ class Outgoing:
         engine = self.engine
         engine.dests.issued(fr.BROADCAST, len(batch))
         tracer = engine.tracer
-        lines = [] if tracer is None else tracer.sends(
-            mids, engine.dests.everyone, batch, queued, engine.view
-        )  # fmt: skip
+        lines = (
+            []
+            if tracer is None
+            else tracer.sends(mids, engine.dests.everyone, batch, queued, engine.view)
+        )
         ops = [BroadcastMany.of(part).row() for part in parts] if self.logged else []
         self._add(actions, ops, lines, len(batch))
         return mids
@@ -193,9 +195,13 @@ class Outgoing:
         if dests.fixed is None:
             dests.issued(fr.BROADCAST if to is None else fr.UNICAST)
         tracer = engine.tracer
-        lines = [] if tracer is None else tracer.sends(
-            [mid], dests.everyone if to is None else (to,), [payload], queued, engine.view
-        )  # fmt: skip
+        lines = (
+            []
+            if tracer is None
+            else tracer.sends(
+                [mid], dests.everyone if to is None else (to,), [payload], queued, engine.view
+            )
+        )
         entry = Broadcast.of(payload) if to is None else Sent.of(payload, to)
         self._add(actions, [entry.row()] if self.logged else [], lines, 1)
         return mid
@@ -306,8 +312,14 @@ class Outgoing:
         (``broadcast_many`` must accept what ``broadcast`` does): they are not sent."""
         self.stats.sent -= count
         self.stats.unsent += count
-        self.quiet(logging.ERROR, "P%d: the endpoint refused %d broadcasts as a batch, after "
-                   "the calls returned (%s); they are not sent", self.pid, count, exc)  # fmt: skip
+        self.quiet(
+            logging.ERROR,
+            "P%d: the endpoint refused %d broadcasts as a batch, after "
+            "the calls returned (%s); they are not sent",
+            self.pid,
+            count,
+            exc,
+        )
 
 
 __all__ = ["LOT_LIMIT", "Lot", "Outgoing", "has_batch_form"]

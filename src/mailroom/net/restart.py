@@ -50,9 +50,14 @@ class Restart:
     from a checkpoint, checked afterwards. ``sent()`` is its message count now."""
 
     def __init__(
-        self, pid: int, others: set[int], restored: bool, sent: Callable[[], int], stats: NetStats,
+        self,
+        pid: int,
+        others: set[int],
+        restored: bool,
+        sent: Callable[[], int],
+        stats: NetStats,
         quiet: QuietLog,
-    ) -> None:  # fmt: skip
+    ) -> None:
         self.pid = pid
         self.checking = restored
         self.waiting = set(others) if restored else set()
@@ -66,9 +71,14 @@ class Restart:
         if not self.checking:
             if seen is not None and seen > self._sent():
                 self._stats.behind += 1
-                self._quiet(logging.ERROR, "P%d: P%d has seen its message %d, but it has "
-                            "sent %d: its ids are reused", self.pid, peer, seen,
-                            self._sent())  # fmt: skip
+                self._quiet(
+                    logging.ERROR,
+                    "P%d: P%d has seen its message %d, but it has sent %d: its ids are reused",
+                    self.pid,
+                    peer,
+                    seen,
+                    self._sent(),
+                )
             return
         if seen is not None:
             self.seen[peer] = max(self.seen.get(peer, 0), seen)
@@ -77,9 +87,13 @@ class Restart:
             self._all_heard.set()
 
     async def confirm(
-        self, transport: Transport, trace: TraceFile | None, done: Restored, seconds: float,
+        self,
+        transport: Transport,
+        trace: TraceFile | None,
+        done: Restored,
+        seconds: float,
         close: Callable[[], Awaitable[None]],
-    ) -> bool:  # fmt: skip
+    ) -> bool:
         """Hear every peer (``transport``'s reading paused: no step is taken) for at most
         ``seconds``; True if ``done`` was replaced by its next incarnation (a group member
         behind its peers); if it is behind and cannot rejoin, ``close()`` and LocalError."""

@@ -108,8 +108,11 @@ class Service:
             if said is None or now - said >= QUORUM_LOG_EVERY:
                 self.quorum_said = now
                 self.quorum_lines += 1
-                log.warning("P%d: waiting for a majority, no view can be installed: %s",
-                            node.pid, status.summary())  # fmt: skip
+                log.warning(
+                    "P%d: waiting for a majority, no view can be installed: %s",
+                    node.pid,
+                    status.summary(),
+                )
         elif self.quorum_said is not None:
             self.quorum_said = None
             log.warning("P%d: a majority again: %s", node.pid, status.summary())

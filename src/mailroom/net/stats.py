@@ -95,8 +95,16 @@ class NetStats:
 
 
 #: The counters of frames or connections refused for security or garbage.
-REJECTED = ("garbage", "bad_mac", "replayed", "unknown_peer", "refused", "timeouts",
-            "evicted", "mislabeled")  # fmt: skip
+REJECTED = (
+    "garbage",
+    "bad_mac",
+    "replayed",
+    "unknown_peer",
+    "refused",
+    "timeouts",
+    "evicted",
+    "mislabeled",
+)
 
 
 __all__ = ["LOG_BURST", "LOG_WINDOW", "REJECTED", "NetStats", "QuietLog"]

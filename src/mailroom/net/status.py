@@ -80,8 +80,14 @@ def node_status(node: Node) -> dict[str, Any]:
     for peer, link in sorted(node.transport.links().items()):
         conn = link.conn
         up = conn is not None and conn.sealer is not None
-        links.append({"peer": peer, "address": entries.get(peer), "connected": up,
-                      "queued": len(link.outbox)})  # fmt: skip
+        links.append(
+            {
+                "peer": peer,
+                "address": entries.get(peer),
+                "connected": up,
+                "queued": len(link.outbox),
+            }
+        )
     path = node.checkpoint_path
     size = 0 if path is None else _file_size(path) + _file_size(log_of(path))
     discovery = node.service.discovery
@@ -137,8 +143,10 @@ def render(data: dict[str, Any]) -> str:
     for link in data["links"]:
         peer = "seed" if link["peer"] == ANY else f"P{link['peer']}"
         state = "connected" if link["connected"] else "not connected"
-        lines.append(f"  {peer} {link['address'] or '(address unknown)'}: {state}, "
-                     f"{link['queued']} frames waiting")  # fmt: skip
+        lines.append(
+            f"  {peer} {link['address'] or '(address unknown)'}: {state}, "
+            f"{link['queued']} frames waiting"
+        )
     rejected = sum(stats[k] for k in REJECTED)
     lines.append(
         f"frames: {stats['frames_in']} in, {stats['frames_out']} out, {rejected} "

@@ -59,10 +59,17 @@ class Step:
 
     def then(self, later: Step) -> Step:
         """This step and ``later`` as one: written in one go, acted on in order."""
-        return Step(self.ops + later.ops, self.lines + later.lines, self.sends + later.sends,
-                    self.loopback + later.loopback, self.handed + later.handed,
-                    self.stable + later.stable, later.sent, later.delivered,
-                    self.back + later.back)  # fmt: skip
+        return Step(
+            self.ops + later.ops,
+            self.lines + later.lines,
+            self.sends + later.sends,
+            self.loopback + later.loopback,
+            self.handed + later.handed,
+            self.stable + later.stable,
+            later.sent,
+            later.delivered,
+            self.back + later.back,
+        )
 
 
 class Engine:
@@ -115,8 +122,16 @@ class Engine:
                         loopback.append(a.packet)
                     elif mid is None:
                         packet, lazy = a.packet, a.lazy
-                        heads.append((a.to, None, fr.CONTROL, latest_key(packet), lazy,
-                                      packet if lazy else None))  # fmt: skip
+                        heads.append(
+                            (
+                                a.to,
+                                None,
+                                fr.CONTROL,
+                                latest_key(packet),
+                                lazy,
+                                packet if lazy else None,
+                            )
+                        )
                         if not lazy:
                             packets.append(packet)
                     else:
@@ -158,8 +173,9 @@ class Engine:
             (to, next(datas) if packet is None else packet, mid, kind, latest, lazy)
             for to, mid, kind, latest, lazy, packet in heads
         ]
-        return Step(out_ops, out_lines, sends, loopback, handed, stable, sent, delivered + count,
-                    back)  # fmt: skip
+        return Step(
+            out_ops, out_lines, sends, loopback, handed, stable, sent, delivered + count, back
+        )
 
     def _sent_now(self, mid: MessageId | None) -> bytes:
         assert self.tracer is not None and mid is not None

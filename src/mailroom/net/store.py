@@ -187,8 +187,10 @@ Tail = tuple[int, int, int, int]
 def _head(epoch: int, steps: int, tail: Tail) -> bytes:
     """The log's head line, padded to ``HEAD_WIDTH`` (rewritten in place)."""
     body = b'{"epoch":%d,"steps":%d,"sent":%d,"incarnation":%d,"trace":%d,"trace_bytes":%d}' % (
-        epoch, steps, *tail
-    )  # fmt: skip
+        epoch,
+        steps,
+        *tail,
+    )
     body = body.ljust(HEAD_WIDTH - 10)
     return b"%08x %s\n" % (zlib.crc32(body), body)
 
@@ -361,8 +363,9 @@ class CheckpointLog:
         try:
             out.write(head)
             os.fsync(out.fileno())
-            size = write_atomic(self.path, {**base, "epoch": epoch, "log_format": LOG_FORMAT},
-                                sync=True)  # fmt: skip
+            size = write_atomic(
+                self.path, {**base, "epoch": epoch, "log_format": LOG_FORMAT}, sync=True
+            )
         except OSError:
             out.close()
             self._next_compaction = max(self._end * 2, MIN_LOG)

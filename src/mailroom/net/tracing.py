@@ -219,9 +219,18 @@ class Tracer:
     ) -> bytes:
         """One trace event as a JSON Lines line."""
         self.events += 1
-        event = Event(run=self.run, process=self.pid, seq=self.events, kind=kind, message=mid,
-                      sender=sender, dest=dest, time=self.clock(), payload=payload,
-                      view=view)  # fmt: skip
+        event = Event(
+            run=self.run,
+            process=self.pid,
+            seq=self.events,
+            kind=kind,
+            message=mid,
+            sender=sender,
+            dest=dest,
+            time=self.clock(),
+            payload=payload,
+            view=view,
+        )
         return (json.dumps(event.to_dict(), separators=(",", ":")) + "\n").encode()
 
     def view(self, view: int, members: tuple[int, ...]) -> bytes:
@@ -245,8 +254,10 @@ class Tracer:
             for mid, payload in zip(mids, payloads, strict=True):
                 self.unsent.add(mid, dest, payload)
             return []
-        return [self.line("send", mid, self.pid, dest, payload, view)
-                for mid, payload in zip(mids, payloads, strict=True)]  # fmt: skip
+        return [
+            self.line("send", mid, self.pid, dest, payload, view)
+            for mid, payload in zip(mids, payloads, strict=True)
+        ]
 
     def sent_now(self, mid: MessageId, view: int | None) -> bytes:
         """The send event of a queued message, now that an action carries it."""

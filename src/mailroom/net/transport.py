@@ -95,16 +95,28 @@ class Link:
         self.lazy = LazyHold()
         self._held: asyncio.TimerHandle | None = None
 
-    def push(self, packet: object, mid: MessageId | None, carries: int,
-             latest: Hashable | None = None, lazy: bool = False) -> None:  # fmt: skip
+    def push(
+        self,
+        packet: object,
+        mid: MessageId | None,
+        carries: int,
+        latest: Hashable | None = None,
+        lazy: bool = False,
+    ) -> None:
         if self.delay > 0:
             loop = asyncio.get_running_loop()
             loop.call_later(self.delay, self._push_now, packet, mid, carries, latest, lazy)
         else:
             self._push_now(packet, mid, carries, latest, lazy)
 
-    def _push_now(self, packet: object, mid: MessageId | None, carries: int,
-                  latest: Hashable | None, lazy: bool) -> None:  # fmt: skip
+    def _push_now(
+        self,
+        packet: object,
+        mid: MessageId | None,
+        carries: int,
+        latest: Hashable | None,
+        lazy: bool,
+    ) -> None:
         self._said.set()
         if lazy and carries == fr.CONTROL and self.owner.lazy_wait > 0:
             self._hold(packet, mid, carries, latest)
@@ -113,8 +125,9 @@ class Link:
         if self.delay > 0:  # pushed late, by a timer of its own: nobody else flushes
             self.flush_soon()
 
-    def _hold(self, packet: object, mid: MessageId | None, carries: int,
-              latest: Hashable | None) -> None:  # fmt: skip
+    def _hold(
+        self, packet: object, mid: MessageId | None, carries: int, latest: Hashable | None
+    ) -> None:
         """A lazy packet: into the hold (``lazy``), replacing one of its key."""
         hold, stats = self.lazy, self.owner.stats
         if hold.add((packet, mid, carries), latest, time.monotonic(), self.owner.lazy_wait):
@@ -123,8 +136,9 @@ class Link:
             hold.drop_oldest()
             stats.outbox_dropped += 1
 
-    def _queue(self, packet: bytes, mid: MessageId | None, carries: int,
-               latest: Hashable | None) -> None:  # fmt: skip
+    def _queue(
+        self, packet: bytes, mid: MessageId | None, carries: int, latest: Hashable | None
+    ) -> None:
         """Any other packet: into the outbox, written at the end of the callback."""
         outbox, keyed, stats = self.outbox, self._keyed, self.owner.stats
         if latest is not None:
@@ -338,8 +352,11 @@ class Transport:
         self.stats.authenticated += 1
         self._inbound.add(conn)
         log.info("P%d: P%d connected", self.pid, conn.peer)
-        for other in [c for c in self._inbound if c is not conn and c.peer == conn.peer
-                      and c.dest == conn.dest]:  # fmt: skip
+        for other in [
+            c
+            for c in self._inbound
+            if c is not conn and c.peer == conn.peer and c.dest == conn.dest
+        ]:
             other.close()  # the peer restarted or reconnected
 
     def forget(self, conn: Inbound) -> None:

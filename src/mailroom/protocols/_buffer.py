@@ -193,8 +193,11 @@ class DependencyBuffer(Generic[T]):
         """Every held message in the order it arrived (a run's in index order): what a
         snapshot must keep so that a restored endpoint releases cascades in the same
         order."""
-        held = [(item.arrival, index, item) for stream in self._streams
-                for index, item in stream.items()]  # fmt: skip
+        held = [
+            (item.arrival, index, item)
+            for stream in self._streams
+            for index, item in stream.items()
+        ]
         return [item.value_of(index) for _, index, item in sorted(held, key=itemgetter(0, 1))]
 
     def waits(self, sender: int, index: int, unit: str) -> tuple[Wait, ...]:

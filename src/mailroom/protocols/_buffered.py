@@ -10,6 +10,7 @@ again as if it arrived.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable
 from typing import Any, ClassVar
 
@@ -84,6 +85,24 @@ class BufferedEndpoint(EndpointBase):
     def buffered(self) -> int:
         return len(self._buffer)
 
+    # -- the mail room's snapshot field (``mail_room``) ------------------------------
+    @classmethod
+    def mail_room_field(cls, packet_type: type, key: str = "buffer") -> Field:
+        """The persistent field of the mail room: its packets (of ``packet_type``) in
+        arrival order, each validated and offered again when read back."""
+        load = functools.partial(cls._restore_mail_room, packet_type=packet_type, key=key)
+        return Field.custom(key, cls._dump_mail_room, load)
+
+    def _dump_mail_room(self) -> list[dict[str, Any]]:
+        return [packet_to_data(p) for p in self._buffer.by_arrival()]
+
+    def _restore_mail_room(self, data: object, *, packet_type: type, key: str) -> None:
+        for item in snap_list(data, key):
+            if not self._offer(self._validate(packet_from_data(packet_type, item))):
+                raise LocalError(f"snapshot field {key} holds a packet delivered or held twice")
+        if self._buffer.has_ready():
+            raise LocalError(f"snapshot field {key} holds a packet that was deliverable")
+
     def pending(self) -> list[Pending]:
         unit = self.waits_for.format(pid=self.pid)
         return [
@@ -96,19 +115,8 @@ def mail_room(cls: type, key: str = "buffer") -> Field:
     """The persistent field of a ``BufferedEndpoint``'s mail room: its packets (of
     ``cls``) in arrival order. Read back, each is validated and offered again; one
     the protocol refuses, one delivered or held twice, or one that was deliverable
-    makes the snapshot a LocalError."""
-
-    def dump(ep: BufferedEndpoint) -> list[dict[str, Any]]:
-        return [packet_to_data(p) for p in ep._buffer.by_arrival()]
-
-    def load(ep: BufferedEndpoint, data: object) -> None:
-        for item in snap_list(data, key):
-            if not ep._offer(ep._validate(packet_from_data(cls, item))):
-                raise LocalError(f"snapshot field {key} holds a packet delivered or held twice")
-        if ep._buffer.has_ready():
-            raise LocalError(f"snapshot field {key} holds a packet that was deliverable")
-
-    return Field.custom(key, dump, load)
+    makes the snapshot a LocalError (``BufferedEndpoint.mail_room_field``)."""
+    return BufferedEndpoint.mail_room_field(cls, key)
 
 
 __all__ = ["BufferedEndpoint", "mail_room"]

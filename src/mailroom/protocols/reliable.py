@@ -131,8 +131,12 @@ class Reliable(HostClock, EndpointBase):
         arm_within: float = 0.0,
     ) -> None:
         super().__init__(pid, n)
-        for name, value in (("rto", rto), ("backoff", backoff), ("max_rto", max_rto),
-                            ("arm_within", arm_within)):  # fmt: skip
+        for name, value in (
+            ("rto", rto),
+            ("backoff", backoff),
+            ("max_rto", max_rto),
+            ("arm_within", arm_within),
+        ):
             if type(value) not in (int, float) or not math.isfinite(value):
                 raise LocalError(f"{name} must be a finite number, got {value!r}")
         if not 0 < rto <= max_rto or backoff < 1:
@@ -390,10 +394,12 @@ class Reliable(HostClock, EndpointBase):
     # -- snapshot ------------------------------------------------------------------------
     def _dump_out(self) -> list[list[list[Any]]]:
         return [
-            [[seq, e.msg, plain(e.payload), e.sent, e.deadline, e.rto, e.attempts]
-             for seq, e in sorted(out.items())]
+            [
+                [seq, e.msg, plain(e.payload), e.sent, e.deadline, e.rto, e.attempts]
+                for seq, e in sorted(out.items())
+            ]
             for out in self._out
-        ]  # fmt: skip
+        ]
 
     def _load_out(self, data: object) -> None:
         for to, rows in enumerate(snap_list(data, "out", self.n)):

@@ -101,8 +101,14 @@ class AsyncReplica:
                 f"{group.inner_protocol} does not deliver in total order: replicas would diverge",
                 hint="use sequencer, skeen or lamport",
             )
-        for name in ("on_deliver", "on_view", "get_state", "on_excluded", "app_state",
-                     "app_changes"):  # fmt: skip
+        for name in (
+            "on_deliver",
+            "on_view",
+            "get_state",
+            "on_excluded",
+            "app_state",
+            "app_changes",
+        ):
             if name in node_options:
                 raise LocalError(f"{name} is the replica's own: do not pass it")
         self.timeout = timeout
@@ -157,7 +163,7 @@ class AsyncReplica:
         else:  # it rejoins: its old life records no new start (it ended with the kill)
             self.replica = Replica.restart(self._obj, group.pid, data)
             self.replica.view = None
-            self.replica._history = self._history
+            self.replica.record_history(self._history)
         self.replica.incarnation = group.incarnation
 
     def _saved(self) -> dict[str, Any]:
@@ -210,10 +216,15 @@ class AsyncReplica:
         """This replica as data (what ``mailroom status`` shows of it): a member or not,
         its incarnation, operations applied, its log since the base, calls in flight."""
         replica, journal = self.replica, self.replica.journal
-        return {"member": replica.view is not None, "incarnation": replica.incarnation,
-                "applied": replica.applied, "log_entries": len(journal.log),
-                "log_bytes": journal.log_bytes, "compactions": journal.compactions,
-                "calls_waiting": len(self._futures) + len(self._lot)}  # fmt: skip
+        return {
+            "member": replica.view is not None,
+            "incarnation": replica.incarnation,
+            "applied": replica.applied,
+            "log_entries": len(journal.log),
+            "log_bytes": journal.log_bytes,
+            "compactions": journal.compactions,
+            "calls_waiting": len(self._futures) + len(self._lot),
+        }
 
     async def __aenter__(self) -> AsyncReplica:
         await self.start()

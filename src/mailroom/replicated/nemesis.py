@@ -84,13 +84,29 @@ async def run_member(args: argparse.Namespace) -> int:
     key = load_key(peers.key_file)
     n = peers.n
     detector = {"heartbeat": args.heartbeat, "suspect_after": args.suspect_after}
-    endpoint = group_endpoint(args.protocol, args.pid, n, members=range(n), safe=True,
-                              safe_quorum=args.safe_quorum, **detector)  # fmt: skip
+    endpoint = group_endpoint(
+        args.protocol,
+        args.pid,
+        n,
+        members=range(n),
+        safe=True,
+        safe_quorum=args.safe_quorum,
+        **detector,
+    )
     history = HistoryFile(history_path)
     others = [p for p in range(n) if p != args.pid]
-    replica = AsyncReplica(ReplDict(), endpoint, peers, key, safe=True, history=history,
-                           checkpoint=args.checkpoint, trace=args.trace, sync=args.sync,
-                           rejoin=others)  # fmt: skip
+    replica = AsyncReplica(
+        ReplDict(),
+        endpoint,
+        peers,
+        key,
+        safe=True,
+        history=history,
+        checkpoint=args.checkpoint,
+        trace=args.trace,
+        sync=args.sync,
+        rejoin=others,
+    )
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
@@ -157,8 +173,9 @@ def final_counts(rows: Sequence[dict[str, Any]]) -> dict[tuple[int, int], int]:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m mailroom.replicated.nemesis",
-                                description=__doc__.split("\n")[0])  # fmt: skip
+    p = argparse.ArgumentParser(
+        prog="python -m mailroom.replicated.nemesis", description=__doc__.split("\n")[0]
+    )
     sub = p.add_subparsers(dest="command", required=True)
     m = sub.add_parser("member", help="one member and its client")
     m.add_argument("--pid", type=int, required=True)
@@ -172,8 +189,12 @@ def build_parser() -> argparse.ArgumentParser:
     m.add_argument("--heartbeat", type=float, default=0.1)
     m.add_argument("--suspect-after", type=float, default=1.0)
     m.add_argument("--no-sync", dest="sync", action="store_false", help="no fsync per step")
-    m.add_argument("--safe-quorum", default="all", choices=["all", "majority"],
-                   help="apply an operation once every member holds it, or a majority")  # fmt: skip
+    m.add_argument(
+        "--safe-quorum",
+        default="all",
+        choices=["all", "majority"],
+        help="apply an operation once every member holds it, or a majority",
+    )
     j = sub.add_parser("judge", help="the history check of every member's file, as JSON")
     j.add_argument("--out", required=True)
     j.add_argument("paths", nargs="+")

@@ -573,15 +573,19 @@ class Replica:
             raise LocalError(f"the checkpoint is of replica {who!r}, not P{pid}")
         incarnation = int(who[1]) if who is not None else 0
         replica = cls(obj, pid, incarnation=incarnation, **options)
-        replica._load(base)
-        replica.journal.rebase(base, len(json.dumps(base)))
-        for entry in log:
-            replica._redo(entry)
-            replica.journal.add(entry, len(json.dumps(entry)))
-            if entry[0] != "v":
-                replica.applied += 1
-        replica._started()
+        replica._resume_from(base, log)
         return replica
+
+    def _resume_from(self, base: dict[str, Any], log: list[Any]) -> None:
+        """Restarting (``restart``): the state ``base``, then each entry of ``log`` again."""
+        self._load(base)
+        self.journal.rebase(base, len(json.dumps(base)))
+        for entry in log:
+            self._redo(entry)
+            self.journal.add(entry, len(json.dumps(entry)))
+            if entry[0] != "v":
+                self.applied += 1
+        self._started()
 
     # -- history ------------------------------------------------------------------------------
     def _started(self) -> None:
@@ -589,6 +593,12 @@ class Replica:
         self._note(
             "start", applied=self.applied, view=self.view.id, members=list(self.view.members)
         )
+
+    def record_history(self, history: Callable[[Row], None] | None) -> None:
+        """From now on, hand each history row to ``history`` (None: keep none). A
+        replica restarted to rejoin records on where its earlier life did, without the
+        start row its restart wrote elsewhere."""
+        self._history = history
 
     def _note(self, row: str, **fields: Any) -> None:
         if self._history is not None:

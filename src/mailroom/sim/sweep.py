@@ -37,6 +37,7 @@ from typing import Any
 import attrs
 
 from mailroom.core.actions import Transmit
+from mailroom.core.errors import MailroomError
 from mailroom.sim.metrics import metadata_size
 from mailroom.sim.registry import PROTOCOLS, make_endpoints
 from mailroom.sim.simulation import NetworkModel, Simulation
@@ -44,7 +45,7 @@ from mailroom.sim.workload import random_workload
 from mailroom.trace.checkers import check
 
 
-class SweepError(ValueError):
+class SweepError(MailroomError, ValueError):
     """A grid that cannot be run; the message is one line naming the bad setting."""
 
 

@@ -217,11 +217,13 @@ def read_jsonl_frame(spark: Any, paths: Sequence[str]) -> Loaded:
     )
     blocks = blocks.withColumn("_skip", F.coalesce(F.sum("_rows").over(before), F.lit(0)))
     numbered = odd.join(blocks, ["_file", "_block"]).select(
-        "_file", "value", (F.col("_skip") + F.col("_id") - F.col("_first")).alias("_index")
+        F.col("_file").alias("file"),
+        "value",
+        (F.col("_skip") + F.col("_id") - F.col("_first")).alias("line_index"),
     )
     names = {Path(p).resolve().as_uri(): str(p) for p in paths}
     odd_rows = (
-        numbered.rdd.map(lambda r: ((_source(names, r._file), r.value), int(r._index)))
+        numbered.rdd.map(lambda r: ((_source(names, r.file), r.value), int(r.line_index)))
         .flatMap(_parse_line)
         .cache()
     )

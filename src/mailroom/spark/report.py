@@ -51,13 +51,13 @@ def _ranked(df: Any, kind: Any, by: Any, order: Sequence[str], a: Any, b: Any, k
 
     window = Window.partitionBy(by)
     return df.select(
-        kind.alias("_kind"),
-        F.count(F.lit(1)).over(window).alias("_n"),
-        F.row_number().over(window.orderBy(*order)).alias("_rn"),
-        a.alias("_a"),
-        b.alias("_b"),
-        F.lit(None).cast("long").alias("_c"),
-    ).where(f"_rn <= {int(k)}")
+        kind.alias("digest_kind"),
+        F.count(F.lit(1)).over(window).alias("group_size"),
+        F.row_number().over(window.orderBy(*order)).alias("witness_rank"),
+        a.alias("field_a"),
+        b.alias("field_b"),
+        F.lit(None).cast("long").alias("run_count"),
+    ).where(f"witness_rank <= {int(k)}")
 
 
 def _sizes(events: Any) -> Any:
@@ -65,12 +65,12 @@ def _sizes(events: Any) -> Any:
     from pyspark.sql import functions as F
 
     return events.agg(
-        F.lit(_EVENTS).alias("_kind"),
-        F.count(F.lit(1)).alias("_n"),
-        F.lit(1).alias("_rn"),
-        F.lit(None).cast("string").alias("_a"),
-        F.lit(None).cast("string").alias("_b"),
-        F.countDistinct("run").alias("_c"),
+        F.lit(_EVENTS).alias("digest_kind"),
+        F.count(F.lit(1)).alias("group_size"),
+        F.lit(1).alias("witness_rank"),
+        F.lit(None).cast("string").alias("field_a"),
+        F.lit(None).cast("string").alias("field_b"),
+        F.countDistinct("run").alias("run_count"),
     )
 
 
@@ -101,11 +101,11 @@ def digest(
     ranked: dict[str, list[tuple[int, str, str]]] = {}
     sizes: tuple[int | None, int | None] = (None, None)
     for r in rows.collect():
-        if r._kind == _EVENTS:
-            sizes = int(r._n), int(r._c)
+        if r.digest_kind == _EVENTS:
+            sizes = int(r.group_size), int(r.run_count)
             continue
-        counts[r._kind] = int(r._n)
-        ranked.setdefault(r._kind, []).append((int(r._rn), r._a, r._b))
+        counts[r.digest_kind] = int(r.group_size)
+        ranked.setdefault(r.digest_kind, []).append((int(r.witness_rank), r.field_a, r.field_b))
     firsts = {kind: [(a, b) for _, a, b in sorted(got)] for kind, got in ranked.items()}
     special = (_INVALID, _REJECTED)
     return Digest(

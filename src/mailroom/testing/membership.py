@@ -777,7 +777,7 @@ class GroupSafeOwnHold(Group):
     protocol = "GroupSafeOwnHold"
 
     def safe_holds(self) -> list[Sequence[int]]:
-        installed = self._epoch.installed
+        installed = self.installed
         assert installed is not None
         return [installed.hold_of(self.pid)]
 
@@ -791,7 +791,7 @@ class GroupSafeBelowMajority(Group):
     protocol = "GroupSafeBelowMajority"
 
     def safe_needed(self) -> int | None:
-        installed = self._epoch.installed
+        installed = self.installed
         assert installed is not None
         return max(1, len(installed.view.members) // 2)
 
@@ -804,7 +804,7 @@ class GroupSafeForgetsSilent(Group):
     protocol = "GroupSafeForgetsSilent"
 
     def safe_holds(self) -> list[Sequence[int]]:
-        installed = self._epoch.installed
+        installed = self.installed
         assert installed is not None
         heard = [m for m in installed.view.members if m == self.pid or m in installed.stable]
         return [installed.hold_of(m) for m in heard]
@@ -820,7 +820,7 @@ class GroupSafeWrongFirst(Group):
     protocol = "GroupSafeWrongFirst"
 
     def safe_holds(self) -> list[Sequence[int]]:
-        installed = self._epoch.installed
+        installed = self.installed
         assert installed is not None
         holds = installed.holds()
         last = len(holds) - 1

@@ -25,6 +25,7 @@ from typing import Any
 
 import attrs
 
+from mailroom.core.errors import MailroomError
 from mailroom.core.messages import MessageId
 from mailroom.core.wire import plain
 
@@ -35,7 +36,7 @@ MAX_NUMBER = 2**63 - 1
 _LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
-class TraceError(ValueError):
+class TraceError(MailroomError, ValueError):
     """A trace row is malformed; the message names the row and the field."""
 
 

@@ -46,8 +46,7 @@ def make(kind: str, pid: int) -> Any:
         return Stack(Reliable(pid, 3, rto=0.2), CBCAST(pid, 3))
     if kind == "fifo":
         return Stack(Reliable(pid, 3, rto=0.2), Fifo(pid, 3))
-    return group_endpoint("cbcast", pid, 3, members=[0, 1, 2], heartbeat=0.05,
-                          suspect_after=5.0)  # fmt: skip
+    return group_endpoint("cbcast", pid, 3, members=[0, 1, 2], heartbeat=0.05, suspect_after=5.0)
 
 
 def sockets() -> tuple[list[socket.socket], PeerTable]:
@@ -74,11 +73,20 @@ async def run_kind(kind: str, out: Path, scratch: Path) -> None:
     for p in range(3):
         hooks: dict[str, Any] = {}
         if kind == "group":
-            hooks = {"app_state": lambda p=p: {"delivered": len(delivered[p])},
-                     "get_state": lambda view, p=p: len(delivered[p])}  # fmt: skip
-        node = Node(make(kind, p), table, KEY, listen=socks[p], checkpoint=scratch / f"p{p}.ckpt",
-                    trace=scratch / f"p{p}.jsonl", on_deliver=lambda m, p=p: delivered[p].append(
-                    m.payload), **hooks)  # fmt: skip
+            hooks = {
+                "app_state": lambda p=p: {"delivered": len(delivered[p])},
+                "get_state": lambda view, p=p: len(delivered[p]),
+            }
+        node = Node(
+            make(kind, p),
+            table,
+            KEY,
+            listen=socks[p],
+            checkpoint=scratch / f"p{p}.ckpt",
+            trace=scratch / f"p{p}.jsonl",
+            on_deliver=lambda m, p=p: delivered[p].append(m.payload),
+            **hooks,
+        )
         nodes.append(node)
     for node in nodes:
         await node.start()
@@ -87,8 +95,12 @@ async def run_kind(kind: str, out: Path, scratch: Path) -> None:
             if kind == "fifo":
                 node.send(f"P{p} to P{(p + 1) % 3}: {k}", to=(p + 1) % 3)
             node.broadcast(f"P{p} says {k}")
-    await until(lambda: all(len(d) == 3 * BROADCASTS + (BROADCASTS if kind == "fifo" else 0)
-                            for d in delivered.values()))  # fmt: skip
+    await until(
+        lambda: all(
+            len(d) == 3 * BROADCASTS + (BROADCASTS if kind == "fifo" else 0)
+            for d in delivered.values()
+        )
+    )
     await asyncio.sleep(0.5)  # acknowledgements and heartbeats: steps in the logs
     folder = out / kind
     folder.mkdir(parents=True, exist_ok=True)
@@ -103,8 +115,12 @@ async def run_kind(kind: str, out: Path, scratch: Path) -> None:
             shutil.copy(folder / name, scratch / f"again-{name}")
         again = Node(make(kind, p), table, KEY, checkpoint=scratch / f"again-p{p}.ckpt")
         stats = again.stats
-        restored[str(p)] = {"snapshot": again.endpoint.snapshot(), "sent": stats.sent,
-                            "delivered": stats.delivered, "app": again.resumed_state}  # fmt: skip
+        restored[str(p)] = {
+            "snapshot": again.endpoint.snapshot(),
+            "sent": stats.sent,
+            "delivered": stats.delivered,
+            "app": again.resumed_state,
+        }
         await again.close()
     (folder / "restored.json").write_text(json.dumps(restored, indent=1, sort_keys=True) + "\n")
     for s in socks:
@@ -128,8 +144,13 @@ async def capture_handshake(out: Path) -> None:
         intro += await loop.sock_recv(conn, 64)
     conn.close()
     await node.close()
-    data = {"table": table.entries(), "challenge": challenge.hex(), "intro": intro.hex(),
-            "intro_from": 0, "intro_to": 1}  # fmt: skip
+    data = {
+        "table": table.entries(),
+        "challenge": challenge.hex(),
+        "intro": intro.hex(),
+        "intro_from": 0,
+        "intro_to": 1,
+    }
     (out / "handshake.json").write_text(json.dumps(data, indent=1, sort_keys=True) + "\n")
     for s in socks:
         s.close()

@@ -571,10 +571,13 @@ class KS(EndpointBase):
         if not self._offer(p):
             raise LocalError(f"snapshot holds {p.carries()}, delivered or held twice")
 
+    def _held_packets(self) -> list[KSPacket]:
+        return self._buffer.by_arrival()
+
     persistent = (
         counts("_sr", "sr"),
         Field.custom("log", _dump_log, _load_log),
-        packets("buffer", KSPacket, lambda ep: ep._buffer.by_arrival(), _hold_restored),
+        packets("buffer", KSPacket, _held_packets, _hold_restored),
     )
 
 

@@ -162,25 +162,6 @@ def _max_into(target: list[int], other: Sequence[int]) -> None:
             target[k] = v
 
 
-# -- rules of the snapshot fields that need what fields above them loaded ---------------
-def _own_row(ep: TaggedCausalBroadcast, rows: list[list[int]]) -> str | None:
-    """``knows``: the process's own row is its clock (loaded just above)."""
-    return None if rows[ep.pid] == ep._clock else "must hold the clock in its own row"
-
-
-def _fresh_needs_unconsumed(ep: TaggedCausalBroadcast, fresh: bool) -> str | None:
-    """``fresh``: deliveries were handed out and wait unconsumed."""
-    return "is true with nothing unconsumed" if fresh and not ep._unconsumed else None
-
-
-def _undelivered(ep: TaggedCausalBroadcast, mids: list[MessageId]) -> str | None:
-    """``unstable``: every message listed was delivered here."""
-    for mid in mids:
-        if mid.seq > ep._delivered[mid.origin]:
-            return f"holds {mid} as unstable but never delivered"
-    return None
-
-
 class TaggedCausalBroadcast(BufferedEndpoint):
     """Causal broadcast with precise vector-clock tags and causal stability."""
 
@@ -486,6 +467,22 @@ class TaggedCausalBroadcast(BufferedEndpoint):
             if vec[mid.origin] != mid.seq or mid.seq > self._delivered[mid.origin]:
                 raise LocalError(f"snapshot holds an unconsumed {mid} never delivered")
             self._unconsumed.append((mid, vec))
+
+    # -- rules of the snapshot fields that need what fields above them loaded ---------------
+    def _own_row(self, rows: list[list[int]]) -> str | None:
+        """``knows``: the process's own row is its clock (loaded just above)."""
+        return None if rows[self.pid] == self._clock else "must hold the clock in its own row"
+
+    def _fresh_needs_unconsumed(self, fresh: bool) -> str | None:
+        """``fresh``: deliveries were handed out and wait unconsumed."""
+        return "is true with nothing unconsumed" if fresh and not self._unconsumed else None
+
+    def _undelivered(self, mids: list[MessageId]) -> str | None:
+        """``unstable``: every message listed was delivered here."""
+        for mid in mids:
+            if mid.seq > self._delivered[mid.origin]:
+                return f"holds {mid} as unstable but never delivered"
+        return None
 
     persistent = (
         argument("ack_every"),

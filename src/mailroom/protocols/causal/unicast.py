@@ -87,7 +87,7 @@ class RST(BufferedEndpoint):
         self.sent = SentMatrix(n)
         self.deliv = DelivVector(n)
         # DependencyBuffer reads the live DELIV counts.
-        self._buffer: DependencyBuffer[RSTPacket] = DependencyBuffer(self.deliv._counts)
+        self._buffer: DependencyBuffer[RSTPacket] = DependencyBuffer(self.deliv.live_counts())
 
     # -- sending -------------------------------------------------------------
     def send(self, payload: Payload, to: int) -> list[Action]:
@@ -107,7 +107,7 @@ class RST(BufferedEndpoint):
     def _send_batch(self, payloads: tuple[Any, ...], to: int) -> list[Action]:
         first = self._next_ids(len(payloads))
         packet = RSTBatch(self.pid, to, first.seq, self.attached(to), payloads)
-        self.sent._rows[self.pid][to] += len(payloads)
+        self.sent.increment(self.pid, to, len(payloads))
         return [Transmit(to, packet, first)]
 
     @hook
@@ -126,7 +126,7 @@ class RST(BufferedEndpoint):
         validate.dest(packet.dest, self.pid, self.n)
         validate.positive(packet.seq, "seq")
         sent = validate.matrix(packet.sent, self.n, "SENT")
-        mine = self.sent._rows[self.pid]
+        mine = self.sent.rows()[self.pid]
         for j, v in enumerate(sent[self.pid]):
             if v > mine[j]:
                 raise RemoteError(

@@ -16,6 +16,7 @@ from typing import Any, ClassVar
 
 from mailroom.core.actions import Action, Excluded, Transmit, View, ViewChange
 from mailroom.core.errors import RemoteError
+from mailroom.core.hooks import hook
 from mailroom.core.messages import MessageId
 from mailroom.protocols.membership import values as check
 from mailroom.protocols.membership.changes import Changes, has_majority
@@ -117,10 +118,11 @@ class Flushing(Member):
         ]
 
     # -- the flush, as coordinator ----------------------------------------------------------
+    @hook
     def flush_quorum(self) -> set[int]:
-        """The members whose promise and acceptance the running flush waits for: those of
-        the view that its proposal keeps, rejoining processes aside. (An extension point:
-        the harness's known-buggy ``GroupNoQuorum`` makes it the coordinator alone.)"""
+        """Rule: the members whose promise and acceptance the running flush waits for:
+        those of the view that its proposal keeps, rejoining processes aside. (The
+        harness's known-buggy ``GroupNoQuorum`` makes it the coordinator alone.)"""
         view = self.view
         joiners = self._changes.joiners
         proposal = self._epoch.flush.proposal
@@ -200,10 +202,11 @@ class Flushing(Member):
         return actions + self._on_commit(commit)
 
     # -- installing a view ---------------------------------------------------------------------
+    @hook
     def recover_flush_log(self, log: list[Entry]) -> list[Action]:
-        """Deliver what this process lacks of the decided flush log, before the next view;
-        under safe delivery, first what it holds and has not handed over. (An extension
-        point: the harness's known-buggy ``GroupSkipsFlushLog`` skips it.)"""
+        """Rule: deliver what this process lacks of the decided flush log, before the
+        next view; under safe delivery, first what it holds and has not handed over.
+        (The harness's known-buggy ``GroupSkipsFlushLog`` skips it.)"""
         installed = self._epoch.installed
         assert installed is not None
         held = installed.held.release_all() if installed.held is not None else []

@@ -23,12 +23,19 @@ installs views; the parts they hold are the installed view (``view``), the flush
 state machine (``flush``), state transfer (``transfer``), the wanted changes
 (``changes``) and the epoch that holds what lives for one view (``epoch``).
 docs/membership.md, "Inside Group", has the map.
+
+Extension points (``mailroom.core.hooks``; the harness's known-buggy variants in
+``mailroom.testing.membership`` override them and read ``installed``):
+``flush_quorum`` (whose promises a flush waits for), ``recover_flush_log`` (what a
+member delivers of the decided flush log), ``safe_holds`` (how far each member holds)
+and ``safe_needed`` (how many holds a safe delivery waits for).
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from typing import Any
 
 from mailroom.core.actions import Action
 from mailroom.core.endpoint import capabilities
@@ -46,25 +53,6 @@ from mailroom.protocols.membership.packets import Commit, Leave, Suspect
 from mailroom.protocols.membership.safe import check_safe_quorum
 from mailroom.protocols.membership.status import GroupStatus
 from mailroom.protocols.membership.values import PACKET
-
-
-def _safe_fits(g: Group, safe: bool) -> str | None:
-    """``safe`` (loaded after the epoch): with a broadcast protocol, and exactly when the
-    installed view holds deliveries (``held``)."""
-    if safe and g.mode != "broadcast":
-        return f"is true with {g.inner_protocol}, not a broadcast protocol"
-    installed = g._epoch.installed
-    if installed is not None and (installed.held is not None) != safe:
-        return "does not match field held"
-    return None
-
-
-def _load_safe_quorum(g: Group, data: object) -> None:
-    try:
-        g.safe_quorum = check_safe_quorum(data, g.safe)
-    except LocalError as exc:
-        raise LocalError(f"snapshot field safe_quorum: {exc}") from None
-    g._lazy_reports()
 
 
 class Group(Flushing):
@@ -291,6 +279,41 @@ class Group(Flushing):
         if data is not None:
             self._last_commit = check.packet_from(data, "last_commit", Commit)
 
+    def _safe_fits(self, safe: bool) -> str | None:
+        """``safe`` (loaded after the epoch): with a broadcast protocol, and exactly when the
+        installed view holds deliveries (``held``)."""
+        if safe and self.mode != "broadcast":
+            return f"is true with {self.inner_protocol}, not a broadcast protocol"
+        installed = self._epoch.installed
+        if installed is not None and (installed.held is not None) != safe:
+            return "does not match field held"
+        return None
+
+    def _load_safe_quorum(self, data: object) -> None:
+        try:
+            self.safe_quorum = check_safe_quorum(data, self.safe)
+        except LocalError as exc:
+            raise LocalError(f"snapshot field safe_quorum: {exc}") from None
+        self._lazy_reports()
+
+    def _dump_outbox(self) -> list[list[Any]]:
+        return [[p, to] for p, to in self._outbox]
+
+    def _dump_future(self) -> list[Any]:
+        return [PACKET.dump(p) for p in self._future]
+
+    def _dump_last_commit(self) -> Any:
+        return None if self._last_commit is None else check.packet_data(self._last_commit)
+
+    def _epoch_part(self) -> Epoch:
+        return self._epoch
+
+    def _changes_part(self) -> Changes:
+        return self._changes
+
+    def _retries_part(self) -> Retries:
+        return self._retries
+
     persistent = (
         Field.custom("inner_protocol", lambda g: g.inner_protocol, _load_protocol),
         Field("reliable", kind=FLAG),
@@ -298,21 +321,17 @@ class Group(Flushing):
         Field("stability_every", kind=POSITIVE),
         Field("incarnation", kind=COUNTER),
         Field("contacts", kind=check.MEMBERS),
-        *lift(lambda g: g._epoch, Epoch.persistent),
+        *lift(_epoch_part, Epoch.persistent),
         Field("safe", kind=FLAG, check=_safe_fits, absent=False),
         Field.custom("safe_quorum", lambda g: g.safe_quorum, _load_safe_quorum, absent="all"),
-        *lift(lambda g: g._changes, Changes.persistent),
-        Field.custom("outbox", lambda g: [[p, to] for p, to in g._outbox], _load_outbox),
-        Field.custom("future", lambda g: [PACKET.dump(p) for p in g._future], _load_future),
+        *lift(_changes_part, Changes.persistent),
+        Field.custom("outbox", _dump_outbox, _load_outbox),
+        Field.custom("future", _dump_future, _load_future),
         Field("left", "_left", FLAG),
         Field("gone", "_gone", FLAG),
-        Field.custom(
-            "last_commit",
-            lambda g: None if g._last_commit is None else check.packet_data(g._last_commit),
-            _load_last_commit,
-        ),
+        Field.custom("last_commit", _dump_last_commit, _load_last_commit),
         Field("now", "_now", TIME.optional()),
-        *lift(lambda g: g._retries, Retries.persistent),
+        *lift(_retries_part, Retries.persistent),
     )
 
 

@@ -148,6 +148,13 @@ class Member(SafeDelivery, EndpointBase):
         return self._epoch.view
 
     @property
+    def installed(self) -> InstalledView | None:
+        """What this member keeps for the installed view: its members' holds, who
+        reported stability, the delivery counts (None while joining and after
+        exclusion). A hook's override reads it; the hooks change it, nothing else."""
+        return self._epoch.installed
+
+    @property
     def inner(self) -> Any:
         """The ordering protocol's endpoint of the installed view (None without a view)."""
         installed = self._epoch.installed

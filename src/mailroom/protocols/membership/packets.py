@@ -195,6 +195,17 @@ class Commit:
 
 #: Every packet of group membership, by which snapshots name held packets.
 PACKETS = (
-    GroupData, Join, Leave, Suspect, Prepare, Promise, Accept, Accepted, Nack, Commit, Query,
-    StateTransfer, Stability,
-)  # fmt: skip
+    GroupData,
+    Join,
+    Leave,
+    Suspect,
+    Prepare,
+    Promise,
+    Accept,
+    Accepted,
+    Nack,
+    Commit,
+    Query,
+    StateTransfer,
+    Stability,
+)

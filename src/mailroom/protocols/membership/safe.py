@@ -44,6 +44,7 @@ from mailroom.clocks import VectorClock
 from mailroom.core.actions import Action, Deliver, Stable, Transmit
 from mailroom.core.endpoint import receive_each
 from mailroom.core.errors import LocalError, RemoteError
+from mailroom.core.hooks import hook
 from mailroom.core.messages import Message, MessageId, TaggedMessage, check_payload
 from mailroom.core.persist import snap_counter, snap_list
 from mailroom.protocols.membership.packets import Query
@@ -175,19 +176,20 @@ class SafeDelivery:
             return []
         return installed.held.release(self.safe_holds(), self.safe_needed())
 
+    @hook
     def safe_holds(self) -> list[Sequence[int]]:
-        """How far each member of the view holds, as far as this process knows: a held
-        delivery is handed over once all of these cover it. (An extension point: the
-        harness's known-buggy ``GroupSafeOwnHold`` counts its own hold alone.)"""
+        """Rule: how far each member of the view holds, as far as this process knows: a
+        held delivery is handed over once all of these cover it. (The harness's
+        known-buggy ``GroupSafeOwnHold`` counts its own hold alone.)"""
         installed = self._epoch.installed
         assert installed is not None
         return installed.holds()
 
+    @hook
     def safe_needed(self) -> int | None:
-        """How many of ``safe_holds()`` must cover a held delivery before it is handed
-        over: None for every one of them ("all"), else a majority of the view. (An
-        extension point: the harness's known-buggy ``GroupSafeBelowMajority`` counts
-        one too few.)"""
+        """Rule: how many of ``safe_holds()`` must cover a held delivery before it is
+        handed over: None for every one of them ("all"), else a majority of the view.
+        (The harness's known-buggy ``GroupSafeBelowMajority`` counts one too few.)"""
         installed = self._epoch.installed
         if self.safe_quorum == "all" or installed is None:
             return None
@@ -235,8 +237,9 @@ def check_safe_quorum(value: object, safe: bool) -> str:
     if value not in SAFE_QUORUMS:
         raise LocalError(f"safe_quorum must be 'all' or 'majority', got {value!r}")
     if value == "majority" and not safe:
-        raise LocalError("safe_quorum='majority' counts the holders of safe delivery: "
-                         "pass safe=True too")  # fmt: skip
+        raise LocalError(
+            "safe_quorum='majority' counts the holders of safe delivery: pass safe=True too"
+        )
     return str(value)
 
 

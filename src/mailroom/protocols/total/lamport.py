@@ -48,7 +48,7 @@ from __future__ import annotations
 import heapq
 import math
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, ClassVar
 
 import attrs
 
@@ -169,7 +169,7 @@ class LamportTotalOrder(EndpointBase):
 
     # -- the network's side ----------------------------------------------------------
     def receive(self, packet: object) -> list[Action]:
-        handler = _HANDLERS.get(type(packet))
+        handler = self._handlers.get(type(packet))
         if handler is None:
             raise RemoteError(
                 "LamportTotalOrder expected a message or acknowledgement, "
@@ -292,20 +292,19 @@ class LamportTotalOrder(EndpointBase):
             raise LocalError(f"snapshot queues {MessageId(sender, seq)} twice")
         self._enqueue(m)
 
+    #: What ``receive`` does with each kind of packet.
+    _handlers: ClassVar[dict[type, Callable[[LamportTotalOrder, Any], list[Action]]]] = {
+        LamportMessage: _on_message,
+        LamportAck: _on_ack,
+        LamportBatch: _on_batch,
+    }
+
     persistent = (
         counter("_clock", "clock"),
         counts("latest"),
         counts("delivered"),
         packets("queue", LamportMessage, _queued_in_order, _queue_restored),
     )
-
-
-#: What ``receive`` does with each kind of packet.
-_HANDLERS: dict[type, Callable[[LamportTotalOrder, Any], list[Action]]] = {
-    LamportMessage: LamportTotalOrder._on_message,
-    LamportAck: LamportTotalOrder._on_ack,
-    LamportBatch: LamportTotalOrder._on_batch,
-}
 
 
 def _message(m: LamportMessage) -> Message:

@@ -90,94 +90,15 @@ from mailroom.protocols import _window as reorder
 from mailroom.protocols.total import skeen_batch
 from mailroom.protocols.total.skeen_packets import (
     Key,
+    SkeenBatch,
     SkeenFinal,
+    SkeenFinalBatch,
     SkeenMessage,
     SkeenProposal,
+    SkeenProposalBatch,
     _Collecting,
     _Held,
 )
-
-# -- the snapshot's custom fields (``Skeen.persistent``): the mail room, the proposals
-# being collected and the final numbers remembered, each dumped and loaded strictly
-
-
-def _dump_held(ep: Skeen) -> list[dict[str, Any]]:
-    return [
-        {"message": packet_to_data(h.message), "number": h.number, "final": h.final}
-        for _, h in sorted(ep._held.items())
-    ]
-
-
-def _load_held(ep: Skeen, data: object) -> None:
-    for item in snap_list(data, "held"):
-        m = packet_from_data(SkeenMessage, item["message"])
-        mid = ep._check_message(m)
-        if (mid.origin, mid.seq) in ep._held:
-            raise LocalError(f"snapshot holds {mid} twice")
-        number = snap_positive(item["number"], "held.number")
-        if number > ep._clock or number < m.ts:
-            raise LocalError(f"snapshot holds {mid} with number {number} outside 1..clock")
-        ep._hold(m, number)
-        if snap_bool(item["final"], "held.final"):
-            ep._mark_final(ep._held[mid.origin, mid.seq], number)
-    if ep._next_ready() is not None:
-        raise LocalError("snapshot holds a message that was deliverable")
-
-
-def _dump_collecting(ep: Skeen) -> list[dict[str, Any]]:
-    return [
-        {
-            "seq": seq,
-            "ts": c.ts,
-            "dest": list(c.dest),
-            "indexes": list(c.indexes),
-            "proposals": [[q, v] for q, v in sorted(c.proposals.items())],
-        }
-        for seq, c in sorted(ep._collecting.items())
-    ]
-
-
-def _load_collecting(ep: Skeen, data: object) -> None:
-    for item in snap_list(data, "collecting"):
-        seq = snap_positive(item["seq"], "collecting.seq")
-        if seq > ep.sent_count or seq in ep._collecting:
-            raise LocalError(f"snapshot collects for message {seq} twice or never sent")
-        dest = tuple(
-            snap_pid(q, ep.n, "collecting.dest") for q in snap_list(item["dest"], "collecting.dest")
-        )
-        if not dest or list(dest) != sorted(set(dest)):
-            raise LocalError("snapshot field collecting.dest is not a sorted set of pids")
-        indexes = tuple(
-            snap_positive(k, "collecting.indexes")
-            for k in snap_list(item["indexes"], "collecting.indexes")
-        )
-        if len(indexes) != len(dest):
-            raise LocalError("snapshot field collecting.indexes does not match dest")
-        proposals: dict[int, int] = {}
-        for q, v in snap_list(item["proposals"], "collecting.proposals"):
-            if snap_pid(q, ep.n, "proposal") not in dest or q in proposals:
-                raise LocalError("snapshot holds a proposal from outside the destinations")
-            proposals[q] = snap_positive(v, "proposal")
-        if len(proposals) >= len(dest):
-            raise LocalError("snapshot collects proposals for a message already final")
-        ep._collecting[seq] = _Collecting(
-            snap_positive(item["ts"], "collecting.ts"), dest, indexes, proposals
-        )
-
-
-def _dump_finals(ep: Skeen) -> list[list[int]]:
-    return [[origin, seq, v] for (origin, seq), v in ep._finals.items()]
-
-
-def _load_finals(ep: Skeen, data: object) -> None:
-    for item in snap_list(data, "finals"):
-        origin, seq, number = item
-        mid = (snap_pid(origin, ep.n, "finals"), snap_positive(seq, "finals"))
-        if mid in ep._finals:
-            raise LocalError(f"snapshot lists {MessageId(*mid)} twice in finals")
-        ep._finals[mid] = snap_positive(number, "finals")
-    if len(ep._finals) > ep.keep_finals:
-        raise LocalError("snapshot keeps more finals than keep_finals")
 
 
 class Skeen(EndpointBase):
@@ -229,7 +150,7 @@ class Skeen(EndpointBase):
         """Broadcast ``payloads`` in order, one ``SkeenBatch`` per destination and
         ``BATCH_LIMIT`` of them (``mailroom.protocols.total.skeen_batch``): the
         deliveries of one ``broadcast`` each."""
-        return self._broadcast_chunks(payloads, lambda chunk: skeen_batch.send_batch(self, chunk))
+        return self._broadcast_chunks(payloads, self._send_batch)
 
     def multicast(self, payload: Payload, to: Collection[int]) -> list[Action]:
         """Send ``payload`` to the processes ``to`` (this one may or may not be among them)."""
@@ -267,9 +188,12 @@ class Skeen(EndpointBase):
             return self._on_proposal(packet)  # type: ignore[arg-type]
         if kind is SkeenFinal:
             return self._on_final(packet)  # type: ignore[arg-type]
-        batch = skeen_batch.HANDLERS.get(kind)
-        if batch is not None:
-            return batch(self, packet)
+        if kind is SkeenBatch:
+            return self._on_batch(packet)  # type: ignore[arg-type]
+        if kind is SkeenProposalBatch:
+            return self._on_proposals(packet)  # type: ignore[arg-type]
+        if kind is SkeenFinalBatch:
+            return self._on_finals(packet)  # type: ignore[arg-type]
         raise RemoteError(f"Skeen expected a message, proposal or final, got {kind.__name__}")
 
     def _check_message(self, m: SkeenMessage) -> MessageId:
@@ -446,6 +370,143 @@ class Skeen(EndpointBase):
         held.number, held.final = number, True
         heapq.heappush(self._ready, (number, held.sender, held.seq))
 
+    # -- batches (the rules: ``mailroom.protocols.total.skeen_batch``) -------------------
+    def _send_batch(self, payloads: tuple[Any, ...]) -> list[Action]:
+        """Broadcast ``payloads`` (2..BATCH_LIMIT of them, checked) as one batch per
+        destination."""
+        size, dest, pid = len(payloads), tuple(range(self.n)), self.pid
+        first = self._next_id().seq
+        self.sent_count += size - 1
+        ts = self._clock + 1
+        self._clock += size
+        sent_to = self._sent_to
+        for q in dest:
+            sent_to[q] += size
+        starts = tuple(sent_to[q] - size + 1 for q in dest)  # first index at each q
+        mid = MessageId(pid, first)
+        actions: list[Action] = [
+            Transmit(q, SkeenBatch(pid, first, ts, dest, payloads, starts[q]), mid)
+            for q in dest
+            if q != pid
+        ]
+        own = starts[pid]
+        for i, payload in enumerate(payloads):
+            collecting = _Collecting(ts + i, dest, tuple([k + i for k in starts]), {pid: ts + i})
+            self._collecting[first + i] = collecting
+            self._hold_fields(pid, first + i, ts + i, dest, payload, own + i, ts + i)
+        return actions + self._announce(range(first, first + size))
+
+    def _on_batch(self, b: SkeenBatch) -> list[Action]:
+        """A batch of messages: each held and proposed for as it would be alone."""
+        payloads = validate.batch_payloads(b.payloads)
+        size = len(payloads)
+        first_seq = validate.first_of_range(b.first_seq, size, "seq")
+        first_ts = validate.first_of_range(b.first_ts, size, "timestamp")
+        first_index = validate.first_of_range(b.first_index, size, "index")
+        first = SkeenMessage(b.sender, first_seq, first_ts, b.dest, payloads[0], first_index)
+        self._check_message(first)  # (the others differ only in counters checked above)
+        sender, dest = first.sender, first.dest
+        if sender == self.pid:
+            raise RemoteError("a process's own messages never travel to itself")
+        proposed: list[tuple[int, int]] = []
+        held = self._held
+        for i, payload in enumerate(payloads):
+            seq, index = first_seq + i, first_index + i
+            if (sender, seq) in held or self._seen(sender, index):
+                continue
+            self._mark_seen(sender, index)
+            self._clock = max(self._clock, first_ts + i) + 1
+            self._hold_fields(sender, seq, first_ts + i, dest, payload, index, self._clock)
+            proposed.append((seq, self._clock))
+        if not proposed:
+            self.duplicates += 1
+            return []
+        actions: list[Action] = []
+        for run in skeen_batch.runs(proposed):
+            if len(run) == 1:
+                reply: object = SkeenProposal(self.pid, sender, run[0][0], run[0][1])
+            else:
+                reply = SkeenProposalBatch(self.pid, sender, run[0][0], tuple(v for _, v in run))
+            actions.append(Transmit(sender, reply, None))
+        return actions
+
+    def _on_proposals(self, p: SkeenProposalBatch) -> list[Action]:
+        """Proposals for consecutive messages: each taken as a single proposal."""
+        sender = validate.pid(p.sender, self.n)
+        origin = validate.pid(p.origin, self.n, "origin")
+        numbers = skeen_batch.checked_numbers(p.numbers, "proposal")
+        first = validate.first_of_range(p.first_seq, len(numbers), "seq")
+        places = [
+            (first + i, v, self._check_proposal(sender, origin, first + i, v))
+            for i, v in enumerate(numbers)
+        ]
+        fresh = [(seq, v, c) for seq, v, c in places if c is not None]
+        if not fresh:
+            self.duplicates += 1
+            return []
+        for _, v, c in fresh:
+            c.proposals[sender] = v
+        return self._announce([seq for seq, _, _ in fresh])
+
+    def _on_finals(self, f: SkeenFinalBatch) -> list[Action]:
+        """Final numbers for consecutive messages: each taken as a single final number."""
+        origin = validate.pid(f.origin, self.n, "origin")
+        numbers = skeen_batch.checked_numbers(f.numbers, "final number")
+        first = validate.first_of_range(f.first_seq, len(numbers), "seq")
+        index = validate.first_of_range(f.first_index, len(numbers), "index")
+        helds = [self._check_final(origin, first + i, v, index + i) for i, v in enumerate(numbers)]
+        fresh = [(h, numbers[i]) for i, h in enumerate(helds) if h is not None]
+        if not fresh:
+            self.duplicates += 1
+            return []
+        return self._finalize_all(fresh)
+
+    def _announce(self, seqs: range | list[int]) -> list[Action]:
+        """At the origin: of messages ``seqs`` (its own, in order), those with a proposal
+        from every destination become final: learned, announced, delivered here if they
+        can be."""
+        done: list[tuple[int, int, _Collecting]] = []
+        for seq in seqs:
+            c = self._collecting[seq]
+            if len(c.proposals) == len(c.dest):
+                del self._collecting[seq]
+                done.append((seq, max(c.proposals.values()), c))
+        if not done:
+            return []
+        first_seq, _, first = done[0]
+        # consecutive seqs to one destination set are consecutive indexes at each
+        # destination (every multicast counts one at each of its destinations)
+        dest = first.dest
+        together = len(done) > 1 and all(
+            seq == first_seq + k and c.dest == dest for k, (seq, _, c) in enumerate(done)
+        )
+        actions: list[Action]
+        if together:  # consecutive everywhere: one batch of final numbers per destination
+            numbers = tuple(v for _, v, _ in done)
+            actions = [
+                Transmit(q, SkeenFinalBatch(self.pid, first_seq, k, numbers), None)
+                for q, k in zip(first.dest, first.indexes, strict=True)
+                if q != self.pid
+            ]
+        else:
+            actions = [
+                Transmit(q, SkeenFinal(self.pid, seq, v, k), None)
+                for seq, v, c in done
+                for q, k in zip(c.dest, c.indexes, strict=True)
+                if q != self.pid
+            ]
+        own = [(self._held.get((self.pid, seq)), v) for seq, v, _ in done]
+        self.learn_finals([v for _, v, _ in done])
+        return actions + self._finalize_all([(h, v) for h, v in own if h is not None], learn=False)
+
+    def _finalize_all(self, fresh: list[tuple[_Held, int]], *, learn: bool = True) -> list[Action]:
+        """Mark each held message final with its number (learned first), then deliver."""
+        if learn:
+            self.learn_finals([v for _, v in fresh])
+        for held, number in fresh:
+            self._mark_final(held, number)
+        return self._drain()
+
     # -- the rules a variant may change (mailroom.core.hooks) ------------------------------
     @hook
     def learn_final(self, number: int) -> None:
@@ -541,6 +602,82 @@ class Skeen(EndpointBase):
                 why = "the final numbers of " + ", ".join(str(o) for o in others)
             out.append(Pending(_message(h.message), (wait,), why))
         return out
+
+    # -- the snapshot's custom fields (``persistent``): the mail room, the proposals being
+    # collected and the final numbers remembered, each dumped and loaded strictly
+    def _dump_held(self) -> list[dict[str, Any]]:
+        return [
+            {"message": packet_to_data(h.message), "number": h.number, "final": h.final}
+            for _, h in sorted(self._held.items())
+        ]
+
+    def _load_held(self, data: object) -> None:
+        for item in snap_list(data, "held"):
+            m = packet_from_data(SkeenMessage, item["message"])
+            mid = self._check_message(m)
+            if (mid.origin, mid.seq) in self._held:
+                raise LocalError(f"snapshot holds {mid} twice")
+            number = snap_positive(item["number"], "held.number")
+            if number > self._clock or number < m.ts:
+                raise LocalError(f"snapshot holds {mid} with number {number} outside 1..clock")
+            self._hold(m, number)
+            if snap_bool(item["final"], "held.final"):
+                self._mark_final(self._held[mid.origin, mid.seq], number)
+        if self._next_ready() is not None:
+            raise LocalError("snapshot holds a message that was deliverable")
+
+    def _dump_collecting(self) -> list[dict[str, Any]]:
+        return [
+            {
+                "seq": seq,
+                "ts": c.ts,
+                "dest": list(c.dest),
+                "indexes": list(c.indexes),
+                "proposals": [[q, v] for q, v in sorted(c.proposals.items())],
+            }
+            for seq, c in sorted(self._collecting.items())
+        ]
+
+    def _load_collecting(self, data: object) -> None:
+        for item in snap_list(data, "collecting"):
+            seq = snap_positive(item["seq"], "collecting.seq")
+            if seq > self.sent_count or seq in self._collecting:
+                raise LocalError(f"snapshot collects for message {seq} twice or never sent")
+            dest = tuple(
+                snap_pid(q, self.n, "collecting.dest")
+                for q in snap_list(item["dest"], "collecting.dest")
+            )
+            if not dest or list(dest) != sorted(set(dest)):
+                raise LocalError("snapshot field collecting.dest is not a sorted set of pids")
+            indexes = tuple(
+                snap_positive(k, "collecting.indexes")
+                for k in snap_list(item["indexes"], "collecting.indexes")
+            )
+            if len(indexes) != len(dest):
+                raise LocalError("snapshot field collecting.indexes does not match dest")
+            proposals: dict[int, int] = {}
+            for q, v in snap_list(item["proposals"], "collecting.proposals"):
+                if snap_pid(q, self.n, "proposal") not in dest or q in proposals:
+                    raise LocalError("snapshot holds a proposal from outside the destinations")
+                proposals[q] = snap_positive(v, "proposal")
+            if len(proposals) >= len(dest):
+                raise LocalError("snapshot collects proposals for a message already final")
+            self._collecting[seq] = _Collecting(
+                snap_positive(item["ts"], "collecting.ts"), dest, indexes, proposals
+            )
+
+    def _dump_finals(self) -> list[list[int]]:
+        return [[origin, seq, v] for (origin, seq), v in self._finals.items()]
+
+    def _load_finals(self, data: object) -> None:
+        for item in snap_list(data, "finals"):
+            origin, seq, number = item
+            mid = (snap_pid(origin, self.n, "finals"), snap_positive(seq, "finals"))
+            if mid in self._finals:
+                raise LocalError(f"snapshot lists {MessageId(*mid)} twice in finals")
+            self._finals[mid] = snap_positive(number, "finals")
+        if len(self._finals) > self.keep_finals:
+            raise LocalError("snapshot keeps more finals than keep_finals")
 
     persistent = (
         argument("keep_finals", kind=COUNTER),

@@ -75,8 +75,15 @@ def _check_quorum(name: str, safe_quorum: str) -> bool:
     return replicated
 
 
-def make_system(name: str, n: int, folder: Path, count: int, interval: float,
-                suspect_after: float, safe_quorum: str = "all") -> Judged:  # fmt: skip
+def make_system(
+    name: str,
+    n: int,
+    folder: Path,
+    count: int,
+    interval: float,
+    suspect_after: float,
+    safe_quorum: str = "all",
+) -> Judged:
     """The system ``name``; ``safe_quorum`` is for the replicated ones (ScheduleError
     for another system unless "all")."""
     replicated = _check_quorum(name, safe_quorum)
@@ -85,11 +92,25 @@ def make_system(name: str, n: int, folder: Path, count: int, interval: float,
     heartbeat = suspect_after / 10
     if replicated:  # "replicated" (sequencer) or "replicated-PROTOCOL"
         protocol = name.partition("-")[2] or "sequencer"
-        return ReplicatedGroup(protocol, n, folder, count=count, interval=interval,
-                               heartbeat=heartbeat, suspect_after=suspect_after,
-                               safe_quorum=safe_quorum)  # fmt: skip
-    return MailroomGroup(name, n, folder, count=count, interval=interval, heartbeat=heartbeat,
-                         suspect_after=suspect_after)  # fmt: skip
+        return ReplicatedGroup(
+            protocol,
+            n,
+            folder,
+            count=count,
+            interval=interval,
+            heartbeat=heartbeat,
+            suspect_after=suspect_after,
+            safe_quorum=safe_quorum,
+        )
+    return MailroomGroup(
+        name,
+        n,
+        folder,
+        count=count,
+        interval=interval,
+        heartbeat=heartbeat,
+        suspect_after=suspect_after,
+    )
 
 
 def _say(text: str) -> None:
@@ -100,8 +121,9 @@ def run_one(system: str, faults: list[Fault], folder: Path, args: argparse.Names
     timing = Timing(recover=args.recover, settle=args.settle)
     count = args.count or workload(faults, args.interval, timing)
     timing = attrs.evolve(timing, workload=count * args.interval)
-    sut = make_system(system, args.n, folder, count, args.interval, args.suspect_after,
-                      args.safe_quorum)  # fmt: skip
+    sut = make_system(
+        system, args.n, folder, count, args.interval, args.suspect_after, args.safe_quorum
+    )
     return run_schedule(sut, faults, seed=args.seed, timing=timing, log=_say)
 
 
@@ -112,8 +134,9 @@ def _schedule(args: argparse.Namespace) -> list[Fault]:
             text = Path(text[1:]).read_text()
         return parse_schedule(text)
     kinds = [k.strip() for k in args.kinds.split(",")] if args.kinds else list(KINDS)
-    return random_schedule(args.seed, args.n, args.faults, kinds, args.suspect_after,
-                           mono=args.clock_mono)  # fmt: skip
+    return random_schedule(
+        args.seed, args.n, args.faults, kinds, args.suspect_after, mono=args.clock_mono
+    )
 
 
 def cmd_run(args: argparse.Namespace) -> int:
@@ -134,12 +157,19 @@ def cmd_matrix(args: argparse.Namespace) -> int:
     kinds = [k.strip() for k in args.kinds.split(",")] if args.kinds else list(KINDS)
     for system in systems:
         for k, kind in enumerate(kinds):
-            faults = random_schedule(args.seed + k, args.n, args.per_kind, [kind],
-                                     args.suspect_after, mono=args.clock_mono)  # fmt: skip
+            faults = random_schedule(
+                args.seed + k,
+                args.n,
+                args.per_kind,
+                [kind],
+                args.suspect_after,
+                mono=args.clock_mono,
+            )
             run_one(system, faults, out / system / kind, args)
         if args.mixed:
-            faults = random_schedule(args.seed, args.n, args.mixed, kinds, args.suspect_after,
-                                     mono=args.clock_mono)  # fmt: skip
+            faults = random_schedule(
+                args.seed, args.n, args.mixed, kinds, args.suspect_after, mono=args.clock_mono
+            )
             run_one(system, faults, out / system / "mixed", args)
     results = load_results([out])
     (out / "results.md").write_text(table(results) + "\n" + findings(results))
@@ -155,29 +185,51 @@ def cmd_table(args: argparse.Namespace) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m mailroom.testing.nemesis",
-                                description=__doc__.split("\n")[0])  # fmt: skip
+    p = argparse.ArgumentParser(
+        prog="python -m mailroom.testing.nemesis", description=__doc__.split("\n")[0]
+    )
     sub = p.add_subparsers(dest="command", required=True)
 
     def common(q: argparse.ArgumentParser) -> None:
         q.add_argument("-n", type=int, default=3, help="members (default 3)")
         q.add_argument("--seed", type=int, default=1, help="seed of the drawn schedules")
         q.add_argument("--kinds", help=f"fault kinds to draw from (default all: {','.join(KINDS)})")
-        q.add_argument("--clock-mono", action="store_true",
-                       help="clock faults move the monotonic clock too")  # fmt: skip
+        q.add_argument(
+            "--clock-mono", action="store_true", help="clock faults move the monotonic clock too"
+        )
         q.add_argument("--interval", type=float, default=0.05, help="client pause between sends")
-        q.add_argument("--count", type=int, default=0,
-                       help="messages per client (default: enough for the schedule)")  # fmt: skip
-        q.add_argument("--suspect-after", type=float, default=1.0,
-                       help="mailroom's suspicion timeout (heartbeat a tenth of it)")  # fmt: skip
-        q.add_argument("--recover", type=float, default=30.0,
-                       help="how long to wait for the group to deliver after a heal")  # fmt: skip
-        q.add_argument("--settle", type=float, default=240.0,
-                       help="how long to wait for the group to form, and for the workload "
-                       "to end after the last fault (s)")  # fmt: skip
-        q.add_argument("--safe-quorum", choices=["all", "majority"], default="all",
-                       help="the replicated systems apply an operation once every member "
-                       "holds it (all) or a majority does")  # fmt: skip
+        q.add_argument(
+            "--count",
+            type=int,
+            default=0,
+            help="messages per client (default: enough for the schedule)",
+        )
+        q.add_argument(
+            "--suspect-after",
+            type=float,
+            default=1.0,
+            help="mailroom's suspicion timeout (heartbeat a tenth of it)",
+        )
+        q.add_argument(
+            "--recover",
+            type=float,
+            default=30.0,
+            help="how long to wait for the group to deliver after a heal",
+        )
+        q.add_argument(
+            "--settle",
+            type=float,
+            default=240.0,
+            help="how long to wait for the group to form, and for the workload "
+            "to end after the last fault (s)",
+        )
+        q.add_argument(
+            "--safe-quorum",
+            choices=["all", "majority"],
+            default="all",
+            help="the replicated systems apply an operation once every member "
+            "holds it (all) or a majority does",
+        )
         q.add_argument("--out", required=True, help="folder for the run's files")
 
     run = sub.add_parser("run", help="one system, one schedule")

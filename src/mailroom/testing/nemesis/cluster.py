@@ -113,12 +113,25 @@ class Cluster:
 
     def _start_proxy(self, i: int) -> None:
         n, port = self.system.n, self.system.port
-        links = [link_arg(j, PROXY_BASE + j, self.net.address(j), port)  # type: ignore[union-attr]
-                 for j in range(n) if j != i]  # fmt: skip
+        links = [
+            link_arg(j, PROXY_BASE + j, self.net.address(j), port)  # type: ignore[union-attr]
+            for j in range(n)
+            if j != i
+        ]
         self.links_file(i).write_text(settings_line({}))
-        cmd = [*self._prefix(i), sys.executable, "-m", "mailroom.testing.nemesis", "proxy",
-               "--source", self.address(i), "--config", str(self.links_file(i)),
-               "--seed", str(self.seed + i)]  # fmt: skip
+        cmd = [
+            *self._prefix(i),
+            sys.executable,
+            "-m",
+            "mailroom.testing.nemesis",
+            "proxy",
+            "--source",
+            self.address(i),
+            "--config",
+            str(self.links_file(i)),
+            "--seed",
+            str(self.seed + i),
+        ]
         cmd += [a for link in links for a in ("--link", link)]
         log = open(self.folder / f"proxy{i}.log", "ab")  # noqa: SIM115
         self.proxies[i] = subprocess.Popen(cmd, stdout=log, stderr=log)

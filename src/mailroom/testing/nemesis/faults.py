@@ -27,6 +27,7 @@ from collections.abc import Sequence
 
 import attrs
 
+from mailroom.core.errors import MailroomError
 from mailroom.testing.nemesis.network import Cut
 
 #: Every kind of fault, in the order the results table lists them.
@@ -44,7 +45,7 @@ KINDS = (
 NETWORK_KINDS = ("isolate", "partition", "one-way", "bridge", "flap")
 
 
-class ScheduleError(ValueError):
+class ScheduleError(MailroomError, ValueError):
     """A scripted schedule line that cannot be read (the message names it)."""
 
 
@@ -150,8 +151,10 @@ def parse_fault(line: str) -> Fault:
     head, sep, hold = text.rpartition(" for ")
     kind = text.split(" ", 1)[0]
     if not sep or kind not in _PATTERNS or not re.fullmatch(_NUM, hold):
-        raise ScheduleError(f"cannot read fault {line.strip()!r}: expected '<kind> ... for SECONDS'"
-                            f" with kind one of {', '.join(KINDS)}")  # fmt: skip
+        raise ScheduleError(
+            f"cannot read fault {line.strip()!r}: expected '<kind> ... for SECONDS'"
+            f" with kind one of {', '.join(KINDS)}"
+        )
     m = re.fullmatch(_PATTERNS[kind], head)
     if m is None:
         raise ScheduleError(f"cannot read fault {line.strip()!r} (see the fault model's forms)")
@@ -189,8 +192,10 @@ def check_schedule(faults: Sequence[Fault], n: int) -> None:
         if f.kind == "bridge" and len(f.sides[1]) != 1:
             raise ScheduleError(f"{f.describe()!r}: a bridge is one member")
     if len({f.mono for f in faults if f.kind == "clock"}) > 1:
-        raise ScheduleError("clock faults of one run move either the wall clock only or "
-                            "the monotonic clock too ('mono'), not both")  # fmt: skip
+        raise ScheduleError(
+            "clock faults of one run move either the wall clock only or "
+            "the monotonic clock too ('mono'), not both"
+        )
 
 
 def draw(rng: random.Random, kind: str, n: int, suspect_after: float, mono: bool = False) -> Fault:

@@ -64,14 +64,34 @@ class MailroomGroup:
         everyone = ",".join(map(str, range(self.n)))
         membership = ["--join", others] if restart else ["--members", everyone]
         return [
-            sys.executable, "-m", "mailroom.net", "--pid", str(i),
-            "--peers", str(self.folder / "peers.toml"), "--protocol", self.protocol,
-            "--count", str(self.count), "--interval", str(self.interval),
-            "--heartbeat", str(self.heartbeat), "--suspect-after", str(self.suspect_after),
-            "--rto", str(self.rto), "--trace", str(self.path("trace", i)),
-            "--checkpoint", str(self.path("ckpt", i)), "--stats", str(self.path("stats", i)),
-            *membership, *self.extra,
-        ]  # fmt: skip
+            sys.executable,
+            "-m",
+            "mailroom.net",
+            "--pid",
+            str(i),
+            "--peers",
+            str(self.folder / "peers.toml"),
+            "--protocol",
+            self.protocol,
+            "--count",
+            str(self.count),
+            "--interval",
+            str(self.interval),
+            "--heartbeat",
+            str(self.heartbeat),
+            "--suspect-after",
+            str(self.suspect_after),
+            "--rto",
+            str(self.rto),
+            "--trace",
+            str(self.path("trace", i)),
+            "--checkpoint",
+            str(self.path("ckpt", i)),
+            "--stats",
+            str(self.path("stats", i)),
+            *membership,
+            *self.extra,
+        ]
 
     def progress(self) -> Progress:
         return Progress.of([self.path("trace", i) for i in range(self.n)], trace_record, self.count)
@@ -92,20 +112,37 @@ class MailroomGroup:
         counts, shown = run_check(traces, self.properties(), self.folder / "check")
         events = {i: list(read_jsonl(t)) for i, t in enumerate(traces) if t.exists()}
         states, notes = final_states(events, {i: self._stats(i) for i in range(self.n)})
-        acked = {(e.message.origin, e.message.seq) for es in events.values() for e in es
-                 if e.kind == "deliver" and e.process == e.message.origin}  # fmt: skip
+        acked = {
+            (e.message.origin, e.message.seq)
+            for es in events.values()
+            for e in es
+            if e.kind == "deliver" and e.process == e.message.origin
+        }
         total = "total" in PROTOCOLS[self.protocol][2]
         missing, divergent, duplicates, more = judge_states(states, acked, total)
         kept = delivered_by_survivors(events, set(missing))
         if kept:
-            more.append(f"{len(kept)} lost message(s) had been delivered by a member that went"
-                        f" on into the next view, e.g. {sorted(kept)[:5]}")  # fmt: skip
+            more.append(
+                f"{len(kept)} lost message(s) had been delivered by a member that went"
+                f" on into the next view, e.g. {sorted(kept)[:5]}"
+            )
         if len(missing) > len(kept):
-            more.append(f"{len(missing) - len(kept)} of those held by no member were lost "
-                        "with a minority: delivered only by members then excluded or "
-                        "killed (a Group delivers non-uniformly: not a violation)")  # fmt: skip
-        return Verdict(self.properties(), counts, len(acked), len(kept), len(missing) - len(kept),
-                       divergent, duplicates, notes + more, shown)  # fmt: skip
+            more.append(
+                f"{len(missing) - len(kept)} of those held by no member were lost "
+                "with a minority: delivered only by members then excluded or "
+                "killed (a Group delivers non-uniformly: not a violation)"
+            )
+        return Verdict(
+            self.properties(),
+            counts,
+            len(acked),
+            len(kept),
+            len(missing) - len(kept),
+            divergent,
+            duplicates,
+            notes + more,
+            shown,
+        )
 
     def _stats(self, i: int) -> dict[str, Any]:
         try:

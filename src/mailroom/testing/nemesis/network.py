@@ -21,6 +21,8 @@ from collections.abc import Iterable, Iterator, Sequence
 
 import attrs
 
+from mailroom.core.errors import MailroomError
+
 #: The private subnet every run uses inside its own namespaces (never in the host's).
 SUBNET = "10.77.0"
 #: The mark a proxy sets on its own connections (SO_MARK), so the redirect skips them.
@@ -29,7 +31,7 @@ PROXY_MARK = 0x4D
 PROXY_BASE = 20000
 
 
-class NetworkError(RuntimeError):
+class NetworkError(MailroomError, RuntimeError):
     """The machine cannot build the network (no root, no ``ip netns`` or no ``nft``)."""
 
 
@@ -115,8 +117,23 @@ class Network:
         for i, name in enumerate(self.names):
             _run(["ip", "netns", "add", name])
             self._made.append(name)
-            _run(["ip", "link", "add", "eth0", "netns", name, "type", "veth",
-                  "peer", "name", f"v{i}", "netns", self.hub])  # fmt: skip
+            _run(
+                [
+                    "ip",
+                    "link",
+                    "add",
+                    "eth0",
+                    "netns",
+                    name,
+                    "type",
+                    "veth",
+                    "peer",
+                    "name",
+                    f"v{i}",
+                    "netns",
+                    self.hub,
+                ]
+            )
             _run(["ip", "-n", self.hub, "link", "set", f"v{i}", "master", "br0"])
             _run(["ip", "-n", self.hub, "link", "set", f"v{i}", "up"])
             _run(["ip", "-n", name, "addr", "add", f"{self.address(i)}/24", "dev", "eth0"])
@@ -189,5 +206,13 @@ def network(n: int, ports: Sequence[int], proxied: bool = False) -> Iterator[Net
         yield net
 
 
-__all__ = ["PROXY_BASE", "PROXY_MARK", "SUBNET", "Cut", "Network", "NetworkError",
-           "missing_support", "network"]  # fmt: skip
+__all__ = [
+    "PROXY_BASE",
+    "PROXY_MARK",
+    "SUBNET",
+    "Cut",
+    "Network",
+    "NetworkError",
+    "missing_support",
+    "network",
+]

@@ -162,8 +162,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m mailroom.testing.nemesis proxy")
     p.add_argument("--source", required=True, help="the member's own address")
     p.add_argument("--config", required=True, help="JSON settings file, re-read on change")
-    p.add_argument("--link", action="append", default=[], metavar="PEER=PORT=HOST:PORT",
-                   help="carry local PORT to HOST:PORT (the link to member PEER)")  # fmt: skip
+    p.add_argument(
+        "--link",
+        action="append",
+        default=[],
+        metavar="PEER=PORT=HOST:PORT",
+        help="carry local PORT to HOST:PORT (the link to member PEER)",
+    )
     p.add_argument("--seed", type=int, default=0)
     args = p.parse_args(argv)
     asyncio.run(serve(args))

@@ -104,16 +104,22 @@ def judge_raft(incarnations: list[Incarnation]) -> tuple[dict[str, int], list[st
     notes = []
     if diverged:
         p = diverged[0]
-        notes.append(f"{len(diverged)} position(s) applied differently, first {p}: "
-                     f"{ {str(k): v for k, v in at[p].items()} }")  # fmt: skip
+        notes.append(
+            f"{len(diverged)} position(s) applied differently, first {p}: "
+            f"{ {str(k): v for k, v in at[p].items()} }"
+        )
     if twice:
-        notes.append(f"{len(twice)} command(s) applied at two positions, e.g. "
-                     f"{[(k, sorted(where[k])) for k in twice[:3]]}")  # fmt: skip
+        notes.append(
+            f"{len(twice)} command(s) applied at two positions, e.g. "
+            f"{[(k, sorted(where[k])) for k in twice[:3]]}"
+        )
     if lost:
         notes.append(f"{len(lost)} acknowledged command(s) never applied, e.g. {lost[:5]}")
     if wrong:
-        notes.append(f"{len(wrong)} result(s) name another position than the command's, "
-                     f"e.g. {[(k, acked[k], sorted(where[k])) for k in wrong[:3]]}")  # fmt: skip
+        notes.append(
+            f"{len(wrong)} result(s) name another position than the command's, "
+            f"e.g. {[(k, acked[k], sorted(where[k])) for k in wrong[:3]]}"
+        )
     ends = {(i.replica, i.number): max((p for p, _ in i.applied), default=0) for i in incarnations}
     last = {r: max(n for (rr, n) in ends if rr == r) for r, _ in ends}
     finals = {r: ends[(r, n)] for r, n in last.items()}
@@ -147,9 +153,17 @@ def to_trace(incarnations: list[Incarnation], n: int, run: str = "raft") -> list
         events += [("deliver", k) for _, k in inc.applied]
         for seq, (kind, key) in enumerate(events, start=1):
             origin = caller.get(key, key[0])
-            rows.append({"run": run, "process": me, "seq": seq, "kind": kind,
-                         "message": [origin, key[1]], "sender": origin,
-                         "dest": everyone if kind == "send" else [me]})  # fmt: skip
+            rows.append(
+                {
+                    "run": run,
+                    "process": me,
+                    "seq": seq,
+                    "kind": kind,
+                    "message": [origin, key[1]],
+                    "sender": origin,
+                    "dest": everyone if kind == "send" else [me],
+                }
+            )
     return rows
 
 
@@ -174,10 +188,26 @@ class RaftGroup:
     def command(self, i: int, restart: bool) -> list[str]:
         me = f"{self.addresses[i]}:{self.port}"
         partners = ",".join(f"{a}:{self.port}" for j, a in enumerate(self.addresses) if j != i)
-        return [sys.executable, "-m", "mailroom.testing.nemesis", "replica", "--id", str(i),
-                "--self", me, "--partners", partners, "--log", str(self.path("raft", i)),
-                "--dir", str(self.path("state", i)), "--count", str(self.count),
-                "--interval", str(self.interval)]  # fmt: skip
+        return [
+            sys.executable,
+            "-m",
+            "mailroom.testing.nemesis",
+            "replica",
+            "--id",
+            str(i),
+            "--self",
+            me,
+            "--partners",
+            partners,
+            "--log",
+            str(self.path("raft", i)),
+            "--dir",
+            str(self.path("state", i)),
+            "--count",
+            str(self.count),
+            "--interval",
+            str(self.interval),
+        ]
 
     def progress(self) -> Progress:
         return Progress.of([self.path("raft", i) for i in range(self.n)], raft_record, self.count)
@@ -200,10 +230,20 @@ class RaftGroup:
         logs = [self.folder / f"out{i}.log" for i in range(self.n)]
         truncations = sum(len(TRUNCATING.findall(p.read_text())) for p in logs if p.exists())
         if truncations:
-            notes.append(f"PySyncObj logged 'truncating already-applied log entries' "
-                         f"{truncations} time(s)")  # fmt: skip
-        return Verdict(["integrity", "total", *counts], {**checked, **counts}, acked, lost,
-                       0, 0, 0, notes, shown)  # fmt: skip
+            notes.append(
+                f"PySyncObj logged 'truncating already-applied log entries' {truncations} time(s)"
+            )
+        return Verdict(
+            ["integrity", "total", *counts],
+            {**checked, **counts},
+            acked,
+            lost,
+            0,
+            0,
+            0,
+            notes,
+            shown,
+        )
 
 
 __all__ = [

@@ -54,14 +54,34 @@ class ReplicatedGroup(MailroomGroup):
     def command(self, i: int, restart: bool) -> list[str]:
         # the same command either way: a checkpoint there is resumed from
         return [
-            sys.executable, "-m", "mailroom.replicated.nemesis", "member", "--pid", str(i),
-            "--peers", str(self.folder / "peers.toml"), "--protocol", self.protocol,
-            "--history", str(self.path("history", i)), "--checkpoint", str(self.path("ckpt", i)),
-            "--trace", str(self.path("trace", i)), "--count", str(self.count),
-            "--interval", str(self.interval), "--heartbeat", str(self.heartbeat),
-            "--suspect-after", str(self.suspect_after), *([] if self.sync else ["--no-sync"]),
-            "--safe-quorum", self.safe_quorum,
-        ]  # fmt: skip
+            sys.executable,
+            "-m",
+            "mailroom.replicated.nemesis",
+            "member",
+            "--pid",
+            str(i),
+            "--peers",
+            str(self.folder / "peers.toml"),
+            "--protocol",
+            self.protocol,
+            "--history",
+            str(self.path("history", i)),
+            "--checkpoint",
+            str(self.path("ckpt", i)),
+            "--trace",
+            str(self.path("trace", i)),
+            "--count",
+            str(self.count),
+            "--interval",
+            str(self.interval),
+            "--heartbeat",
+            str(self.heartbeat),
+            "--suspect-after",
+            str(self.suspect_after),
+            *([] if self.sync else ["--no-sync"]),
+            "--safe-quorum",
+            self.safe_quorum,
+        ]
 
     def progress(self) -> Progress:
         paths = [self.path("history", i) for i in range(self.n)]
@@ -71,8 +91,15 @@ class ReplicatedGroup(MailroomGroup):
         """The history checker on the histories, then ``mailroom check`` on the traces."""
         histories = [self.path("history", i) for i in range(self.n)]
         out = self.folder / "judge.json"
-        cmd = [sys.executable, "-m", "mailroom.replicated.nemesis", "judge", "--out", str(out),
-               *[str(h) for h in histories if h.exists()]]  # fmt: skip
+        cmd = [
+            sys.executable,
+            "-m",
+            "mailroom.replicated.nemesis",
+            "judge",
+            "--out",
+            str(out),
+            *[str(h) for h in histories if h.exists()],
+        ]
         done = subprocess.run(cmd, capture_output=True, text=True, timeout=1800, check=False)
         notes: list[str] = []
         try:
@@ -82,15 +109,25 @@ class ReplicatedGroup(MailroomGroup):
             notes.append(f"the history judge failed: {(done.stderr or done.stdout)[-300:]}")
         history = {f"history {k}": int(v) for k, v in judged["counts"].items()}
         traces = [self.path("trace", i) for i in range(self.n)]
-        checked, shown = run_check([t for t in traces if t.exists()], self.properties(),
-                                   self.folder / "check")  # fmt: skip
+        checked, shown = run_check(
+            [t for t in traces if t.exists()], self.properties(), self.folder / "check"
+        )
         notes += [str(p) for p in judged.get("problems", [])[:10]]
         if judged.get("summary"):
             notes.append(f"history: {judged['summary']}; replicas end at {judged.get('ends')}")
         lost = int(judged["lost"])
         violations = {**checked, **{k: v for k, v in history.items() if k != "history lost"}}
-        return Verdict([*self.properties(), "history"], violations, int(judged["acknowledged"]),
-                       lost, 0, int(judged["divergent"]), 0, notes, shown)  # fmt: skip
+        return Verdict(
+            [*self.properties(), "history"],
+            violations,
+            int(judged["acknowledged"]),
+            lost,
+            0,
+            int(judged["divergent"]),
+            0,
+            notes,
+            shown,
+        )
 
 
 __all__ = ["ReplicatedGroup", "history_record"]

@@ -199,9 +199,11 @@ def run_schedule(
             first = _formed(system, progress, timing)
             say(f"{system.name}: every member delivered after {first}")
             if first is None:
-                notes.append(f"the group never formed: not every member delivered from every "
-                             f"member within {timing.settle:g} s of the start and again after "
-                             f"the warm-up; no fault was applied")  # fmt: skip
+                notes.append(
+                    f"the group never formed: not every member delivered from every "
+                    f"member within {timing.settle:g} s of the start and again after "
+                    f"the warm-up; no fault was applied"
+                )
             for k, f in enumerate(faults if first is not None else []):
                 results.append(_one(nemesis, progress, f, timing))
                 r = results[-1]
@@ -219,8 +221,16 @@ def run_schedule(
     if not settled:
         verdict.notes.append(f"did not settle within {bound:.0f} s: {progress.summary()}")
         unsettled(verdict)
-    result = RunResult(system.name, system.n, seed, results, verdict, settled,
-                       str(system.folder), formed=first is not None)  # fmt: skip
+    result = RunResult(
+        system.name,
+        system.n,
+        seed,
+        results,
+        verdict,
+        settled,
+        str(system.folder),
+        formed=first is not None,
+    )
     (system.folder / "result.json").write_text(json.dumps(result.to_dict(), indent=1))
     return result
 
@@ -251,8 +261,10 @@ def unsettled(verdict: Verdict) -> None:
     """A run stopped with messages in flight: final states that differ prove nothing, so
     they are noted, not counted."""
     if verdict.divergent:
-        verdict.notes.append(f"{verdict.divergent} final state(s) differ, compared with "
-                             "messages still in flight: not counted")  # fmt: skip
+        verdict.notes.append(
+            f"{verdict.divergent} final state(s) differ, compared with "
+            "messages still in flight: not counted"
+        )
         verdict.divergent = 0
 
 

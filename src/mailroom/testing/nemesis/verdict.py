@@ -59,8 +59,21 @@ def run_check(
     traces: Sequence[Path], properties: Sequence[str], out: Path
 ) -> tuple[dict[str, int], str]:
     """``mailroom check`` on ``traces`` for ``properties``; its counts and the command."""
-    cmd = [sys.executable, "-m", "mailroom", "check", "--engine", "reference", "--mode", "summary",
-           "--properties", ",".join(properties), "--out", str(out), *map(str, traces)]  # fmt: skip
+    cmd = [
+        sys.executable,
+        "-m",
+        "mailroom",
+        "check",
+        "--engine",
+        "reference",
+        "--mode",
+        "summary",
+        "--properties",
+        ",".join(properties),
+        "--out",
+        str(out),
+        *map(str, traces),
+    ]
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=1800, check=False)
     (out.parent / f"{out.name}.txt").write_text(done.stdout + done.stderr)
     shown = " ".join(["mailroom", *cmd[3:]])
