@@ -109,10 +109,10 @@ class Service:
                 self.quorum_said = now
                 self.quorum_lines += 1
                 log.warning("P%d: waiting for a majority, no view can be installed: %s",
-                            node.pid, status.summary())  # fmt: skip
+                            node.pid, status.summary(now))  # fmt: skip
         elif self.quorum_said is not None:
             self.quorum_said = None
-            log.warning("P%d: a majority again: %s", node.pid, status.summary())
+            log.warning("P%d: a majority again: %s", node.pid, status.summary(now))
 
     def lag(self, now: float) -> float:
         """Seconds the endpoint has held messages without delivering one (as of the last
