@@ -17,9 +17,10 @@ with what time (``mailroom node`` logs them with the wall-clock time).
 
 from __future__ import annotations
 
-import importlib
 import logging
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from mailroom._exports import lazy_exports
 
 if TYPE_CHECKING:
     from mailroom.clocks import DelivVector, LamportClock, SentMatrix, VectorClock
@@ -139,18 +140,7 @@ _HOMES: dict[str, str] = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    """Import a public name from its module on first use (PEP 562)."""
-    home = _HOMES.get(name)
-    if home is None:
-        raise AttributeError(f"module 'mailroom' has no attribute {name!r}")
-    value = getattr(importlib.import_module(home), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted({*globals(), *_HOMES})
+__getattr__, __dir__ = lazy_exports(__name__, _HOMES, globals())
 
 
 logging.getLogger("mailroom").addHandler(logging.NullHandler())

@@ -15,8 +15,9 @@ The names are imported on first use (PEP 562): ``mailroom status`` reads
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from mailroom._exports import lazy_exports
 
 if TYPE_CHECKING:
     from mailroom.net.collector import tune_collector
@@ -41,14 +42,7 @@ _HOMES = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    """Import a public name from its module on first use (PEP 562)."""
-    home = _HOMES.get(name)
-    if home is None:
-        raise AttributeError(f"module 'mailroom.net' has no attribute {name!r}")
-    value = getattr(importlib.import_module(home), name)
-    globals()[name] = value
-    return value
+__getattr__, __dir__ = lazy_exports(__name__, _HOMES, globals())
 
 
 __all__ = [
