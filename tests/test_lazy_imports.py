@@ -83,3 +83,13 @@ def test_a_missing_extra_is_named(monkeypatch: pytest.MonkeyPatch) -> None:
         need("matplotlib", "drawing a diagram")
     assert isinstance(caught.value, ImportError)  # fallbacks on ImportError still apply
     assert set(EXTRAS.values()) <= {"spark", "viz", "metrics", "nemesis"}
+
+
+def test_help_texts_are_what_the_commands_print(capsys: pytest.CaptureFixture[str]) -> None:
+    from mailroom.cli import help_texts, main
+
+    texts = help_texts()
+    assert list(texts) == ["", "demo", "simulate", "check", "sweep", "node", "status"]
+    with pytest.raises(SystemExit):
+        main(["status", "--help"])
+    assert capsys.readouterr().out == texts["status"]

@@ -20,7 +20,7 @@ from mailroom.cli.options import COMMAND_HELP, add_command
 if TYPE_CHECKING:
     from mailroom.sim.registry import PROTOCOLS
 
-__all__ = ["PROTOCOLS", "build_parser", "main"]
+__all__ = ["PROTOCOLS", "build_parser", "help_texts", "main"]
 
 
 @attrs.frozen
@@ -107,9 +107,7 @@ COMMANDS: dict[str, Callable[[], _Command]] = {
 }
 
 
-def build_parser(commands: Collection[str] | None = None) -> argparse.ArgumentParser:
-    """The ``mailroom`` parser; ``commands``: the subcommands to build in full (None:
-    all); the others are listed with their one-line help only."""
+def _build(commands: Collection[str] | None) -> tuple[argparse.ArgumentParser, Any]:
     parser = argparse.ArgumentParser(
         prog="mailroom",
         description="Ordered message delivery: FIFO, causal and total order.",
@@ -121,7 +119,22 @@ def build_parser(commands: Collection[str] | None = None) -> argparse.ArgumentPa
             load().add(sub)
         else:
             sub.add_parser(name, help=COMMAND_HELP[name])
-    return parser
+    return parser, sub
+
+
+def build_parser(commands: Collection[str] | None = None) -> argparse.ArgumentParser:
+    """The ``mailroom`` parser; ``commands``: the subcommands to build in full (None:
+    all); the others are listed with their one-line help only."""
+    return _build(commands)[0]
+
+
+def help_texts() -> dict[str, str]:
+    """What ``mailroom --help`` (key ``""``) and each ``mailroom COMMAND --help`` print
+    (the CLI reference of the docs is made of them)."""
+    parser, sub = _build(None)
+    texts = {"": parser.format_help()}
+    texts.update((name, command.format_help()) for name, command in sub.choices.items())
+    return texts
 
 
 def _named(argv: Sequence[str]) -> str | None:
