@@ -93,3 +93,16 @@ def test_help_texts_are_what_the_commands_print(capsys: pytest.CaptureFixture[st
     with pytest.raises(SystemExit):
         main(["status", "--help"])
     assert capsys.readouterr().out == texts["status"]
+
+
+@pytest.mark.parametrize(("configure", "shown"), [("", False), ("logging.basicConfig()", True)])
+def test_the_library_logs_only_where_the_application_says(configure: str, shown: bool) -> None:
+    """The library adds a NullHandler and nothing else: a warning reaches stderr only
+    once the application configures logging (Python's last-resort handler, which
+    prints without a time, never shows it)."""
+    code = (
+        f"import logging, mailroom\n{configure}\n"
+        "logging.getLogger('mailroom.net').warning('waiting for a majority')"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert ("waiting for a majority" in out.stderr) is shown
