@@ -96,7 +96,4 @@ class NetStats:
         return sum(getattr(self, reason) for reason in REJECTED)
 
 
-#: The counters of frames or connections refused for security or garbage.
-
-
 __all__ = ["LOG_BURST", "LOG_WINDOW", "REJECTED", "NetStats", "QuietLog"]

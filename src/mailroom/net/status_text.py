@@ -41,8 +41,8 @@ def render(data: dict[str, Any]) -> str:
     for link in data["links"]:
         peer = "seed" if link["peer"] == ANY else f"P{link['peer']}"
         state = "connected" if link["connected"] else "not connected"
-        lines.append(f"  {peer} {link['address'] or '(address unknown)'}: {state}, "
-                     f"{link['queued']} frames waiting")  # fmt: skip
+        address = link["address"] or "(address unknown)"
+        lines.append(f"  {peer} {address}: {state}, {link['queued']} frames waiting")
     rejected = sum(stats[k] for k in REJECTED)
     lines.append(
         f"frames: {stats['frames_in']} in, {stats['frames_out']} out, {rejected} "
