@@ -15,14 +15,12 @@ carries only a ``NullHandler``; the application decides where their lines go and
 with what time (``mailroom node`` logs them with the wall-clock time).
 """
 
-from __future__ import annotations
+import logging as _logging
+import typing as _typing
 
-import logging
-from typing import TYPE_CHECKING
+from mailroom._exports import lazy_exports as _lazy_exports
 
-from mailroom._exports import lazy_exports
-
-if TYPE_CHECKING:
+if _typing.TYPE_CHECKING:
     from mailroom.clocks import DelivVector, LamportClock, SentMatrix, VectorClock
     from mailroom.core import (
         COUNTER,
@@ -140,10 +138,11 @@ _HOMES: dict[str, str] = {
 }
 
 
-__getattr__, __dir__ = lazy_exports(__name__, _HOMES, globals())
+if not _typing.TYPE_CHECKING:  # (type checkers see the imports above, and no other name)
+    __getattr__, __dir__ = _lazy_exports(__name__, _HOMES, globals())
 
 
-logging.getLogger("mailroom").addHandler(logging.NullHandler())
+_logging.getLogger("mailroom").addHandler(_logging.NullHandler())
 
 __all__ = [
     "CBCAST",

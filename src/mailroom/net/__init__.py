@@ -42,7 +42,8 @@ _HOMES = {
 }
 
 
-__getattr__, __dir__ = lazy_exports(__name__, _HOMES, globals())
+if not TYPE_CHECKING:  # (type checkers see the imports above, and no other name)
+    __getattr__, __dir__ = lazy_exports(__name__, _HOMES, globals())
 
 
 __all__ = [
