@@ -48,7 +48,7 @@ mailroom / PySyncObj taken within each round; the load printed every round; a
 
 ``--gc-freeze``: every process of every row (PySyncObj's replicas too) calls
 ``gc.freeze()`` after start-up, before the measured window, as a long-running
-service does once it has started (docs/replicated.md, "Speed"): Python's collector
+service does once it has started (docs/replicated-performance.md, "Speed"): Python's collector
 then leaves the start-up heap out of its full passes, which mailroom's members make
 often with thousands of calls in flight (measured: 0.53x the CPU per operation of
 PySyncObj with it, 0.62-0.65x without, PySyncObj's unchanged).

@@ -6,9 +6,10 @@ Three things are generated at build time, never by hand and never committed:
   (``figures.py``);
 - ``notebooks/*.ipynb``: copies of ``examples/*.ipynb``, executed by myst-nb (or, in
   CI, the copies the test suite executed: ``MAILROOM_EXECUTED_NOTEBOOKS``);
-- the page lists of ``index.md`` and the module list of ``api.md``, filled in
-  from what exists, so that pages and modules that other branches add are
-  picked up (and none is left out of the toctree).
+- the module list of ``api.md`` and the commands' help in ``cli.md``, from the
+  package and its parser; ``index.md`` is static (tutorial, how-to guides,
+  reference, explanation), and a page it does not list is added under "More", so
+  none is left out of the toctree.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from __future__ import annotations
 import importlib
 import os
 import pkgutil
+import re
 import shutil
 import sys
 from pathlib import Path
@@ -49,52 +51,44 @@ autodoc_member_order = "bysource"
 autodoc_typehints = "description"
 suppress_warnings = ["myst.header", "myst.xref_missing"]
 
-#: Pages in the order the index lists them; any other page goes under "More".
-LEARN = ["getting-started", "story", "notebooks", "lab", "writing-a-protocol", "diagrams"]
-PROTOCOLS = [
-    "causal",
-    "total-order",
-    "tagged-causal",
-    "reliability",
-    "runtime",
-    "security",
-    "ks",
-    "membership",
-    "replicated",
-    "kv",
-]
-TOOLS = [
-    "simulator",
-    "testing",
-    "faults",
-    "open-ended",
-    "trace-pipeline",
-    "sweep",
-    "benchmarks",
-    "api",
-]
-
 
 def _pages() -> set[str]:
     return {p.stem for p in HERE.glob("*.md")} - {"index"}
 
 
 def _fill_index(text: str) -> str:
+    """The static index, less the pages that do not exist here, plus a "More" toctree
+    of the pages it does not list (a page another branch adds is never left out)."""
     pages = _pages()
     listed: set[str] = set()
-    for marker, names in (
-        ("%%LEARN%%", LEARN),
-        ("%%PROTOCOLS%%", PROTOCOLS),
-        ("%%TOOLS%%", TOOLS),
-    ):
-        present = [n for n in names if n in pages]
-        listed.update(present)
-        text = text.replace(marker, "\n".join(present))
+
+    def keep(block: re.Match[str]) -> str:
+        lines = []
+        for line in block.group(1).splitlines():
+            name = line.strip()
+            if name and not name.startswith(":"):
+                if name not in pages:
+                    continue
+                listed.add(name)
+            lines.append(line)
+        return "```{toctree}\n" + "\n".join(lines) + "\n```"
+
+    text = re.sub(r"```\{toctree\}\n(.*?)\n```", keep, text, flags=re.S)
     rest = sorted(pages - listed)
-    more = ""
     if rest:
-        more = "```{toctree}\n:caption: More\n:maxdepth: 1\n\n" + "\n".join(rest) + "\n```\n"
-    return text.replace("%%MORE%%", more)
+        text += "\n```{toctree}\n:caption: More\n:maxdepth: 1\n\n" + "\n".join(rest) + "\n```\n"
+    return text
+
+
+def _fill_cli(text: str) -> str:
+    """Every subcommand's ``--help``, from the parser ``mailroom`` itself builds."""
+    from mailroom.cli import help_texts
+
+    blocks = []
+    for name, usage in help_texts().items():
+        title = f"mailroom {name}".strip()
+        blocks.append(f"## `{title}`\n\n```text\n{usage}```\n")
+    return text.replace("%%COMMANDS%%", "\n".join(blocks))
 
 
 def _modules() -> list[str]:
@@ -128,6 +122,8 @@ def _source_read(app: Any, docname: str, source: list[str]) -> None:
         source[0] = _fill_index(source[0])
     elif docname == "api":
         source[0] = _fill_api(source[0])
+    elif docname == "cli":
+        source[0] = _fill_cli(source[0])
 
 
 def _code(nb: Any) -> list[str]:

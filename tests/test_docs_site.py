@@ -66,3 +66,33 @@ def test_figures_are_drawn_from_runs(tmp_path: Path) -> None:
     assert len(paths) == len(figures.FIGURES)
     for path in paths:
         ET.fromstring(path.read_text(encoding="utf-8"))
+
+
+def test_the_index_is_static_and_sorted_by_kind() -> None:
+    pytest.importorskip("sphinx")
+    text = (DOCS / "index.md").read_text()
+    assert "%%" not in text
+    captions = re.findall(r":caption: (.+)", text)
+    assert captions == ["Tutorial", "How-to guides", "Reference", "Explanation"]
+
+
+def test_the_cli_reference_has_every_command() -> None:
+    pytest.importorskip("sphinx")
+    conf = _load("conf")
+    text = conf._fill_cli((DOCS / "cli.md").read_text())
+    for name in ("demo", "simulate", "check", "sweep", "node", "status"):
+        assert f"## `mailroom {name}`\n\n```text\nusage: mailroom {name}" in text
+    assert "--seeds ADDRESSES" in text  # a node's options, from the runtime's own parser
+
+
+#: The archive of dated measurements: kept whole, not a page to learn from.
+ARCHIVES = {"history"}
+#: The longest a page that teaches may be (about 400 lines: split along topics beyond).
+MOST_LINES = 420
+
+
+def test_no_page_that_teaches_is_too_long() -> None:
+    long = {
+        p.stem: n for p in DOCS.glob("*.md") if (n := len(p.read_text().splitlines())) > MOST_LINES
+    }
+    assert set(long) <= ARCHIVES, long

@@ -321,9 +321,13 @@ def test_a_blocked_minority_says_that_it_waits_for_a_majority() -> None:
     net.do(1, "tick", 6.5)  # it asks the suspected whether they went on: still waiting
     assert net.eps[1].status().waiting_since == 5.0
     assert net.eps[1].status().summary() == (
-        "P1#0 in view 1 [0, 1, 2, 3]; coordinator P1; flush promised, coordinating (prepare); "
-        "suspects P0, P3; WAITING FOR A MAJORITY since t=5: 2 of 4 members would stay"
+        "P1#0 in view 1 [0, 1, 2, 3]; coordinator P1; frozen by a flush (promised), "
+        "coordinating (prepare); suspects P0, P3; WAITING FOR A MAJORITY since t=5: "
+        "2 of 4 members would stay"
     )
+    # the host's log gives the wait as a duration, not as a time on the host's clock
+    assert "WAITING FOR A MAJORITY for 7.5 s: 2 of" in net.eps[1].status().summary(12.5)
+    assert "; no flush" in group(3).eps[0].status().summary()
     assert not net.eps[2].status().waiting_since  # it has not ticked yet
     healthy = group(3).eps[0].status()
     assert not healthy.waiting_for_majority and healthy.staying == (0, 1, 2)

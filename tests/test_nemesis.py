@@ -566,7 +566,7 @@ def test_a_killed_life_is_closed_before_the_restart_and_history_rows_are_progres
     assert history_record(b"not json") is None
 
 
-# -- what the nemesis found, pinned in the simulator (docs/faults.md, "Findings") ---------
+# -- what the nemesis found, pinned in the simulator (docs/faults-results.md, "Findings") ---------
 def _members(n: int, members: int) -> list[Group]:
     return [
         Group(p, n, "cbcast", members=range(members)) if p < members else Group(p, n, "cbcast")

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import socket
 from pathlib import Path
 
 import pytest
@@ -116,3 +117,19 @@ def test_an_encrypted_group_runs_from_the_command_line(tmp_path: Path) -> None:
     finally:
         for s in socks:
             s.close()
+
+
+def test_a_taken_address_is_named(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An address already in use is named (host:port), not only "Address already in use"."""
+    monkeypatch.setenv("MAILROOM_KEY", "k" * 32)
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        peers = tmp_path / "peers.toml"
+        peers.write_text(f'[peers]\n0 = "127.0.0.1:{port}"\n1 = "127.0.0.1:1"\n')
+        assert cli.main(["--pid", "0", "--peers", str(peers)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert f"127.0.0.1:{port}" in err and "in use" in err and len(err.splitlines()) == 1

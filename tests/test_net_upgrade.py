@@ -4,7 +4,7 @@ The fixtures in ``tests/data/release-0.2/`` were made by that release itself
 (``make_fixtures.py``, run with ``git archive 11eda2d`` on the path): checkpoints
 copied from running groups of three (a bare CBCAST stack, a FIFO stack, a CBCAST
 group member), what that release restored from each, its traces, and the first
-frame each side of its handshake sends. The rule (docs/runtime.md, upgrading):
+frame each side of its handshake sends. The rule (docs/runtime-operations.md, upgrading):
 
 - a 0.2.0 checkpoint is restored as that release restored it: the same endpoint
   snapshot, counters and application state;

@@ -34,6 +34,7 @@ from typing import Any
 
 from mailroom.cli.check_engines import Checked, Plan, run_reference, run_spark
 from mailroom.cli.check_inputs import fail, first_line, format_of, say, size, unreadable
+from mailroom.cli.options import COMMAND_HELP
 from mailroom.trace.header import TraceHeader, read_header
 from mailroom.trace.properties import ALL_PROPERTIES as PROMISABLE
 from mailroom.trace.properties import CHECKABLE, PROPERTIES, VIEW_PROPERTIES, unknown
@@ -136,7 +137,7 @@ _DESCRIPTION = (
 
 
 def add_check_parser(sub: Any) -> argparse.ArgumentParser:
-    what = "check traces for the properties their protocol promises"
+    what = COMMAND_HELP["check"]
     chk: argparse.ArgumentParser = sub.add_parser("check", help=what, description=_DESCRIPTION)
     chk.add_argument("traces", nargs="+", help="trace files (JSON Lines, Parquet or ShiViz logs)")
     _options(chk)

@@ -6,6 +6,17 @@ import argparse
 import sys
 from typing import Any
 
+#: Each subcommand's one-line help (``mailroom --help`` lists them without importing
+#: the subcommands' modules; each module adds its own parser with this line).
+COMMAND_HELP: dict[str, str] = {
+    "demo": "Alice, Bob and Carol's messages, step by step, under each protocol",
+    "simulate": "simulate a random workload and check the properties its protocol promises",
+    "check": "check traces for the properties their protocol promises",
+    "sweep": "run a grid of simulations on Spark; metrics per run as Parquet, plots against n",
+    "node": "run one member of a group over TCP (as python -m mailroom.net)",
+    "status": "what a running member sees: view, members, links, held messages, lag",
+}
+
 
 def add_command(sub: Any, name: str, *, help: str, description: str) -> argparse.ArgumentParser:
     """Add subcommand ``name`` to ``sub``; its parser is ``args.subparser`` once parsed

@@ -12,7 +12,7 @@ import math
 import sys
 from typing import Any
 
-from mailroom.cli.options import add_command
+from mailroom.cli.options import COMMAND_HELP, add_command
 from mailroom.cli.simulate_group import group_problem, run_group, write_trace
 from mailroom.sim.metrics import UNITS
 from mailroom.sim.registry import PROTOCOLS, make_endpoints
@@ -23,7 +23,7 @@ from mailroom.trace.checkers import PROPERTIES, check
 __all__ = ["PROTOCOLS", "UNITS", "add_simulate_parser", "run_simulate"]
 
 
-HELP = "simulate a random workload and check the properties its protocol promises"
+HELP = COMMAND_HELP["simulate"]
 DESCRIPTION = (
     "Run a seeded random workload in the deterministic simulator, print its metrics and "
     "check the properties the protocol promises. Metadata bytes are measured through the "

@@ -5,23 +5,21 @@ from __future__ import annotations
 
 import argparse
 import json
-import urllib.error
-import urllib.request
 from typing import Any
 
-from mailroom.cli.options import add_command, fail, first_line
-from mailroom.net import cli as net_cli
-from mailroom.net.status import render
+from mailroom.cli.options import COMMAND_HELP, add_command, fail, first_line
 
 #: Seconds ``mailroom status`` waits for an answer.
 TIMEOUT = 10.0
 
 
 def add_node_parser(sub: Any) -> None:
+    from mailroom.net import cli as net_cli  # (the runtime: imported when a node runs)
+
     sub.add_parser(
         "node",
         parents=[net_cli.build_parser("mailroom node", add_help=False)],
-        help="run one member of a group over TCP (as python -m mailroom.net)",
+        help=COMMAND_HELP["node"],
         description="Run one process of a group over TCP with a scripted workload: "
         "a member of a peer table's group, or of a growable group found from seed "
         "addresses. See docs/runtime.md.",
@@ -32,7 +30,7 @@ def add_status_parser(sub: Any) -> None:
     status = add_command(
         sub,
         "status",
-        help="what a running member sees: view, members, links, held messages, lag",
+        help=COMMAND_HELP["status"],
         description="Ask a running member's status endpoint (mailroom node --status "
         "ADDRESS, a loopback address) for its view, members and incarnations, links, "
         "held messages, retransmissions, checkpoint size and delivery lag.",
@@ -42,10 +40,16 @@ def add_status_parser(sub: Any) -> None:
 
 
 def run_node(args: argparse.Namespace) -> int:
+    from mailroom.net import cli as net_cli
+
     return net_cli.start(args)
 
 
 def run_status(args: argparse.Namespace) -> int:
+    import urllib.request
+
+    from mailroom.net.status_text import render
+
     url = f"http://{args.address}/status"
     try:
         with urllib.request.urlopen(url, timeout=TIMEOUT) as answer:

@@ -18,7 +18,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from mailroom.cli.options import add_command, fail, first_line
+from mailroom.cli.options import COMMAND_HELP, add_command, fail, first_line
 from mailroom.sim.registry import PROTOCOLS
 from mailroom.sim.sweep import SweepError, SweepGrid
 
@@ -45,7 +45,7 @@ UNITS_NOTE = (
 )
 
 
-HELP = "run a grid of simulations on Spark; metrics per run as Parquet, plots against n"
+HELP = COMMAND_HELP["sweep"]
 DESCRIPTION = (
     "Run protocol x n x network x seed simulations as Spark tasks (local[*] by default) "
     "and write one metrics row per run."

@@ -11,6 +11,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from mailroom.core.extras import need
+
 #: file stem -> (column, dashed companion column, title, y axis label with its unit)
 CHARTS: dict[str, tuple[str, str, str, str]] = {
     "delay": (
@@ -42,8 +44,7 @@ def plot_sweep(
 ) -> list[Path]:
     """Write ``delay.png``, ``buffer.png``, ``metadata.png`` and all three side by side in
     ``sweep.png`` and ``sweep.svg``; return their paths."""
-    import matplotlib
-
+    matplotlib = need("matplotlib", "plotting a sweep")
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from mailroom.core.extras import need
 from mailroom.diagram.layout import Arrow, Layout, Mark
 from mailroom.diagram.svg import (
     BAD,
@@ -30,7 +31,7 @@ from mailroom.diagram.svg import (
 
 def plot_layout(lay: Layout, ax: Any = None, *, title: str = "", legend: bool = True) -> Any:
     """Draw ``lay`` on ``ax`` (a new figure if None) and return the axes."""
-    import matplotlib.pyplot as plt
+    plt = need("matplotlib.pyplot", "drawing a diagram")
 
     if ax is None:
         _, ax = plt.subplots(

@@ -7,7 +7,7 @@ young-generation threshold (700 allocations) the collector runs many times withi
 one step, finds those objects alive, and promotes them into the older generations,
 whose collections then walk them again; at n = 3 that was about a sixth of a busy
 node's CPU. A larger young generation is collected a few times a second instead,
-when most of what it held is gone (docs/runtime.md, "The garbage collector").
+when most of what it held is gone (docs/runtime-operations.md, "The garbage collector").
 
 It is a setting of the whole process, and a trade (fewer, longer young passes), so
 nothing in mailroom changes it by itself: an application that runs nodes may call

@@ -47,11 +47,10 @@ from mailroom.core.errors import LocalError
 from mailroom.core.wire import as_row, packet
 from mailroom.net import frames as fr
 from mailroom.net.config import PeerTable, parse_address
+from mailroom.net.names import ANY as ANY
 
 log = logging.getLogger("mailroom.net")
 
-#: A CLAIM's destination that means "whoever listens at this address" (a seed).
-ANY = 0xFFFF
 #: Longest address a Probe or a Roster may carry.
 MAX_ADDRESS = 300
 

@@ -55,7 +55,7 @@ SHARE_LIFETIME = 1.0
 #: Why a peer of an earlier release is refused (one line, with its pid or address).
 OLD_RELEASE = (
     "speaks the handshake of an earlier release (mailroom 0.2.0 or before), which this "
-    "release refuses: upgrade every member (see docs/runtime.md, upgrading)"
+    "release refuses: upgrade every member (see docs/runtime-operations.md, upgrading)"
 )
 
 _LABEL = b"mailroom-handshake-2"

@@ -111,11 +111,11 @@ class Service:
                 log.warning(
                     "P%d: waiting for a majority, no view can be installed: %s",
                     node.pid,
-                    status.summary(),
+                    status.summary(now),
                 )
         elif self.quorum_said is not None:
             self.quorum_said = None
-            log.warning("P%d: a majority again: %s", node.pid, status.summary())
+            log.warning("P%d: a majority again: %s", node.pid, status.summary(now))
 
     def lag(self, now: float) -> float:
         """Seconds the endpoint has held messages without delivering one (as of the last

@@ -7,6 +7,8 @@ import time
 
 import attrs
 
+from mailroom.net.names import REJECTED
+
 log = logging.getLogger("mailroom.net")
 
 #: Rejected connections logged per window; the rest are counted and summed up.
@@ -92,19 +94,6 @@ class NetStats:
     def rejected(self) -> int:
         """Frames or connections refused for security or garbage."""
         return sum(getattr(self, reason) for reason in REJECTED)
-
-
-#: The counters of frames or connections refused for security or garbage.
-REJECTED = (
-    "garbage",
-    "bad_mac",
-    "replayed",
-    "unknown_peer",
-    "refused",
-    "timeouts",
-    "evicted",
-    "mislabeled",
-)
 
 
 __all__ = ["LOG_BURST", "LOG_WINDOW", "REJECTED", "NetStats", "QuietLog"]

@@ -33,9 +33,8 @@ from typing import TYPE_CHECKING, Any, cast
 from mailroom.core.errors import LocalError
 from mailroom.core.stack import Stack
 from mailroom.net.config import parse_address
-from mailroom.net.discovery import ANY
 from mailroom.net.membership import group_of
-from mailroom.net.stats import REJECTED
+from mailroom.net.status_text import render as render
 from mailroom.net.store import log_of
 
 if TYPE_CHECKING:
@@ -94,7 +93,7 @@ def node_status(node: Node) -> dict[str, Any]:
     return {
         "pid": node.pid,
         "group": None if group is None else group.data(),
-        "summary": None if group is None else group.summary(),
+        "summary": None if group is None else group.summary(now),
         "growable": node.directory.growable,
         "size": node.directory.n,
         "addresses": {str(p): a for p, a in entries.items()},
@@ -109,50 +108,6 @@ def node_status(node: Node) -> dict[str, Any]:
         "probes_sent": 0 if discovery is None else discovery.probes_sent,
         "stats": node.stats.to_dict(),
     }
-
-
-def render(data: dict[str, Any]) -> str:
-    """The status as ``mailroom status`` prints it."""
-    lines = [f"P{data['pid']}: {data['summary'] or 'not a group member'}"]
-    group = data["group"]
-    if group is not None and group["view"] is not None:
-        pairs = zip(group["view"]["members"], group["incarnations"], strict=False)
-        incs = ", ".join(f"P{m}#{i}" for m, i in pairs)
-        lines.append(f"members and incarnations: {incs}")
-    if group is not None and group["waiting_for_majority"]:
-        lines.append("quorum: LOST (no view can be installed without a majority)")
-    stats = data["stats"]
-    lines.append(
-        f"messages: sent {stats['sent']}, delivered {stats['delivered']}, held {data['held']}, "
-        f"delivery lag {data['delivery_lag']:g} s"
-    )
-    lines.append(
-        f"reliable layer: {data['retransmissions']} retransmissions in this view, "
-        f"{data['unacknowledged']} packets unacknowledged"
-    )
-    lines.append(f"checkpoint: {data['checkpoint_bytes']} bytes")
-    if data.get("replica"):  # a replicated object's member (AsyncReplica(status=...))
-        r = data["replica"]
-        lines.append(
-            f"replica: incarnation {r['incarnation']}, {r['applied']} operations applied, "
-            f"log {r['log_entries']} entries ({r['log_bytes']} bytes) since its base, "
-            f"{r['calls_waiting']} calls waiting"
-        )
-    kind = f"growable to {data['size']}" if data["growable"] else "peer table"
-    lines.append(f"links ({kind}):")
-    for link in data["links"]:
-        peer = "seed" if link["peer"] == ANY else f"P{link['peer']}"
-        state = "connected" if link["connected"] else "not connected"
-        lines.append(
-            f"  {peer} {link['address'] or '(address unknown)'}: {state}, "
-            f"{link['queued']} frames waiting"
-        )
-    rejected = sum(stats[k] for k in REJECTED)
-    lines.append(
-        f"frames: {stats['frames_in']} in, {stats['frames_out']} out, {rejected} "
-        f"rejected; packets refused by the endpoint: {stats['remote_errors']}"
-    )
-    return "\n".join(lines)
 
 
 # -- the endpoints ----------------------------------------------------------------------------

@@ -530,10 +530,10 @@ def _bind(host: str, port: int) -> list[socket.socket]:
             if family == socket.AF_INET6:
                 sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
             sock.bind(address)
-    except OSError:
+    except OSError as exc:  # say which address ("Address already in use" alone does not)
         for sock in socks:
             sock.close()
-        raise
+        raise OSError(exc.errno, f"cannot listen at {host}:{port}: {exc.strerror}") from exc
     return socks
 
 

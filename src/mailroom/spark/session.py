@@ -23,6 +23,8 @@ from typing import IO, Any
 
 import attrs
 
+from mailroom.core.extras import need
+
 #: Shuffle partitions per core of the master (enough to balance skew, few enough to be cheap).
 PARTITIONS_PER_CORE = 2
 LOG4J2 = Path(__file__).with_name("log4j2.properties")
@@ -54,7 +56,7 @@ def get_session(
     master offers; ``driver_memory`` to ``local_driver_memory()`` on a local master;
     ``checkpoint_dir`` to a temporary directory removed when the process exits.
     """
-    from pyspark.sql import SparkSession
+    SparkSession = need("pyspark.sql", "a Spark session").SparkSession
 
     # executors run Python code of this package: use the interpreter that has it
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)

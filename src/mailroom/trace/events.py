@@ -4,7 +4,7 @@
 process) or "deliver" (the endpoint delivered it to the application). A runtime
 writes a deliver event before it hands the message over (persist, then act): a
 process killed between the two hands it again when restarted from its checkpoint
-(docs/runtime.md, "Traces"), so a trace never records less than the application
+(docs/runtime-internals.md, "Traces"), so a trace never records less than the application
 will have been handed, and a killed process's trace may show one step more than
 its application saw before the kill. ``seq`` is the event's position
 in its process's history, from 1. ``dest`` is the message's destination set

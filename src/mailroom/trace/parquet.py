@@ -18,6 +18,7 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
+from mailroom.core.extras import need
 from mailroom.core.messages import MessageId
 from mailroom.core.wire import plain
 from mailroom.trace.events import Event, TraceError
@@ -74,7 +75,7 @@ def write_parquet(
 
     A ``header`` is stored in the schema metadata (``read_header`` reads it back).
     """
-    import pyarrow as pa
+    pa = need("pyarrow", "writing a Parquet trace")
     import pyarrow.parquet as pq
 
     schema = parquet_schema()
@@ -210,8 +211,7 @@ def iter_parquet(path: str | Path) -> Iterator[Event]:
     converted column by column; any other batch goes row by row through
     ``Event.from_dict``, so the error names the first bad row as before.
     """
-    import pyarrow.parquet as pq
-
+    pq = need("pyarrow.parquet", "reading a Parquet trace")
     index = 0
     for batch in pq.ParquetFile(str(path)).iter_batches():
         if _batch_is_clean(batch):

@@ -22,7 +22,7 @@ state and its everyday traffic and ``flushing.Flushing`` drives the flush and
 installs views; the parts they hold are the installed view (``view``), the flush's
 state machine (``flush``), state transfer (``transfer``), the wanted changes
 (``changes``) and the epoch that holds what lives for one view (``epoch``).
-docs/membership.md, "Inside Group", has the map.
+docs/membership-guarantees.md, "Inside Group", has the map.
 
 Extension points (``mailroom.core.hooks``; the harness's known-buggy variants in
 ``mailroom.testing.membership`` override them and read ``installed``):
@@ -63,8 +63,7 @@ class Group(Flushing):
     process ``pid`` of the identities 0..n-1 runs ``protocol`` inside each view; with
     ``members`` it founds view 1 with them, else it is a joiner that asks ``contacts``;
     with ``safe`` a message is delivered once every member of the view holds it, or
-    with ``safe_quorum="majority"`` once a majority does (docs/membership.md, "Safe
-    delivery").
+    with ``safe_quorum="majority"`` once a majority does (docs/safe-delivery.md).
     """
 
     protocol = "Group"

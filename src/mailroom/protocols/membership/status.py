@@ -70,8 +70,12 @@ class GroupStatus:
             out[key] = list(out[key])
         return out
 
-    def summary(self) -> str:
-        """One line for a log."""
+    def summary(self, now: float | None = None) -> str:
+        """One line for a log. The flush reads "no flush" while the member is not frozen
+        (it delivers and sends) and "frozen by a flush (promised)" or "(accepted)" while
+        it is. With ``now`` (the host's time, the clock of ``waiting_since``) a wait for a
+        majority is given as a duration ("for 12.3 s"); without it, as the host time it
+        began ("since t=5")."""
         who = f"P{self.pid}#{self.incarnation}"
         if self.gone:
             return f"{who} has left the group"
@@ -82,7 +86,7 @@ class GroupStatus:
         line = f"{who} in view {self.view.id} [{members}]"
         if not self.joined:
             line += ", waiting for the application state"
-        line += f"; coordinator {_pid(self.coordinator)}; flush {self.flush.name.lower()}"
+        line += f"; coordinator {_pid(self.coordinator)}; {_flush(self.flush)}"
         if self.round is not Round.IDLE:
             line += f", coordinating ({self.round.name.lower()})"
         for what, pids in (
@@ -93,7 +97,7 @@ class GroupStatus:
             if pids:
                 line += f"; {what} " + ", ".join(f"P{p}" for p in pids)
         if self.waiting_for_majority:
-            since = "" if self.waiting_since is None else f" since t={self.waiting_since:g}"
+            since = _since(self.waiting_since, now)
             line += (
                 f"; WAITING FOR A MAJORITY{since}: {len(self.staying)} of "
                 f"{len(self.view.members)} members would stay"
@@ -104,6 +108,18 @@ class GroupStatus:
             who = "every member has" if self.safe_quorum == "all" else "a majority has"
             line += f"; {self.waiting_safe} held until {who} them (safe delivery)"
         return line
+
+
+def _flush(freeze: Freeze) -> str:
+    return "no flush" if freeze is Freeze.RUNNING else f"frozen by a flush ({freeze.name.lower()})"
+
+
+def _since(start: float | None, now: float | None) -> str:
+    if start is None:
+        return ""
+    if now is None:
+        return f" since t={start:g}"
+    return f" for {max(0.0, now - start):.1f} s"
 
 
 def _pid(pid: int | None) -> str:
