@@ -100,9 +100,7 @@ def test_a_founder_heard_once_is_judged_by_silence_alone(beats: list[float]) -> 
     formation=st.sampled_from([1.0, 5.0, 30.0]),
     beats=st.lists(times, max_size=12),
 )
-def test_a_detector_that_ignores_the_window_is_caught(
-    formation: float, beats: list[float]
-) -> None:
+def test_a_detector_that_ignores_the_window_is_caught(formation: float, beats: list[float]) -> None:
     suspected, _ = run(formation, 2.0, beats, window=0.0)
     assert problems(formation, 2.0, beats, suspected) != []
 
