@@ -41,12 +41,15 @@ def group_endpoint(
     suspect_after: float = 2.0,
     safe: bool = False,
     safe_quorum: str = "all",
+    formation: float = 0.0,
 ) -> HeartbeatDetector:
     """``HeartbeatDetector(Group(protocol))`` for process ``pid`` of the ``n`` identities:
     a member of the initial view ``members``, or (``members`` None) a joiner that asks
     ``contacts``. Join and flush messages are resent every ``heartbeat`` seconds; with
     ``safe`` the group delivers safely (a message once every member holds it, or with
-    ``safe_quorum="majority"`` once a majority of the view does)."""
+    ``safe_quorum="majority"`` once a majority of the view does). ``formation``: seconds
+    during which a founder never heard from is not suspected (a founder that starts
+    late joins the founding view; ``HeartbeatDetector``)."""
     if heartbeat <= 0 or suspect_after <= heartbeat:
         raise LocalError(
             f"need 0 < heartbeat < suspect-after, got {heartbeat} and {suspect_after}",
@@ -63,7 +66,7 @@ def group_endpoint(
         safe=safe,
         safe_quorum=safe_quorum,
     )
-    return HeartbeatDetector(group, interval=heartbeat, timeout=suspect_after)
+    return HeartbeatDetector(group, interval=heartbeat, timeout=suspect_after, formation=formation)
 
 
 def queues_sends(endpoint: Any) -> bool:
@@ -111,7 +114,12 @@ def rejoined(
     for payload in queue:  # a joiner queues them for its first view with the state
         group.broadcast(payload)
     if isinstance(endpoint, HeartbeatDetector):
-        return HeartbeatDetector(group, interval=endpoint.interval, timeout=endpoint.timeout)
+        return HeartbeatDetector(
+            group,
+            interval=endpoint.interval,
+            timeout=endpoint.timeout,
+            formation=endpoint.formation,
+        )
     return group
 
 

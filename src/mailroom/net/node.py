@@ -103,6 +103,9 @@ from mailroom.net.transport import Transport
 
 log = logging.getLogger("mailroom.net")
 
+#: Seconds ``Node.depart`` waits, by default, for the view that lets this process go.
+LEAVE_TIMEOUT = 2.0
+
 
 class Node:
     """Hosts ``endpoint`` for process ``endpoint.pid`` and connects it to ``peers``.
@@ -192,6 +195,10 @@ class Node:
         self._timer_at: float | None = None
         self._queue: asyncio.Queue[Message | None] = asyncio.Queue()
         self._can_send = asyncio.Event()
+        #: set when the group lets this process go, or it is left alone (``depart``)
+        self._excluded = asyncio.Event()
+        #: ``depart`` asked the group to let this process go
+        self.departing = False
         self._closed = False
         self.service = Service(self, self.directory, self.join_through)
 
@@ -387,6 +394,27 @@ class Node:
         """Leave the group: the next view excludes this process (then ``on_excluded``)."""
         self._host_input("leave", Left())
 
+    async def depart(self, timeout: float = LEAVE_TIMEOUT) -> bool:
+        """Leave the group and wait, at most ``timeout`` seconds, until the view that lets
+        this process go is installed (then ``on_excluded``); True if it was. A clean exit
+        calls this before ``close()``, so that the others install a view without this
+        process at once instead of suspecting it as crashed (a leaver takes part in the
+        flush that lets it go, so even one of two can leave: docs/membership.md).
+        Returns False at once when there is nothing to leave (not a member of a view
+        with others, or closed), as soon as the others have left first, or after
+        ``timeout`` (the others are gone). The quorum watch says nothing meanwhile."""
+        view = self.view
+        if self._closed or not self.joined or view is None or len(view.members) < 2:
+            return False
+        self._excluded.clear()
+        self.departing = True
+        self.leave()
+        try:
+            await asyncio.wait_for(self._excluded.wait(), timeout)
+        except TimeoutError:
+            return False
+        return self.view is None
+
     def join_through(self, contacts: list[int]) -> None:
         """A joiner asks ``contacts`` (members found by discovery) to let it in (logged)."""
         self._host_input("join", Joined(contacts), contacts)
@@ -539,12 +567,15 @@ class Node:
             else:
                 self._queue.put_nowait(m)
         elif isinstance(m, ViewChange):
+            if self.departing and len(m.view.members) < 2:
+                self._excluded.set()  # the others left first: nobody to leave
             if self.on_view is not None:
                 self.on_view(m)
         elif isinstance(m, StateRequest):
             if not self._closed:
                 self._provide(m.view)
         elif isinstance(m, Excluded):
+            self._excluded.set()
             if self.on_excluded is not None:
                 self.on_excluded(m)
         elif self.on_deliver is not None:
@@ -573,4 +604,4 @@ class Node:
 # Names defined elsewhere stay importable from here (``Busy``, ``NetStats``,
 # ``QuietLog``, ``NodeConfig``, the bounds, ``frame_parts``); ``__all__`` lists what is
 # defined here, so each is documented once.
-__all__ = ["Node", "stack_names"]
+__all__ = ["LEAVE_TIMEOUT", "Node", "stack_names"]

@@ -103,7 +103,7 @@ class Service:
         status = self.group_status()
         if status is None:
             return
-        if status.waiting_for_majority:
+        if status.waiting_for_majority and not node.departing:  # leaving: no one waits
             said = self.quorum_said
             if said is None or now - said >= QUORUM_LOG_EVERY:
                 self.quorum_said = now

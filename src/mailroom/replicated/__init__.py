@@ -6,8 +6,10 @@ one order, applies them, and hands each caller its method's result (or the error
 raised: the state is then unchanged everywhere). Reads are local (this replica, at
 once: sequentially consistent) or ordered (at their place in the order:
 linearizable). The core is sans-IO; ``SimGroup`` hosts replicas in the simulator and
-``AsyncReplica`` over ``mailroom.net``. Batteries: ``ReplCounter``, ``ReplDict``,
-``ReplSet``, ``ReplList``, ``ReplQueue``, ``ReplPriorityQueue``, ``ReplLockManager``
+``AsyncReplica`` over ``mailroom.net``; ``serve(obj, address, others)`` is the one-call
+form (by addresses, its event loop in a thread; ``replicate`` for asyncio).
+Batteries: ``ReplCounter``, ``ReplDict``, ``ReplSet``, ``ReplList``, ``ReplQueue``,
+``ReplPriorityQueue``, ``ReplLockManager``
 (and ``Bundle`` for several in one group). ``mailroom.replicated.crdt`` holds the
 causal flavour (CRDTs on tagged causal broadcast, available under partitions);
 ``mailroom.replicated.history`` checks histories. See docs/replicated.md.
@@ -23,6 +25,7 @@ from mailroom.replicated.batteries import (
     ReplQueue,
     ReplSet,
 )
+from mailroom.replicated.entry import ServedReplica, replicate, serve
 from mailroom.replicated.history import History, HistoryFile, check_history
 from mailroom.replicated.journal import COMPACT_BYTES
 from mailroom.replicated.lock import ReplLockManager
@@ -50,8 +53,11 @@ __all__ = [
     "ReplQueue",
     "ReplSet",
     "Replica",
+    "ServedReplica",
     "SimCall",
     "SimGroup",
     "check_history",
+    "replicate",
     "replicated",
+    "serve",
 ]

@@ -21,6 +21,14 @@ group message (cut at ``MAX_BATCH_BYTES``), so that the group orders and confirm
 one message for all of them. A lone call goes out in the next iteration of the loop,
 as before: nothing waits for a timer.
 
+``wait_for_peers=True``: a member that starts in a view (a founder) takes calls only
+once a majority of that view is known to hold it too (their heartbeats name it), or a
+later view is installed: a founder that starts late, after the others excluded it,
+waits to be let in again instead of sending into a view they have left (its calls
+would come back ``OutcomeUnknown``). ``close()`` leaves the view first (``Node.depart``,
+a bounded wait) unless the replica keeps a checkpoint to resume from: the others then
+install a view without it at once instead of suspecting a crash.
+
 With ``checkpoint=`` the replica's base and log ride in the node's checkpoint
 (``app_state``), and a restart resumes from them; a process that rejoins gets the
 state by transfer instead. ``history=`` takes a ``History`` or ``HistoryFile``.
@@ -39,8 +47,9 @@ from mailroom.core.messages import Message, Payload
 from mailroom.core.registry import entry
 from mailroom.net import Node, PeerTable
 from mailroom.net.membership import group_of
-from mailroom.net.node import Busy
+from mailroom.net.node import LEAVE_TIMEOUT, Busy
 from mailroom.net.status import listen_address, serve, status_routes
+from mailroom.protocols.membership.changes import has_majority
 from mailroom.replicated.operations import cut_batches
 from mailroom.replicated.replica import (
     OpKey,
@@ -72,6 +81,10 @@ class _Calls:
         return _Calls(self._run, f"{self._path}.{name}" if self._path else name)
 
 
+#: The call proxy, for hosts of their own (``serve``'s thread-backed replica).
+Calls = _Calls
+
+
 class AsyncReplica:
     """Replica ``endpoint.pid`` of ``obj``, hosted by a ``Node`` (``node``)."""
 
@@ -86,6 +99,7 @@ class AsyncReplica:
         timeout: float | None = None,
         safe: bool = False,
         status: str | None = None,
+        wait_for_peers: bool = False,
         **node_options: Any,
     ) -> None:
         group = group_of(endpoint)
@@ -112,6 +126,10 @@ class AsyncReplica:
             if name in node_options:
                 raise LocalError(f"{name} is the replica's own: do not pass it")
         self.timeout = timeout
+        self.wait_for_peers = wait_for_peers
+        #: a replica that keeps a checkpoint resumes in place: its close is no leave
+        self._keeps_checkpoint = node_options.get("checkpoint") is not None
+        self._confirming: asyncio.Task[None] | None = None
         #: where the status endpoint listens once started (``status``: a loopback address)
         self._status_at = status
         if status is not None:
@@ -182,16 +200,45 @@ class AsyncReplica:
     async def start(self) -> None:
         self._loop = asyncio.get_running_loop()
         self._joined = asyncio.Event()
-        if self.replica.view is not None:
-            self._joined.set()
         await self.node.start()
+        if self.replica.view is not None:
+            if self.wait_for_peers and self._peers_unconfirmed():
+                self._confirming = asyncio.create_task(self._confirm())
+            else:
+                self._joined.set()
         if self._status_at is not None:
             routes = status_routes(self.node, lambda: {"replica": self.status()})
             self._status_server = await serve(self._status_at, routes, loopback=True)
 
-    async def close(self) -> None:
-        """Close the node; calls still pending get OutcomeUnknown (calls not sent yet,
-        a LocalError)."""
+    def _peers_unconfirmed(self) -> bool:
+        """The view this replica started in is not known to be a majority's yet (only a
+        heartbeat detector tells: a bare Group is taken at its word)."""
+        endpoint, view = self.node.endpoint, self.node.view
+        heard_in = getattr(endpoint, "heard_in", None)
+        if view is None or heard_in is None or not self.node.joined:
+            return False
+        return not has_majority(sorted(heard_in(view)), view)
+
+    async def _confirm(self) -> None:
+        """Take calls once the starting view is confirmed or another one is installed
+        (``_on_view`` sets ``_joined``); until then calls wait in ``wait_joined``."""
+        assert self._joined is not None
+        look = min(0.05, self.node.endpoint.interval / 10)
+        while not self._joined.is_set():
+            if self.replica.view is not None and not self._peers_unconfirmed():
+                self._joined.set()
+                break
+            await asyncio.sleep(look)
+
+    async def close(self, *, leave: bool | None = None, timeout: float = LEAVE_TIMEOUT) -> None:
+        """Leave the view (``leave``; by default unless a checkpoint is kept: a replica
+        that resumes from it stays a member) waiting at most ``timeout`` seconds for the
+        view without it, then close the node; calls still pending get OutcomeUnknown
+        (calls not sent yet, a LocalError)."""
+        if self._confirming is not None:
+            self._confirming.cancel()
+        if (not self._keeps_checkpoint if leave is None else leave) and self._loop is not None:
+            await self.node.depart(timeout)
         if self._sender is not None:
             self._sender.cancel()
         if self._status_server is not None:
@@ -371,4 +418,4 @@ class AsyncReplica:
                 future.set_exception(error)
 
 
-__all__ = ["AsyncReplica"]
+__all__ = ["AsyncReplica", "Calls"]

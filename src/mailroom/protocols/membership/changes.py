@@ -5,8 +5,12 @@ Members learn them from their host (``suspect``, ``leave``) and from each other
 view's members: the current members less the suspected, the leaving and the old
 incarnations of rejoining processes, plus the joiners. Primary partition: the next
 view needs a majority of the current view among those that stay, so a minority never
-installs a view. What is wanted of members that the next view settles is forgotten
-when it is installed; everything is forgotten when this process is excluded.
+installs a view; when those that stay are no majority alone, the members leaving of
+their own accord count too, none of them suspected (``voters``): a member that
+leaves still promises and accepts the flush that lets it go, so a group of two
+shrinks to one by a leave (never by a crash or a suspicion). What is wanted of
+members that the next view settles is forgotten when it is installed; everything is
+forgotten when this process is excluded.
 """
 
 from __future__ import annotations
@@ -48,11 +52,27 @@ class Changes:
         return survivors, tuple(sorted(set(survivors) | (joiners - rejoining)))
 
     def lacks_majority(self, view: View) -> bool:
-        """A change of ``view`` is wanted, but those that would stay are no majority of it."""
+        """A change of ``view`` is wanted, but those whose promises it would count
+        (``voters``) are no majority of it."""
         if not self.wanted:
             return False  # (the common case, at every tick)
         found = self.next_members(view)
-        return found is not None and not has_majority(found[0], view)
+        return found is not None and not has_majority(self.voters(view, found[0]), view)
+
+    def leavers(self, view: View) -> set[int]:
+        """Members of ``view`` leaving of their own accord (not rejoining): they take part
+        in the flush that lets them go."""
+        return (self.leaving & set(view.members)) - set(self.joiners)
+
+    def voters(self, view: View, survivors: list[int]) -> list[int]:
+        """The members whose promises a change of ``view`` counts towards its majority:
+        ``survivors`` (those that stay), and when they are no majority alone, the
+        ``leavers`` too, unless one of them is suspected (it may be gone: only a ballot
+        that every counted member can answer may open) or nobody stays."""
+        leavers = self.leavers(view)
+        if has_majority(survivors, view) or not survivors or leavers & self.suspects:
+            return survivors
+        return survivors + sorted(leavers - set(survivors))
 
     def within(self, view: View, incarnations: tuple[int, ...]) -> Changes:
         """What is still wanted once ``view`` is installed: suspicions and leaves of its

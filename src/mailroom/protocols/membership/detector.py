@@ -13,6 +13,11 @@ For hosts that have no failure detector of their own. Rules, in words:
   the member answered, and stays silent anew); when the group installs a new view,
   members that stay keep their last-heard time (a silent one is suspected again
   at once), newcomers start at the tick that sees the view.
+- Founding: with ``formation`` seconds, the members of the first view this detector
+  watches (the founders, view 1) count as heard ``formation`` seconds after that tick
+  until they are really heard from: a founder that starts late is let into the
+  founding view instead of being excluded before it ever ran. Once heard from, or
+  in any later view, the rule above holds. (0, the default: no window.)
 - Time: ``tick(now)`` with a clock behind the last one (a restore on another
   machine) moves every kept time back with it, as ``Reliable`` does.
 
@@ -116,11 +121,14 @@ class HeartbeatDetector(HostClock, EndpointBase):
 
     protocol = "HeartbeatDetector"
 
-    def __init__(self, group: Any, *, interval: float = 1.0, timeout: float = 3.0) -> None:
+    def __init__(
+        self, group: Any, *, interval: float = 1.0, timeout: float = 3.0, formation: float = 0.0
+    ) -> None:
         if not isinstance(group, GroupLike):
             raise LocalError(f"{group!r} is not a group endpoint (it needs view and suspect)")
         self.interval = _check_time(interval, "interval")
         self.timeout = _check_time(timeout, "timeout")
+        self.formation = 0.0 if formation == 0 else _check_time(formation, "formation")
         self.group: Any = group
         self.pid = group.pid
         self.n = group.n
@@ -137,6 +145,9 @@ class HeartbeatDetector(HostClock, EndpointBase):
         #: members passed to group.suspect in the watched view
         self.suspected: set[int] = set()
         self.heartbeats_sent = 0
+        #: process -> the latest view id its heartbeats named (an observation for the
+        #: host, ``heard_in``: not in snapshots, and no action depends on it)
+        self.beats: dict[int, int] = {}
         #: True after restore until the first tick: the host's clock may be another one
         self._rebase = False
 
@@ -223,6 +234,7 @@ class HeartbeatDetector(HostClock, EndpointBase):
         if beat.sender == self.pid:
             raise RemoteError(f"Heartbeat from P{self.pid} to itself")
         self.fresh.add(beat.sender)
+        self.beats[beat.sender] = max(beat.view, self.beats.get(beat.sender, 0))
         view = self.group.view
         if view is None or beat.view != view.id:  # one of the two missed a view change
             return list(self.group.notice(beat.sender, beat.view))
@@ -264,13 +276,15 @@ class HeartbeatDetector(HostClock, EndpointBase):
             return []
         others = [q for q in view.members if q != self.pid]
         if self.watching != view.id:
+            founding = self.watching is None and not self.heard and view.id == 1
+            start = now + self.formation if founding else now
             self.watching = view.id
-            self.heard = {q: self.heard.get(q, now) for q in others}
+            self.heard = {q: self.heard.get(q, start) for q in others}
             self.suspected.clear()
             self.next_beat = now
         for q in self.fresh:
             if q in self.heard:
-                self.heard[q] = now
+                self.heard[q] = now  # (before a founder's window ends: it ends for it)
         self.fresh.clear()
         actions: list[Action] = []
         if self.next_beat is not None and now >= self.next_beat:
@@ -294,6 +308,16 @@ class HeartbeatDetector(HostClock, EndpointBase):
         self.heard = {q: max(t + delta, 0.0) for q, t in self.heard.items()}
 
     # -- introspection ------------------------------------------------------------------------
+    def heard_in(self, view: View) -> set[int]:
+        """The members of ``view`` known to have installed it: this process if it has, and
+        each other member whose heartbeat named ``view`` (a host asks it before it trusts
+        a view it started in: a founder that starts late finds the others gone on)."""
+        mine = self.group.view
+        heard = {q for q in view.members if self.beats.get(q) == view.id}
+        if mine is not None and mine.id == view.id and self.pid in view.members:
+            heard.add(self.pid)
+        return heard
+
     def buffered(self) -> int:
         return int(self.group.buffered())
 
@@ -320,6 +344,7 @@ class HeartbeatDetector(HostClock, EndpointBase):
 
     persistent = (
         arguments("params", ("interval", "timeout")),
+        Field("formation", kind=TIME, init=lambda value: {"formation": value}, absent=0.0),
         NOW,
         Field("watching", kind=COUNTER.optional()),
         Field("next_beat", kind=TIME.optional(), check=_beats_iff_watching),

@@ -121,12 +121,21 @@ class Flushing(Member):
     @hook
     def flush_quorum(self) -> set[int]:
         """Rule: the members whose promise and acceptance the running flush waits for:
-        those of the view that its proposal keeps, rejoining processes aside. (The
-        harness's known-buggy ``GroupNoQuorum`` makes it the coordinator alone.)"""
+        those of the view that its proposal keeps, rejoining processes aside, and when
+        they are no majority alone, the members leaving of their own accord
+        (``Changes.leavers``; one suspected since stays in the quorum of the ballot that
+        counts it, which then cannot finish, and no new one opens: ``Changes.voters``).
+        (An extension point: the harness's known-buggy ``GroupNoQuorum`` makes it the
+        coordinator alone.)"""
         view = self.view
-        joiners = self._changes.joiners
+        if view is None:
+            return set()
+        changes = self._changes
         proposal = self._epoch.flush.proposal
-        return {m for m in proposal if view and m in view.members and m not in joiners}
+        quorum = {m for m in proposal if m in view.members and m not in changes.joiners}
+        if quorum and not has_majority(sorted(quorum), view):
+            quorum |= changes.leavers(view)
+        return quorum
 
     def _leads(self) -> bool:
         """This process drives the view's change: it is the coordinator (the lowest
@@ -146,7 +155,7 @@ class Flushing(Member):
         if found is None or flush.can_finish(self.flush_quorum(), self._changes.suspects):
             return []
         survivors, proposal = found
-        if not has_majority(survivors, installed.view):
+        if not has_majority(self._changes.voters(installed.view, survivors), installed.view):
             return []  # primary partition: a minority does not install views
         prepare = flush.open(installed.view.id, proposal)
         actions: list[Action] = [control(m, prepare) for m in self.flush_quorum() if m != self.pid]
