@@ -106,13 +106,25 @@ def _modules() -> list[str]:
     return sorted(names)
 
 
+def _only_gathers(module: object) -> bool:
+    """A package, or a namespace module such as ``mailroom.lowlevel``, defines none of
+    the names it offers: they are documented where they are defined (documenting them
+    twice would make every reference to them ambiguous)."""
+    if hasattr(module, "__path__"):
+        return True
+    name = getattr(module, "__name__", "")
+    offered = [getattr(module, n) for n in getattr(module, "__all__", [])]
+    defined = [getattr(x, "__module__", None) for x in offered if callable(x)]
+    return bool(defined) and name not in defined
+
+
 def _fill_api(text: str) -> str:
     """One section per module; a package shows only its docstring, since its
     names are documented where they are defined."""
     blocks = []
     for name in _modules():
-        package = hasattr(importlib.import_module(name), "__path__")
-        option = "\n   :no-members:" if package else ""
+        module = importlib.import_module(name)
+        option = "\n   :no-members:" if _only_gathers(module) else ""
         blocks.append(f"## `{name}`\n\n```{{eval-rst}}\n.. automodule:: {name}{option}\n```\n")
     return text.replace("%%MODULES%%", "\n".join(blocks))
 
