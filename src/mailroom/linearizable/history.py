@@ -107,10 +107,12 @@ def freeze(value: Any) -> Hashable:
 
 
 def pair(ops: Iterable[Op], *, source: str = "") -> list[Call]:
-    """The calls of a history, numbered in invocation order (HistoryError on a row that
-    completes nothing, or an invocation by a process whose last call is still pending)."""
+    """The calls of a history in invocation order, each numbered by its invocation among
+    all invocations (a failed one leaves a gap); HistoryError on a row that completes
+    nothing, or an invocation by a process whose last call is still pending."""
     calls: list[Call] = []
-    pending: dict[Hashable, tuple[int, Op]] = {}  # process -> (position, invocation)
+    pending: dict[Hashable, tuple[int, Op]] = {}  # process -> (invocation number, row)
+    positions: list[int] = []  # the position of each invocation
     for pos, op in enumerate(ops):
         if op.type == "invoke":
             if op.process in pending:
@@ -120,7 +122,8 @@ def pair(ops: Iterable[Op], *, source: str = "") -> list[Call]:
                     line=op.line,
                     source=source,
                 )
-            pending[op.process] = (pos, op)
+            pending[op.process] = (len(positions), op)
+            positions.append(pos)
             continue
         if op.process not in pending:
             raise HistoryError(
@@ -128,24 +131,24 @@ def pair(ops: Iterable[Op], *, source: str = "") -> list[Call]:
                 line=op.line,
                 source=source,
             )
-        start, inv = pending.pop(op.process)
+        number, inv = pending.pop(op.process)
         if op.f != inv.f:
             raise HistoryError(
                 f"{op.type} {op.f} completes an invocation of {inv.f}", line=op.line, source=source
             )
         if op.type == "ok":
-            calls.append(_call(start, inv, pos, op))
+            calls.append(_call(number, positions[number], inv, pos, op))
         elif op.type == "info":
-            calls.append(_call(start, inv, None, op))
-    calls.extend(_call(start, inv, None, None) for start, inv in pending.values())
-    calls.sort(key=lambda c: c.called)
-    return [attrs.evolve(c, index=i) for i, c in enumerate(calls)]
+            calls.append(_call(number, positions[number], inv, None, op))
+    calls.extend(_call(n, positions[n], inv, None, None) for n, inv in pending.values())
+    calls.sort(key=lambda c: c.index)
+    return calls
 
 
-def _call(start: int, inv: Op, end: int | None, done: Op | None) -> Call:
+def _call(number: int, start: int, inv: Op, end: int | None, done: Op | None) -> Call:
     key = inv.key if inv.key is not None or done is None else done.key
     return Call(
-        index=0,
+        index=number,
         process=inv.process,
         f=inv.f,
         key=key,
