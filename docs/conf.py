@@ -69,6 +69,7 @@ TOOLS = [
     "faults",
     "open-ended",
     "trace-pipeline",
+    "checking-histories",
     "sweep",
     "benchmarks",
     "api",

@@ -95,7 +95,9 @@ def test_partitioned_and_whole_searches_agree(ops: list[Op]) -> None:
 
 
 @given(HISTORIES, st.data())
-def test_partitioned_and_whole_agree_on_corrupted_kv_histories(ops: list[Op], data: st.DataObject) -> None:
+def test_partitioned_and_whole_agree_on_corrupted_kv_histories(
+    ops: list[Op], data: st.DataObject
+) -> None:
     calls = [c for c in pair(ops) if c.f != "cas"]
     calls = [attrs.evolve(c, f={"read": "get", "write": "put"}[c.f]) for c in calls]
     reads = [i for i, c in enumerate(calls) if c.f == "get" and not c.open]
@@ -124,8 +126,12 @@ def _without_real_time(calls: Sequence[Call]) -> list[Call]:
 
 def test_a_checker_without_real_time_order_misses_a_stale_read() -> None:
     ops = run_atomic(
-        [(0, "a", "write", 1, "ok"), (0, "a", "write", 1, "ok"),
-         (1, "a", "read", 0, "ok"), (1, "a", "read", 0, "ok")]
+        [
+            (0, "a", "write", 1, "ok"),
+            (0, "a", "write", 1, "ok"),
+            (1, "a", "read", 0, "ok"),
+            (1, "a", "read", 0, "ok"),
+        ]
     )
     stale = pair(ops)
     stale[1] = attrs.evolve(stale[1], result=None)  # the read after the write saw nil

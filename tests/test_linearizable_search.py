@@ -56,25 +56,43 @@ GOOD = {
     "an unfinished write may happen late": rows(
         "0 invoke write 1", "1 invoke read", "1 ok read nil", "1 invoke read", "1 ok read 1"
     ),
-    "cas": rows("0 invoke write 1", "0 ok write 1", "1 invoke cas [1 2]", "1 ok cas [1 2]",
-                "0 invoke read", "0 ok read 2"),
+    "cas": rows(
+        "0 invoke write 1",
+        "0 ok write 1",
+        "1 invoke cas [1 2]",
+        "1 ok cas [1 2]",
+        "0 invoke read",
+        "0 ok read 2",
+    ),
 }
 
 BAD = {
     "stale read": rows(
-        "0 invoke write 1", "0 ok write 1", "0 invoke write 2", "0 ok write 2",
-        "1 invoke read", "1 ok read 1",
+        "0 invoke write 1",
+        "0 ok write 1",
+        "0 invoke write 2",
+        "0 ok write 2",
+        "1 invoke read",
+        "1 ok read 1",
     ),
     "lost write": rows("0 invoke write 1", "0 ok write 1", "1 invoke read", "1 ok read nil"),
     "read of a value never written": rows(
         "0 invoke write 1", "0 ok write 1", "1 invoke read", "1 ok read 7"
     ),
     "a cas that succeeds twice": rows(
-        "0 invoke write 1", "0 ok write 1", "1 invoke cas [1 2]", "2 invoke cas [1 3]",
-        "1 ok cas [1 2]", "2 ok cas [1 3]",
+        "0 invoke write 1",
+        "0 ok write 1",
+        "1 invoke cas [1 2]",
+        "2 invoke cas [1 3]",
+        "1 ok cas [1 2]",
+        "2 ok cas [1 3]",
     ),
     "a read going back in time": rows(
-        "0 invoke write 1", "1 invoke read", "1 ok read 1", "2 invoke read", "2 ok read nil",
+        "0 invoke write 1",
+        "1 invoke read",
+        "1 ok read 1",
+        "2 invoke read",
+        "2 ok read nil",
         "0 ok write 1",
     ),
 }
@@ -142,14 +160,29 @@ BATTERIES = [
     ("set", "0 invoke add 1|0 ok add true|1 invoke contains 1|1 ok contains true", True),
     ("set", "0 invoke add 1|0 ok add true|1 invoke add 1|1 ok add true", False),
     ("set", "0 invoke add 1|0 ok add true|1 invoke read|1 ok read [1]", True),
-    ("set", "0 invoke add 1|0 ok add true|0 invoke discard 1|0 ok discard true|1 invoke read|1 ok read [1]", False),
+    (
+        "set",
+        "0 invoke add 1|0 ok add true|0 invoke discard 1|"
+        "0 ok discard true|1 invoke read|1 ok read [1]",
+        False,
+    ),
     ("queue", "0 invoke put 1|0 ok put true|0 invoke put 2|0 ok put|1 invoke get|1 ok get 1", True),
     ("queue", "0 invoke put 1|0 ok put|0 invoke put 2|0 ok put|1 invoke get|1 ok get 2", False),
     ("queue", "0 invoke put 1|1 invoke put 2|1 ok put|0 ok put|2 invoke get|2 ok get 2", True),
-    ("queue", "0 invoke get|0 ok get nil|0 invoke put 5|0 ok put|1 invoke get|1 ok get 5|1 invoke get|1 ok get 5", False),
+    (
+        "queue",
+        "0 invoke get|0 ok get nil|0 invoke put 5|0 ok put|"
+        "1 invoke get|1 ok get 5|1 invoke get|1 ok get 5",
+        False,
+    ),
     ("lock", "0 invoke acquire|0 ok acquire true|1 invoke acquire|1 ok acquire false", True),
     ("lock", "0 invoke acquire|0 ok acquire true|1 invoke acquire|1 ok acquire true", False),
-    ("lock", "0 invoke acquire|0 ok acquire true|0 invoke release|0 ok release true|1 invoke acquire|1 ok acquire true", True),
+    (
+        "lock",
+        "0 invoke acquire|0 ok acquire true|0 invoke release|"
+        "0 ok release true|1 invoke acquire|1 ok acquire true",
+        True,
+    ),
     ("lock", "0 invoke acquire|0 ok acquire true|1 invoke release|1 ok release true", False),
 ]
 
