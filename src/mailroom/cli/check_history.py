@@ -21,6 +21,7 @@ import attrs
 
 from mailroom.cli.check_inputs import fail, first_line, progress, say, size
 from mailroom.linearizable import (
+    DEFAULT_BUDGET,
     MODELS,
     NOT_LINEARIZABLE,
     UNKNOWN,
@@ -71,6 +72,14 @@ def _read(paths: list[str], fmt: str) -> list[Call] | str:
     return calls
 
 
+def _local(args: argparse.Namespace, budget: int) -> Verdict | str:
+    """The local engine: read and pair on this process, check every key here."""
+    calls = _read(list(args.traces), args.format)
+    if isinstance(calls, str):
+        return calls
+    return check_calls(calls, MODELS[args.model], budget=budget)
+
+
 def _tag(c: Call, path: str) -> Call:
     return attrs.evolve(c, key=(path, c.key))
 
@@ -85,19 +94,30 @@ def _engine(args: argparse.Namespace) -> str:
     return "local" if size(args.traces) <= AUTO_LIMIT_BYTES else "spark"
 
 
-def _spark(args: argparse.Namespace, calls: list[Call], budget: int) -> Verdict | str:
+def _spark(args: argparse.Namespace, budget: int) -> Verdict | str:
+    """The Spark engine: the executors read, pair and check the histories."""
     if importlib.util.find_spec("pyspark") is None:
         return "pyspark is not installed (pip install 'mailroom[spark]'), or use --engine local"
-    from mailroom.linearizable.spark import check_on_spark
+    from mailroom.linearizable.spark import check_files_on_spark
     from mailroom.spark import get_session
     from mailroom.spark.session import describe_error
 
+    for path in args.traces:
+        if not Path(path).is_file():
+            return f"cannot read {path}: not a file"
     master = args.master or "local[*]"
     try:
         spark = get_session(master)
     except Exception as exc:  # no Java, a bad master URL...
         return f"cannot start Spark at {master}: {describe_error(exc)}"
-    return check_on_spark(spark, calls, MODELS[args.model], budget=budget)
+    model = MODELS[args.model]
+    progress(f"checking {', '.join(args.traces)} on Spark {master}")
+    try:
+        return check_files_on_spark(spark, args.traces, model, fmt=args.format, budget=budget)
+    except HistoryError:
+        raise
+    except Exception as exc:  # Spark reports unreadable input as assorted JVM errors
+        return f"cannot check {', '.join(args.traces)} on Spark: {describe_error(exc)}"
 
 
 def _write_svg(verdict: Verdict, where: str) -> str | None:
@@ -115,27 +135,19 @@ def _write_svg(verdict: Verdict, where: str) -> str | None:
 
 def run_history_check(args: argparse.Namespace) -> int:
     """Check the histories of ``args.traces`` against ``args.model``; the exit code."""
-    from mailroom.linearizable import DEFAULT_BUDGET
-
     why = _bad_option(args)
     if why:
         return fail(why)
-    calls = _read(list(args.traces), args.format)
-    if isinstance(calls, str):
-        return fail(calls)
-    if not calls:
-        return fail(f"no operation in {', '.join(args.traces)}")
     budget = args.budget or DEFAULT_BUDGET
     engine, start = _engine(args), time.perf_counter()
     try:
-        if engine == "local":
-            verdict: Verdict | str = check_calls(calls, MODELS[args.model], budget=budget)
-        else:
-            verdict = _spark(args, calls, budget)
+        verdict = _local(args, budget) if engine == "local" else _spark(args, budget)
     except HistoryError as exc:
         return fail(first_line(exc))
     if isinstance(verdict, str):
         return fail(verdict)
+    if not verdict.keys:
+        return fail(f"no operation in {', '.join(args.traces)}")
     say(*verdict_lines(verdict))
     say(f"checked on the {engine} engine in {time.perf_counter() - start:.1f} s")
     if args.svg is not None:

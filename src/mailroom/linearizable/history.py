@@ -10,7 +10,8 @@ completed leaves the call *open* to the end of the history (``returned`` is None
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Iterable
+from collections.abc import Hashable, Iterable, Sequence
+from itertools import pairwise
 from typing import Any
 
 import attrs
@@ -50,6 +51,8 @@ class Op:
 class Call:
     """One operation that may have happened: its invocation and (if known) completion.
 
+    ``index`` names the call in its history (its invocation's position, so calls sort
+    in invocation order).
     ``arg`` is the invocation's value, ``result`` the completion's (None while open).
     ``called`` and ``returned`` are positions in the history (the rows' order);
     ``returned`` is None for an open call (``info`` or never completed).
@@ -93,8 +96,14 @@ def show(value: Any) -> str:
     return str(value)
 
 
+_SCALARS = (str, int, float, bool)
+
+
 def freeze(value: Any) -> Hashable:
     """``value`` with lists as tuples, dicts as tuples of pairs and sets as frozensets."""
+    if value is None or type(value) in _SCALARS:
+        scalar: Hashable = value
+        return scalar
     if isinstance(value, list | tuple):
         return tuple(freeze(v) for v in value)
     if isinstance(value, dict):
@@ -106,49 +115,69 @@ def freeze(value: Any) -> Hashable:
     return value
 
 
+def positions(ops: Sequence[Op]) -> list[int]:
+    """Where each row is in the history: its line when every row has one (lines rise),
+    else its place in ``ops``."""
+    lines = [op.line for op in ops]
+    if all(b > a for a, b in pairwise(lines)) and (not lines or lines[0] > 0):
+        return lines
+    return list(range(len(ops)))
+
+
 def pair(ops: Iterable[Op], *, source: str = "") -> list[Call]:
-    """The calls of a history in invocation order, each numbered by its invocation among
-    all invocations (a failed one leaves a gap); HistoryError on a row that completes
-    nothing, or an invocation by a process whose last call is still pending."""
+    """The calls of a history in invocation order; HistoryError (the first in the
+    history) on a row that completes nothing, or an invocation by a process whose last
+    call is still pending. Each process's rows are paired on their own
+    (``pair_process``), as the Spark engine pairs them."""
+    rows = list(ops)
+    by_process: dict[Hashable, list[tuple[int, Op]]] = {}
+    for at, op in zip(positions(rows), rows, strict=True):
+        by_process.setdefault(op.process, []).append((at, op))
     calls: list[Call] = []
-    pending: dict[Hashable, tuple[int, Op]] = {}  # process -> (invocation number, row)
-    positions: list[int] = []  # the position of each invocation
-    for pos, op in enumerate(ops):
-        if op.type == "invoke":
-            if op.process in pending:
-                raise HistoryError(
-                    f"process {show(op.process)} invokes {op.f} while its "
-                    f"{pending[op.process][1].f} is pending",
-                    line=op.line,
-                    source=source,
-                )
-            pending[op.process] = (len(positions), op)
-            positions.append(pos)
-            continue
-        if op.process not in pending:
-            raise HistoryError(
-                f"{op.type} {op.f} of process {show(op.process)}, which invoked nothing",
-                line=op.line,
-                source=source,
-            )
-        number, inv = pending.pop(op.process)
-        if op.f != inv.f:
-            raise HistoryError(
-                f"{op.type} {op.f} completes an invocation of {inv.f}", line=op.line, source=source
-            )
-        if op.type == "ok":
-            calls.append(_call(number, positions[number], inv, pos, op))
-        elif op.type == "info":
-            calls.append(_call(number, positions[number], inv, None, op))
-    calls.extend(_call(n, positions[n], inv, None, None) for n, inv in pending.values())
+    errors: list[HistoryError] = []
+    for group in by_process.values():
+        found, error = pair_process(group, source=source)
+        calls += found
+        errors += [error] if error is not None else []
+    if errors:
+        raise min(errors, key=lambda e: e.line or 0)
     calls.sort(key=lambda c: c.index)
     return calls
 
 
-def _call(number: int, start: int, inv: Op, end: int | None, done: Op | None) -> Call:
+def pair_process(
+    rows: Iterable[tuple[int, Op]], *, source: str = ""
+) -> tuple[list[Call], HistoryError | None]:
+    """The calls of one process's rows (position, op), in order, and the first error."""
+    calls: list[Call] = []
+    pending: tuple[int, Op] | None = None
+    for at, op in rows:
+        if op.type == "invoke":
+            if pending is not None:
+                why = (
+                    f"process {show(op.process)} invokes {op.f} while its {pending[1].f} is pending"
+                )
+                return calls, HistoryError(why, line=op.line, source=source)
+            pending = (at, op)
+            continue
+        if pending is None:
+            why = f"{op.type} {op.f} of process {show(op.process)}, which invoked nothing"
+            return calls, HistoryError(why, line=op.line, source=source)
+        if op.f != pending[1].f:
+            why = f"{op.type} {op.f} completes an invocation of {pending[1].f}"
+            return calls, HistoryError(why, line=op.line, source=source)
+        if op.type != "fail":
+            calls.append(_call(*pending, at if op.type == "ok" else None, op))
+        pending = None
+    if pending is not None:
+        calls.append(_call(*pending, None, None))
+    return calls, None
+
+
+def _call(start: int, inv: Op, end: int | None, done: Op | None) -> Call:
     key = inv.key if inv.key is not None or done is None else done.key
     return Call(
-        index=number,
+        index=start,
         process=inv.process,
         f=inv.f,
         key=key,

@@ -31,6 +31,8 @@ _LOG = re.compile(r"jepsen\.util\s+-\s+(\S+)\s+(:\S+)\s+(:\S+)\s*(.*?)\s*$")
 
 def _name(value: Any, what: str) -> str:
     """A keyword's or string's name."""
+    if type(value) is str and value:
+        return value
     if isinstance(value, Keyword):
         return value.name
     if isinstance(value, str) and value:
@@ -56,10 +58,12 @@ def _time(value: Any) -> float | None:
 
 
 def row_op(row: Any, line: int) -> Op | None:
-    """The op of one decoded row (a dict whose keys are names), None for the nemesis."""
+    """The op of one decoded row (a map whose keys are names), None for the nemesis."""
     if not isinstance(row, dict):
         raise ValueError("a row must be a map")
-    names = {_name(k, "a field name"): v for k, v in row.items()}
+    names = row
+    if not all(type(k) is str for k in row):
+        names = {_name(k, "a field name"): v for k, v in row.items()}
     for field in ("process", "type", "f"):
         if field not in names:
             raise ValueError(f"the row has no {field}")
