@@ -4,8 +4,8 @@
 reads the history files on the executors, for histories no single process holds:
 each line is read by the row readers of ``mailroom.linearizable.readers`` where it
 lies, the rows are grouped by process and paired (``pair_process``), the calls grouped
-by key and each key searched (``check_key``), the keys in contiguous groups, one Spark
-task per group. The driver gathers the keys' verdicts with ``gather``, so verdicts and
+by key and each key searched (``check_key``), the keys in groups (by their hash), one
+Spark task per group. The driver gathers the keys' verdicts with ``gather``, so verdicts and
 witnesses are the local engine's for the same history, model and budget; and a bad
 row is reported as the local engine reports it (parse errors first, then pairing
 errors, then calls the model cannot take, each the first in the file).
@@ -27,7 +27,7 @@ from mailroom.linearizable.check import (
     validate,
 )
 from mailroom.linearizable.history import Call, HistoryError, Op, pair_process
-from mailroom.linearizable.models import Model, order_key
+from mailroom.linearizable.models import Model
 from mailroom.linearizable.readers import format_of, parse_lines
 
 #: tasks per core of the session when ``groups`` is not given (keys vary in cost)
@@ -145,10 +145,9 @@ def check_files_on_spark(
     try:
         bad = rows.union(paired).filter(lambda r: r[0] == "error").map(lambda r: r[1])
         _raise(bad.takeOrdered(1))
-        by_key = paired.filter(lambda r: r[0] == "call").map(lambda r: r[1]).groupByKey()
-        tasks = _tasks(spark, by_key.keys().count(), groups)
-        ordered = by_key.sortBy(lambda kv: order_key(kv[0]), numPartitions=tasks)
-        found = ordered.map(partial(_search_key, model, budget, files)).collect()
+        calls = paired.filter(lambda r: r[0] == "call").map(lambda r: r[1])
+        by_key = calls.groupByKey(numPartitions=_tasks(spark, 1 << 30, groups))
+        found = by_key.map(partial(_search_key, model, budget, files)).collect()
         _raise(sorted(r[1] for r in found if r[0] == "error")[:1])
         return gather(model, (r[1] for r in found))
     finally:
