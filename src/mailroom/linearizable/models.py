@@ -47,9 +47,11 @@ class Model(Protocol):
     def validate(self, call: Call) -> str | None: ...
 
 
-def order_key(value: Any) -> tuple[str, str]:
-    """A total, deterministic order on keys of any type."""
-    return type(value).__name__, repr(value)
+def order_key(value: Any) -> tuple[str, Any]:
+    """A total, deterministic order on keys of any type: by type, then numbers and
+    strings by value (2 before 10), anything else by its repr."""
+    plain = type(value) in (int, float, str)
+    return type(value).__name__, value if plain else repr(value)
 
 
 def _pair_arg(call: Call) -> str | None:
