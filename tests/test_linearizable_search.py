@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -217,3 +218,13 @@ def test_etcd_000_witness_is_exact() -> None:
     assert w is not None and w.blocked is not None
     assert (len(w.calls), len(w.prefix), w.blocked.describe()) == (65, 33, "P11 read nil -> 2")
     assert (w.blocked.call_line, w.blocked.return_line) == (85, 86)
+
+
+def test_keys_in_natural_order() -> None:
+    text = "\n".join(
+        f'{{"process": 0, "type": "{t}", "f": "write", "key": {json.dumps(k)}, "value": 1}}'
+        for k in (10, 2, "a")
+        for t in ("invoke", "ok")
+    )
+    v = check_calls(pair(parse_history(text, "jsonl")), MODELS["register"])
+    assert [k.key for k in v.keys] == [2, 10, "a"]
