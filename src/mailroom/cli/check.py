@@ -22,6 +22,10 @@ recorded in a view their process's installations contradict), 2 when the input
 cannot be used (a file that does not exist or cannot be read, a malformed row,
 named with its line, a bad regex, no event at all, a bad option), with a one-line
 reason on stderr.
+
+With ``--model MODEL`` the inputs are black-box histories of a service's clients,
+checked for linearizability (``mailroom.cli.check_history``): exit code 0
+linearizable, 1 not linearizable, 3 unknown (past ``--budget``), 2 unusable input.
 """
 
 from __future__ import annotations
@@ -33,8 +37,10 @@ from pathlib import Path
 from typing import Any
 
 from mailroom.cli.check_engines import Checked, Plan, run_reference, run_spark
+from mailroom.cli.check_history import EXIT_UNKNOWN, HISTORY_FORMATS, run_history_check
 from mailroom.cli.check_inputs import fail, first_line, format_of, say, size, unreadable
 from mailroom.cli.options import COMMAND_HELP
+from mailroom.linearizable import DEFAULT_BUDGET, MODELS
 from mailroom.trace.header import TraceHeader, read_header
 from mailroom.trace.properties import ALL_PROPERTIES as PROMISABLE
 from mailroom.trace.properties import CHECKABLE, PROPERTIES, VIEW_PROPERTIES, unknown
@@ -70,9 +76,11 @@ def _options(chk: argparse.ArgumentParser) -> None:
     """The options that choose what is checked, how, and what is written."""
     chk.add_argument(
         "--format",
-        choices=FORMATS,
+        choices=(*FORMATS, *(f for f in HISTORY_FORMATS if f not in FORMATS)),
         default="auto",
-        help="input format (auto: .parquet is Parquet, .log is ShiViz, anything else JSON Lines)",
+        help="input format (auto: .parquet is Parquet, .log is ShiViz, anything else JSON "
+        "Lines); with --model: edn, log (Jepsen's console log) or jsonl (auto: by the "
+        "first line)",
     )
     chk.add_argument(
         "--properties",
@@ -85,7 +93,7 @@ def _options(chk: argparse.ArgumentParser) -> None:
     chk.add_argument(
         "--engine",
         type=str.lower,
-        choices=ENGINES,
+        choices=(*ENGINES, "local"),
         default="auto",
         help=f"auto (default): reference up to {AUTO_LIMIT_BYTES >> 20} MB of JSON Lines "
         "or Parquet, Spark for more and for Parquet directories (reference for everything "
@@ -116,6 +124,23 @@ def _options(chk: argparse.ArgumentParser) -> None:
         default=None,
         metavar="T",
         help="liveness: messages sent less than T before a run's last event are in flight",
+    )
+    chk.add_argument(
+        "--model",
+        type=str.lower,
+        default=None,
+        help="check black-box histories of a service's clients for linearizability "
+        f"against this model ({', '.join(MODELS)}); see docs/checking-histories.md",
+    )
+    chk.add_argument(
+        "--budget",
+        type=int,
+        default=None,
+        help=f"with --model: the states one key's search may explore (default "
+        f"{DEFAULT_BUDGET}); past it the verdict is unknown (exit code {EXIT_UNKNOWN})",
+    )
+    chk.add_argument(
+        "--svg", default=None, help="with --model: draw the witness's timeline in this SVG file"
     )
     chk.add_argument(
         "--out",
@@ -190,7 +215,7 @@ def _choose(
 def _engine(args: argparse.Namespace) -> str:
     """The engine ``--engine`` names, or for "auto" the one the traces' size calls for."""
     if args.engine != "auto":
-        return str(args.engine)
+        return "reference" if args.engine == "local" else str(args.engine)
     if args.master is not None:  # a cluster was named: the user wants Spark
         return "spark"
     if importlib.util.find_spec("pyspark") is None:
@@ -260,6 +285,10 @@ def _finish(checked: Checked, out: str | None, k: int) -> int:
 
 
 def run_check(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
+    if args.model is not None:
+        return run_history_check(args)
+    if args.format in ("edn", "log") or args.budget is not None or args.svg is not None:
+        return fail("--format edn|log, --budget and --svg are for histories: add --model")
     plan = _plan(args)
     if isinstance(plan, str):
         return fail(plan)
