@@ -59,14 +59,10 @@ class MailroomGroup:
         lines += [f'{i} = "{a}:{self.port}"' for i, a in enumerate(addresses)]
         (self.folder / "peers.toml").write_text("\n".join(lines) + "\n")
 
-    def command(self, i: int, restart: bool) -> list[str]:
-        others = ",".join(str(j) for j in range(self.n) if j != i)
-        everyone = ",".join(map(str, range(self.n)))
-        membership = ["--join", others] if restart else ["--members", everyone]
+    def workload(self, i: int) -> list[str]:
+        """The options every member's command takes alike: who it is, its peers, its
+        protocol, its client's traffic and its failure detector."""
         return [
-            sys.executable,
-            "-m",
-            "mailroom.net",
             "--pid",
             str(i),
             "--peers",
@@ -81,6 +77,17 @@ class MailroomGroup:
             str(self.heartbeat),
             "--suspect-after",
             str(self.suspect_after),
+        ]
+
+    def command(self, i: int, restart: bool) -> list[str]:
+        others = ",".join(str(j) for j in range(self.n) if j != i)
+        everyone = ",".join(map(str, range(self.n)))
+        membership = ["--join", others] if restart else ["--members", everyone]
+        return [
+            sys.executable,
+            "-m",
+            "mailroom.net",
+            *self.workload(i),
             "--rto",
             str(self.rto),
             "--trace",
