@@ -2,19 +2,21 @@
 written with (docs/writing-a-protocol.md).
 
 ``mailroom`` itself is the user's API (the protocols, the clocks, the actions an
-endpoint returns); this namespace holds what only a protocol's author needs: the
-packet decorator and its data conversions, ``EndpointBase`` (whose public helpers
-``next_id``, ``next_ids``, ``check_dest`` and ``check_payload`` number and check
-sends), the persistent-field table (``Field``, its kinds, ``Kind`` for your own),
-``validate`` (the checks for packets from the network), the extension points
-(``hook``, ``hooks``) and ``register_protocol``. The older paths (``mailroom.packet``,
-``mailroom.core.hook``, ...) keep working: these are the same objects.
+endpoint returns); this namespace holds what only a protocol's author needs: the packet
+decorator and its data conversions, ``EndpointBase`` (whose public helpers ``next_id``,
+``next_ids``, ``check_dest`` and ``check_payload`` number and check sends),
+``Receivers`` (the table ``receive`` dispatches by), the persistent-field table
+(``Field``, its kinds, ``Kind`` for your own), ``validate`` (the checks for packets from
+the network), the extension points (``hook``, ``hooks``) and ``register_protocol``. The
+older paths (``mailroom.packet``, ``mailroom.core.hook``, ...) keep working: these are
+the same objects.
 """
 
 from __future__ import annotations
 
 from mailroom.core import validate
 from mailroom.core.actions import Action, Deliver, Stable, Transmit
+from mailroom.core.dispatch import Receivers
 from mailroom.core.endpoint import EndpointBase
 from mailroom.core.errors import LocalError, RemoteError
 from mailroom.core.hooks import hook, hooks
@@ -43,6 +45,7 @@ __all__ = [
     "MessageId",
     "Payload",
     "Pending",
+    "Receivers",
     "RemoteError",
     "Stable",
     "Transmit",

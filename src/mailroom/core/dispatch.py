@@ -12,6 +12,9 @@ and which of its methods handles each::
     def receive(self, packet: object) -> list[Action]:
         return self.RECEIVES(self, packet)
 
+An endpoint whose commonest packet has a fast path (FIFO's and CBCAST's next packet
+while nothing is held) checks that case first and hands everything else to its table.
+
 A packet of any other class (a subclass included: the wire format decodes exact
 classes, and a look-alike must not pass for one) is a :class:`RemoteError` naming the
 endpoint, what it expected and what came, and the endpoint's state is unchanged. A

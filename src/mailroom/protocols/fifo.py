@@ -20,12 +20,13 @@ its channel, while nothing is held, is delivered.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, ClassVar
 
 import attrs
 
 from mailroom.core import validate
 from mailroom.core.actions import Action, Deliver, Transmit, delivery
+from mailroom.core.dispatch import Receivers
 from mailroom.core.hooks import hook
 from mailroom.core.messages import Message, MessageId, Payload
 from mailroom.core.persist import counts
@@ -164,9 +165,10 @@ class Fifo(BufferedEndpoint):
         ):
             self.delivered[sender] = channel
             return [delivery(sender, seq, packet.payload)]
-        if type(packet) is FifoBatch:
-            return self._receive_batch(packet)
-        return self._take(self._validate(packet))
+        return self.RECEIVES(self, packet)
+
+    def _on_packet(self, p: FifoPacket) -> list[Action]:
+        return self._take(self._validate(p))
 
     def _receive_batch(self, p: FifoBatch) -> list[Action]:
         """The batch as its k packets arriving one after another."""
@@ -183,6 +185,11 @@ class Fifo(BufferedEndpoint):
             FifoPacket(sender, self.pid, first_seq + i, first + i, payload)
             for i, payload in enumerate(payloads)
         )
+
+    #: What ``receive`` does with each class of packet (after the common case inline).
+    RECEIVES: ClassVar[Receivers[Fifo]] = Receivers(
+        "Fifo", "a FifoPacket", {FifoPacket: _on_packet, FifoBatch: _receive_batch}
+    )
 
     @hook
     def deliver_run(self, sender: int, first_seq: int, payloads: tuple[Any, ...]) -> list[Action]:

@@ -11,13 +11,14 @@ that did (the reordering window), so nothing is kept per message forever.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar
 
 import attrs
 
 from mailroom.clocks import Row, VectorClock
 from mailroom.core import validate
 from mailroom.core.actions import Action, Deliver, Transmit
+from mailroom.core.dispatch import Receivers
 from mailroom.core.endpoint import EndpointBase
 from mailroom.core.errors import RemoteError
 from mailroom.core.messages import Message, MessageId, Payload
@@ -93,8 +94,9 @@ class Unordered(EndpointBase):
         return actions
 
     def receive(self, packet: object) -> list[Action]:
-        validate.expect_type(packet, UnorderedPacket, "Unordered")
-        assert isinstance(packet, UnorderedPacket)
+        return self.RECEIVES(self, packet)
+
+    def _on_packet(self, packet: UnorderedPacket) -> list[Action]:
         sender = validate.pid(packet.sender, self.n)
         seq = validate.positive(packet.seq, "seq")
         vc = validate.vector(packet.vc, self.n, "vector clock")
@@ -116,6 +118,11 @@ class Unordered(EndpointBase):
                 self._clock[k] = v
         self._clock[self.pid] += 1
         return [Deliver(Message(mid, sender, packet.payload))]
+
+    #: What ``receive`` does with each class of packet.
+    RECEIVES: ClassVar[Receivers[Unordered]] = Receivers(
+        "Unordered", "a UnorderedPacket", {UnorderedPacket: _on_packet}
+    )
 
     def buffered(self) -> int:
         return 0

@@ -35,6 +35,7 @@ import attrs
 from mailroom.clocks import Row, VectorClock
 from mailroom.core import validate
 from mailroom.core.actions import Action, Deliver, Transmit, delivery
+from mailroom.core.dispatch import Receivers
 from mailroom.core.errors import RemoteError
 from mailroom.core.hooks import hook
 from mailroom.core.messages import Message, MessageId, Payload
@@ -246,9 +247,15 @@ class CBCAST(BufferedEndpoint):
             if all(map(le, stamp, clock)):
                 return [delivery(who, stamp[who], packet.payload)]
             clock[who] -= 1
-        if type(packet) is CBCASTBatch:
-            return self._receive_batch(packet)
-        return self._take(self._validate(packet))
+        return self.RECEIVES(self, packet)
+
+    def _on_packet(self, p: CBCASTPacket) -> list[Action]:
+        return self._take(self._validate(p))
+
+    #: What ``receive`` does with each class of packet (after the common case inline).
+    RECEIVES: ClassVar[Receivers[CBCAST]] = Receivers(
+        "CBCAST", "a CBCASTPacket", {CBCASTPacket: _on_packet, CBCASTBatch: _receive_batch}
+    )
 
     def _message(self, p: CBCASTPacket) -> Message:
         return Message(MessageId(p.sender, p.vc[p.sender]), p.sender, p.payload)

@@ -94,13 +94,14 @@ from __future__ import annotations
 import heapq
 from collections.abc import Collection, Iterable, Iterator, Sequence
 from itertools import pairwise
-from typing import Any
+from typing import Any, ClassVar
 
 import attrs
 
 from mailroom.clocks import Row
 from mailroom.core import validate
 from mailroom.core.actions import Action, Deliver, Transmit
+from mailroom.core.dispatch import Receivers
 from mailroom.core.endpoint import EndpointBase
 from mailroom.core.errors import LocalError, RemoteError
 from mailroom.core.hooks import hook
@@ -434,10 +435,17 @@ class KS(EndpointBase):
         return packet, entries
 
     def receive(self, packet: object) -> list[Action]:
-        if type(packet) is KSBatch:  # each checked first, then each as if it arrived
-            checked = [self._validate(p) for p in self._batch_packets(packet)]
-        else:
-            checked = [self._validate(packet)]
+        return self.RECEIVES(self, packet)
+
+    def _on_packet(self, p: KSPacket) -> list[Action]:
+        return self._take([self._validate(p)])
+
+    def _on_batch(self, b: KSBatch) -> list[Action]:
+        # each checked first, then each as if it arrived
+        return self._take([self._validate(p) for p in self._batch_packets(b)])
+
+    def _take(self, checked: list[tuple[KSPacket, list[Entry]]]) -> list[Action]:
+        """Checked packets, each held (what it releases delivered) or a duplicate."""
         actions: list[Action] = []
         held = 0
         for p, entries in checked:
@@ -465,6 +473,11 @@ class KS(EndpointBase):
             )
             for i, payload in enumerate(payloads)
         ]
+
+    #: What ``receive`` does with each class of packet.
+    RECEIVES: ClassVar[Receivers[KS]] = Receivers(
+        "KS", "a KSPacket", {KSPacket: _on_packet, KSBatch: _on_batch}
+    )
 
     @hook
     def batch_log(

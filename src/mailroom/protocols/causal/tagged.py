@@ -82,13 +82,14 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, ClassVar
 
 import attrs
 
 from mailroom.clocks import Row, VectorClock
 from mailroom.core import validate
 from mailroom.core.actions import Action, Deliver, Stable, Transmit
+from mailroom.core.dispatch import Receivers
 from mailroom.core.errors import LocalError, RemoteError
 from mailroom.core.hooks import hook
 from mailroom.core.messages import MessageId, Payload, TaggedMessage
@@ -382,18 +383,26 @@ class TaggedCausalBroadcast(BufferedEndpoint):
         ]
 
     def receive(self, packet: object) -> list[Action]:
-        if type(packet) is StabilityAck:
-            ack = self._validate_ack(packet)
-            if ack.sender == self.pid:  # the echo of our own acknowledgement
-                self.duplicates += 1
-                return []
-            _max_into(self._acks[ack.sender], ack.clock)
-            self._use_ack(ack.sender)
-            return self._stabilize()
-        if type(packet) is TaggedBatch:  # each entry as the packet it stands for, arriving
-            entries = self._batch_entries(packet)
-        else:
-            entries = [self._validate(packet)]
+        return self.RECEIVES(self, packet)
+
+    def _on_ack(self, packet: StabilityAck) -> list[Action]:
+        ack = self._validate_ack(packet)
+        if ack.sender == self.pid:  # the echo of our own acknowledgement
+            self.duplicates += 1
+            return []
+        _max_into(self._acks[ack.sender], ack.clock)
+        self._use_ack(ack.sender)
+        return self._stabilize()
+
+    def _on_packet(self, p: TaggedPacket) -> list[Action]:
+        return self._take_entries([self._validate(p)])
+
+    def _on_batch(self, b: TaggedBatch) -> list[Action]:
+        # each entry as the packet it stands for, arriving
+        return self._take_entries(self._batch_entries(b))
+
+    def _take_entries(self, entries: list[TaggedPacket]) -> list[Action]:
+        """Checked packets, each held (what it releases handed out) or a duplicate."""
         actions: list[Action] = []
         fresh = False
         for entry in entries:
@@ -403,6 +412,13 @@ class TaggedCausalBroadcast(BufferedEndpoint):
         if not fresh:
             self.duplicates += 1
         return actions
+
+    #: What ``receive`` does with each class of packet.
+    RECEIVES: ClassVar[Receivers[TaggedCausalBroadcast]] = Receivers(
+        "TaggedCausalBroadcast",
+        "a TaggedPacket",
+        {TaggedPacket: _on_packet, StabilityAck: _on_ack, TaggedBatch: _on_batch},
+    )
 
     def _hand_out(self, deliveries: list[Action]) -> list[Action]:
         """Deliveries just released: consumed at once (consume="delivery"), or marked

@@ -31,13 +31,14 @@ message).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, ClassVar
 
 import attrs
 
 from mailroom.clocks import DelivVector, FrozenMatrix, SentMatrix
 from mailroom.core import validate
 from mailroom.core.actions import Action, Deliver, Transmit
+from mailroom.core.dispatch import Receivers
 from mailroom.core.errors import RemoteError
 from mailroom.core.hooks import hook
 from mailroom.core.messages import Message, MessageId, Payload
@@ -146,9 +147,13 @@ class RST(BufferedEndpoint):
         return self._buffer.offer(p.sender, p.sent[p.sender][i], [row[i] for row in p.sent], p)
 
     def receive(self, packet: object) -> list[Action]:
-        if type(packet) is RSTBatch:
-            return self._take_run(self._batch_entries(packet))
-        return self._take(self._validate(packet))
+        return self.RECEIVES(self, packet)
+
+    def _on_packet(self, p: RSTPacket) -> list[Action]:
+        return self._take(self._validate(p))
+
+    def _on_batch(self, b: RSTBatch) -> list[Action]:
+        return self._take_run(self._batch_entries(b))
 
     def _batch_entries(self, b: RSTBatch) -> list[RSTPacket]:
         """The packets a batch stands for, each checked; RemoteError if any is malformed."""
@@ -163,6 +168,11 @@ class RST(BufferedEndpoint):
             )
             for i, x in enumerate(payloads)
         ]
+
+    #: What ``receive`` does with each class of packet.
+    RECEIVES: ClassVar[Receivers[RST]] = Receivers(
+        "RST", "a RSTPacket", {RSTPacket: _on_packet, RSTBatch: _on_batch}
+    )
 
     def _drain(self) -> list[Action]:
         actions: list[Action] = []

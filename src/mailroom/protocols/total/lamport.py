@@ -47,13 +47,14 @@ from __future__ import annotations
 
 import heapq
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any, ClassVar
 
 import attrs
 
 from mailroom.core import validate
 from mailroom.core.actions import Action, Transmit, delivery
+from mailroom.core.dispatch import Receivers
 from mailroom.core.endpoint import EndpointBase
 from mailroom.core.errors import LocalError, RemoteError
 from mailroom.core.hooks import hook
@@ -169,13 +170,7 @@ class LamportTotalOrder(EndpointBase):
 
     # -- the network's side ----------------------------------------------------------
     def receive(self, packet: object) -> list[Action]:
-        handler = self._handlers.get(type(packet))
-        if handler is None:
-            raise RemoteError(
-                "LamportTotalOrder expected a message or acknowledgement, "
-                f"got {type(packet).__name__}"
-            )
-        return handler(self, packet)
+        return self.RECEIVES(self, packet)
 
     def _on_message(self, m: LamportMessage) -> list[Action]:
         sender = validate.pid(m.sender, self.n)
@@ -292,12 +287,12 @@ class LamportTotalOrder(EndpointBase):
             raise LocalError(f"snapshot queues {MessageId(sender, seq)} twice")
         self._enqueue(m)
 
-    #: What ``receive`` does with each kind of packet.
-    _handlers: ClassVar[dict[type, Callable[[LamportTotalOrder, Any], list[Action]]]] = {
-        LamportMessage: _on_message,
-        LamportAck: _on_ack,
-        LamportBatch: _on_batch,
-    }
+    #: What ``receive`` does with each class of packet.
+    RECEIVES: ClassVar[Receivers[LamportTotalOrder]] = Receivers(
+        "LamportTotalOrder",
+        "a message or acknowledgement",
+        {LamportMessage: _on_message, LamportAck: _on_ack, LamportBatch: _on_batch},
+    )
 
     persistent = (
         counter("_clock", "clock"),

@@ -43,6 +43,7 @@ import attrs
 
 from mailroom.core import validate
 from mailroom.core.actions import Action, Deliver, Transmit, delivery
+from mailroom.core.dispatch import Receivers
 from mailroom.core.endpoint import EndpointBase
 from mailroom.core.errors import LocalError, RemoteError
 from mailroom.core.hooks import hook
@@ -160,15 +161,7 @@ class Sequencer(EndpointBase):
 
     # -- the network's side ----------------------------------------------------------
     def receive(self, packet: object) -> list[Action]:
-        if type(packet) is SequencerRequest:
-            return self._on_request(packet)
-        if type(packet) is SequencerOrder:
-            return self._on_order(packet)
-        if type(packet) is SequencerOrderBatch:
-            return self._on_order_batch(packet)
-        if type(packet) is SequencerRequestBatch:
-            return self._on_request_batch(packet)
-        raise RemoteError(f"Sequencer expected a request or an order, got {type(packet).__name__}")
+        return self.RECEIVES(self, packet)
 
     def _on_request(self, p: SequencerRequest) -> list[Action]:
         if not self.is_sequencer:
@@ -348,6 +341,18 @@ class Sequencer(EndpointBase):
         if self.is_sequencer or number <= self.delivered + 1 or number in self._held:
             raise LocalError(f"snapshot holds number {number}, deliverable or held twice")
         self._held[number] = p
+
+    #: What ``receive`` does with each class of packet.
+    RECEIVES: ClassVar[Receivers[Sequencer]] = Receivers(
+        "Sequencer",
+        "a request or an order",
+        {
+            SequencerRequest: _on_request,
+            SequencerOrder: _on_order,
+            SequencerOrderBatch: _on_order_batch,
+            SequencerRequestBatch: _on_request_batch,
+        },
+    )
 
     persistent: ClassVar[tuple[Field, ...]] = (
         argument("sequencer"),

@@ -64,10 +64,11 @@ from __future__ import annotations
 
 import heapq
 from collections.abc import Collection, Sequence
-from typing import Any
+from typing import Any, ClassVar
 
 from mailroom.core import validate
 from mailroom.core.actions import Action, Deliver, Transmit, delivery
+from mailroom.core.dispatch import Receivers
 from mailroom.core.endpoint import EndpointBase
 from mailroom.core.errors import LocalError, RemoteError
 from mailroom.core.hooks import hook
@@ -181,20 +182,7 @@ class Skeen(EndpointBase):
 
     # -- the network's side ----------------------------------------------------------
     def receive(self, packet: object) -> list[Action]:
-        kind = type(packet)
-        if kind is SkeenMessage:
-            return self._on_message(packet)  # type: ignore[arg-type]
-        if kind is SkeenProposal:
-            return self._on_proposal(packet)  # type: ignore[arg-type]
-        if kind is SkeenFinal:
-            return self._on_final(packet)  # type: ignore[arg-type]
-        if kind is SkeenBatch:
-            return self._on_batch(packet)  # type: ignore[arg-type]
-        if kind is SkeenProposalBatch:
-            return self._on_proposals(packet)  # type: ignore[arg-type]
-        if kind is SkeenFinalBatch:
-            return self._on_finals(packet)  # type: ignore[arg-type]
-        raise RemoteError(f"Skeen expected a message, proposal or final, got {kind.__name__}")
+        return self.RECEIVES(self, packet)
 
     def _check_message(self, m: SkeenMessage) -> MessageId:
         """RemoteError unless ``m`` could have been sent to this process."""
@@ -678,6 +666,20 @@ class Skeen(EndpointBase):
             self._finals[mid] = snap_positive(number, "finals")
         if len(self._finals) > self.keep_finals:
             raise LocalError("snapshot keeps more finals than keep_finals")
+
+    #: What ``receive`` does with each class of packet.
+    RECEIVES: ClassVar[Receivers[Skeen]] = Receivers(
+        "Skeen",
+        "a message, proposal or final",
+        {
+            SkeenMessage: _on_message,
+            SkeenProposal: _on_proposal,
+            SkeenFinal: _on_final,
+            SkeenBatch: _on_batch,
+            SkeenProposalBatch: _on_proposals,
+            SkeenFinalBatch: _on_finals,
+        },
+    )
 
     persistent = (
         argument("keep_finals", kind=COUNTER),
