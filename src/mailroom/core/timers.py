@@ -3,8 +3,9 @@
 An endpoint reads no clock: the host passes ``now`` to ``tick``. ``HostClock`` keeps
 the last ``now`` and keeps deadlines relative to it. If the host's clock is behind it
 (a restore on another machine, a clock reset), every kept time moves back with it
-(``_shift``), so nothing stalls; a clock ahead counts as time that passed. A restored
-endpoint asks for a tick at once (its ``_rebase`` flag), whatever the host's clock.
+(``_take_time`` says how far; the endpoint moves its own), so nothing stalls; a clock
+ahead counts as time that passed. A restored endpoint asks for a tick at once (its
+``_rebase`` flag), whatever the host's clock.
 """
 
 from __future__ import annotations
@@ -26,21 +27,17 @@ class HostClock:
     #: True after restore until the first tick: the host's clock may be another one
     _rebase: bool
 
-    def _advance(self, now: float) -> float:
-        """Take the host's ``now`` (LocalError unless a time in 0..MAX_TIME): move kept
-        times back if the clock went back, and make it the current time."""
+    def _take_time(self, now: float) -> float:
+        """Take the host's ``now`` (LocalError unless a time in 0..MAX_TIME) as the
+        current time, and say how far back every kept time must move: ``now`` minus the
+        last time if the clock went back, else 0 (the endpoint moves its own times)."""
         if type(now) not in (int, float) or not math.isfinite(now) or not 0 <= now <= MAX_TIME:
             raise LocalError(f"now must be a finite time in 0..{MAX_TIME:g}, got {now!r}")
         now = float(now)
-        if now < self.now:
-            self._shift(now - self.now)
+        back = min(now - self.now, 0.0)
         self._rebase = False
         self.now = now
-        return now
-
-    def _shift(self, delta: float) -> None:
-        """Move every kept time by ``delta`` (the host's clock went back)."""
-        raise NotImplementedError
+        return back
 
 
 def _dump_now(endpoint: Any) -> float:

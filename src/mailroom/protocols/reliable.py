@@ -221,7 +221,10 @@ class Reliable(HostClock, EndpointBase):
         back with it, so nothing stalls; a clock ahead counts as time that passed.
         Each packet is retransmitted at most once per call.
         """
-        now = self._advance(now)
+        back = self._take_time(now)
+        if back:
+            self._shift(back)
+        now = self.now
         if self._unarmed:
             for to, out in enumerate(self._out):
                 for seq, entry in out.items():

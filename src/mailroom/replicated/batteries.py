@@ -22,7 +22,7 @@ from __future__ import annotations
 import heapq
 from collections import deque
 from collections.abc import Collection, Iterable
-from typing import Any
+from typing import Any, ClassVar
 
 from mailroom.replicated.methods import replicated
 from mailroom.replicated.operations import private_copy
@@ -34,10 +34,14 @@ _SCALARS = (str, int, float, bool, type(None))
 
 
 class _Held:
-    """``size()``, ``len()`` and ``in`` over the collection ``_held()`` returns."""
+    """``size()``, ``len()`` and ``in`` over the collection held in the attribute that
+    ``holds`` names (each battery states it once)."""
+
+    holds: ClassVar[str]
 
     def _held(self) -> Collection[Any]:
-        raise NotImplementedError
+        held: Collection[Any] = getattr(self, self.holds)
+        return held
 
     def size(self) -> int:
         return len(self._held())
@@ -126,6 +130,8 @@ class ReplCounter:
 class ReplDict(_Held):
     """A replicated dict: JSON-scalar keys, JSON-data values, insertion order kept."""
 
+    holds = "_data"
+
     def __init__(self, items: Iterable[tuple[Any, Any]] = ()) -> None:
         self._data: dict[Any, Any] = {_key(k): v for k, v in items}
 
@@ -204,12 +210,11 @@ class ReplDict(_Held):
     def items(self) -> list[list[Any]]:
         return private_copy(self.__replicated_state__())  # type: ignore[no-any-return]
 
-    def _held(self) -> Collection[Any]:
-        return self._data
-
 
 class ReplSet(_Held):
     """A replicated set of JSON scalars, iterated in insertion order."""
+
+    holds = "_items"
 
     def __init__(self, items: Iterable[Any] = ()) -> None:
         self._items: dict[Any, None] = dict.fromkeys(_key(x) for x in items)
@@ -268,12 +273,11 @@ class ReplSet(_Held):
     def items(self) -> list[Any]:
         return list(self._items)
 
-    def _held(self) -> Collection[Any]:
-        return self._items
-
 
 class ReplList(_Held):
     """A replicated list of JSON data."""
+
+    holds = "_list"
 
     def __init__(self, items: Iterable[Any] = ()) -> None:
         self._list: list[Any] = list(items)
@@ -331,9 +335,6 @@ class ReplList(_Held):
     def items(self) -> list[Any]:
         return private_copy(self._list)  # type: ignore[no-any-return]
 
-    def _held(self) -> Collection[Any]:
-        return self._list
-
 
 def _index(index: Any) -> int:
     if type(index) is not int:
@@ -349,6 +350,8 @@ def _maxsize(maxsize: Any) -> int:
 
 class ReplQueue(_Bounded):
     """A replicated FIFO queue; ``maxsize`` > 0 bounds it (``put`` then returns False)."""
+
+    holds = "_queue"
 
     def __init__(self, maxsize: int = 0) -> None:
         self.maxsize = _maxsize(maxsize)
@@ -377,13 +380,12 @@ class ReplQueue(_Bounded):
     def peek(self, default: Any = None) -> Any:
         return private_copy(self._queue[0]) if self._queue else default
 
-    def _held(self) -> Collection[Any]:
-        return self._queue
-
 
 class ReplPriorityQueue(_Bounded):
     """A replicated priority queue: ``get`` returns the smallest item (items must
     compare: numbers, strings, or lists such as ``[priority, value]``)."""
+
+    holds = "heap"
 
     def __init__(self, maxsize: int = 0) -> None:
         self.maxsize = _maxsize(maxsize)
@@ -404,9 +406,6 @@ class ReplPriorityQueue(_Bounded):
 
     def peek(self, default: Any = None) -> Any:
         return private_copy(self.heap[0]) if self.heap else default
-
-    def _held(self) -> Collection[Any]:
-        return self.heap
 
 
 class Bundle:

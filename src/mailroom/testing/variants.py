@@ -13,6 +13,7 @@ from mailroom.clocks import FrozenMatrix, Row
 from mailroom.core import validate
 from mailroom.core.actions import Action, Deliver, Transmit
 from mailroom.core.endpoint import EndpointBase
+from mailroom.core.hooks import hook
 from mailroom.core.messages import Message, MessageId, Payload
 from mailroom.core.pending import Pending
 from mailroom.core.persist import Field, counts, snap_list
@@ -108,8 +109,12 @@ class _NaiveCBCAST(EndpointBase):
         self.clock = [0] * n
         self.held: list[CBCASTPacket] = []
 
+    @hook
     def deliverable(self, p: CBCASTPacket) -> bool:
-        raise NotImplementedError
+        """Rule: CBCAST's own (next from its sender, and nothing it depends on missing);
+        each variant below states the rule it breaks it into."""
+        clock, s = self.clock, p.sender
+        return p.vc[s] == clock[s] + 1 and all(v <= clock[k] for k, v in enumerate(p.vc) if k != s)
 
     def broadcast(self, payload: Payload) -> list[Action]:
         """As CBCAST: stamp with the clock after counting this one, deliver at once."""

@@ -259,7 +259,10 @@ class HeartbeatDetector(HostClock, EndpointBase):
 
     def tick(self, now: float) -> list[Action]:
         """The group's timers, then heartbeats due and suspicions of silent members."""
-        now = self._advance(now)
+        back = self._take_time(now)
+        if back:
+            self._shift(back)
+        now = self.now
         actions: list[Action] = list(self.group.tick(now))
         actions += self._watch()
         return actions
