@@ -29,6 +29,7 @@ from mailroom.core.actions import Action, Deliver, Transmit, delivery
 from mailroom.core.dispatch import Receivers
 from mailroom.core.hooks import hook
 from mailroom.core.messages import Message, MessageId, Payload
+from mailroom.core.pending import Pending
 from mailroom.core.persist import counts
 from mailroom.core.wire import as_row, packet
 from mailroom.protocols._buffer import DependencyBuffer
@@ -66,7 +67,6 @@ class Fifo(BufferedEndpoint):
     """FIFO order per sender; no causal or total order."""
 
     protocol = "Fifo"
-    persistent = (counts("channel_out"), counts("delivered"), mail_room(FifoPacket))
 
     def __init__(self, pid: int, n: int) -> None:
         super().__init__(pid, n)
@@ -168,7 +168,7 @@ class Fifo(BufferedEndpoint):
         return self.RECEIVES(self, packet)
 
     def _on_packet(self, p: FifoPacket) -> list[Action]:
-        return self._take(self._validate(p))
+        return self._run((self._offer(self._validate(p)),), self._drain)
 
     def _receive_batch(self, p: FifoBatch) -> list[Action]:
         """The batch as its k packets arriving one after another."""
@@ -181,10 +181,11 @@ class Fifo(BufferedEndpoint):
             # each is next on its channel as it arrives and nothing is held to release
             self.delivered[sender] += len(payloads)
             return self.deliver_run(sender, first_seq, payloads)
-        return self._take_run(
+        packets = (
             FifoPacket(sender, self.pid, first_seq + i, first + i, payload)
             for i, payload in enumerate(payloads)
         )
+        return self._run(map(self._offer, packets), self._drain)
 
     #: What ``receive`` does with each class of packet (after the common case inline).
     RECEIVES: ClassVar[Receivers[Fifo]] = Receivers(
@@ -202,3 +203,15 @@ class Fifo(BufferedEndpoint):
 
     def _delivery(self, p: FifoPacket) -> Deliver:
         return delivery(p.sender, p.seq, p.payload)
+
+    def _drain(self) -> list[Action]:
+        return self._drained(self._delivery)
+
+    def pending(self) -> list[Pending]:
+        return self._pending_of(self._message)
+
+    persistent = (
+        counts("channel_out"),
+        counts("delivered"),
+        mail_room(FifoPacket, _validate, _offer),
+    )

@@ -39,6 +39,7 @@ from mailroom.core.dispatch import Receivers
 from mailroom.core.errors import RemoteError
 from mailroom.core.hooks import hook
 from mailroom.core.messages import Message, MessageId, Payload
+from mailroom.core.pending import Pending
 from mailroom.core.persist import Field, counts
 from mailroom.core.wire import as_row, packet
 from mailroom.protocols._buffer import DependencyBuffer
@@ -96,7 +97,6 @@ class CBCAST(BufferedEndpoint):
 
     protocol = "CBCAST"
     waits_for = "seq"
-    persistent: ClassVar[tuple[Field, ...]] = (counts("_clock", "clock"), mail_room(CBCASTPacket))
 
     def __init__(self, pid: int, n: int) -> None:
         super().__init__(pid, n)
@@ -250,7 +250,7 @@ class CBCAST(BufferedEndpoint):
         return self.RECEIVES(self, packet)
 
     def _on_packet(self, p: CBCASTPacket) -> list[Action]:
-        return self._take(self._validate(p))
+        return self._run((self._offer(self._validate(p)),), self._drain)
 
     #: What ``receive`` does with each class of packet (after the common case inline).
     RECEIVES: ClassVar[Receivers[CBCAST]] = Receivers(
@@ -262,3 +262,14 @@ class CBCAST(BufferedEndpoint):
 
     def _delivery(self, p: CBCASTPacket) -> Deliver:
         return delivery(p.sender, p.vc[p.sender], p.payload)
+
+    def _drain(self) -> list[Action]:
+        return self._drained(self._delivery)
+
+    def pending(self) -> list[Pending]:
+        return self._pending_of(self._message)
+
+    persistent: ClassVar[tuple[Field, ...]] = (
+        counts("_clock", "clock"),
+        mail_room(CBCASTPacket, _validate, _offer),
+    )

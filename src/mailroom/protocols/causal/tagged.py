@@ -93,6 +93,7 @@ from mailroom.core.dispatch import Receivers
 from mailroom.core.errors import LocalError, RemoteError
 from mailroom.core.hooks import hook
 from mailroom.core.messages import MessageId, Payload, TaggedMessage
+from mailroom.core.pending import Pending
 from mailroom.core.persist import (
     FLAG,
     MESSAGE_ID,
@@ -403,15 +404,10 @@ class TaggedCausalBroadcast(BufferedEndpoint):
 
     def _take_entries(self, entries: list[TaggedPacket]) -> list[Action]:
         """Checked packets, each held (what it releases handed out) or a duplicate."""
-        actions: list[Action] = []
-        fresh = False
-        for entry in entries:
-            if self._offer(entry):
-                fresh = True
-                actions += self._hand_out(self._drain())
-        if not fresh:
-            self.duplicates += 1
-        return actions
+        return self._run(map(self._offer, entries), self._released)
+
+    def _released(self) -> list[Action]:
+        return self._hand_out(self._drain())
 
     #: What ``receive`` does with each class of packet.
     RECEIVES: ClassVar[Receivers[TaggedCausalBroadcast]] = Receivers(
@@ -468,6 +464,9 @@ class TaggedCausalBroadcast(BufferedEndpoint):
             MessageId(p.sender, p.tag[p.sender]), p.sender, p.payload, VectorClock(p.tag)
         )
 
+    def pending(self) -> list[Pending]:
+        return self._pending_of(self._message)
+
     # -- snapshot ------------------------------------------------------------------------
     def _dump_unconsumed(self) -> list[list[Any]]:
         return [[m.origin, m.seq, list(tag)] for m, tag in self._unconsumed]
@@ -511,5 +510,5 @@ class TaggedCausalBroadcast(BufferedEndpoint):
         Field.custom("unconsumed", _dump_unconsumed, _load_unconsumed),
         Field("fresh", "_fresh", FLAG, check=_fresh_needs_unconsumed),
         Field("unstable", "_unstable", list_of(MESSAGE_ID), inplace=True, check=_undelivered),
-        mail_room(TaggedPacket),
+        mail_room(TaggedPacket, _validate, _offer),
     )

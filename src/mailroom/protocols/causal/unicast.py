@@ -42,6 +42,7 @@ from mailroom.core.dispatch import Receivers
 from mailroom.core.errors import RemoteError
 from mailroom.core.hooks import hook
 from mailroom.core.messages import Message, MessageId, Payload
+from mailroom.core.pending import Pending
 from mailroom.core.persist import counts, matrix
 from mailroom.core.wire import as_matrix, as_row, packet
 from mailroom.protocols._buffer import DependencyBuffer
@@ -77,11 +78,6 @@ class RST(BufferedEndpoint):
     """Causal unicast with the SENT matrix and DELIV vector (Raynal, Schiper, Toueg 1991)."""
 
     protocol = "RST"
-    persistent = (
-        matrix("sent._rows", "sent"),
-        counts("deliv._counts", "deliv"),
-        mail_room(RSTPacket),
-    )
 
     def __init__(self, pid: int, n: int) -> None:
         super().__init__(pid, n)
@@ -150,10 +146,10 @@ class RST(BufferedEndpoint):
         return self.RECEIVES(self, packet)
 
     def _on_packet(self, p: RSTPacket) -> list[Action]:
-        return self._take(self._validate(p))
+        return self._run((self._offer(self._validate(p)),), self._drain)
 
     def _on_batch(self, b: RSTBatch) -> list[Action]:
-        return self._take_run(self._batch_entries(b))
+        return self._run(map(self._offer, self._batch_entries(b)), self._drain)
 
     def _batch_entries(self, b: RSTBatch) -> list[RSTPacket]:
         """The packets a batch stands for, each checked; RemoteError if any is malformed."""
@@ -200,3 +196,12 @@ class RST(BufferedEndpoint):
 
     def _message(self, p: RSTPacket) -> Message:
         return Message(MessageId(p.sender, p.seq), p.sender, p.payload)
+
+    def pending(self) -> list[Pending]:
+        return self._pending_of(self._message)
+
+    persistent = (
+        matrix("sent._rows", "sent"),
+        counts("deliv._counts", "deliv"),
+        mail_room(RSTPacket, _validate, _offer),
+    )
