@@ -519,8 +519,8 @@ def test_replicated_objects_with_safe_delivery_under_kill_partition_and_pause(
 ) -> None:
     """Three ReplDict replicas (safe delivery counting every member or a majority,
     checkpoints): a kill -9 and restart, a partition that excludes a member, a pause
-    past the suspicion timeout; the history checker and ``mailroom check`` judge the
-    run."""
+    past the suspicion timeout; the history checker, the black-box check of the
+    clients' histories and ``mailroom check`` judge the run."""
     faults = parse_schedule("kill 1 for 2; partition 0 | 1,2 for 4; pause 2 for 4")
     group = ReplicatedGroup(
         "sequencer",
@@ -541,6 +541,9 @@ def test_replicated_objects_with_safe_delivery_under_kill_partition_and_pause(
     assert v.lost == 0 and v.acked > 0, v.notes
     assert result.formed and result.settled, v.notes
     assert v.divergent == 0, v.notes  # the replicas alive at the end are equal
+    judged = json.loads((tmp_path / "judge.json").read_text())  # what the clients saw:
+    assert judged["ordered"]["verdict"] == "linearizable", judged["ordered"]  # black-box
+    assert judged["ordered"]["operations"] > 0 and judged["local"]["operations"] > 0
 
 
 def test_a_killed_life_is_closed_before_the_restart_and_history_rows_are_progress(

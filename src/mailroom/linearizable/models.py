@@ -125,6 +125,42 @@ class KeyValue:
 
 
 @attrs.frozen
+class DictModel:
+    """``ReplDict`` as its callers see it, each key on its own: ``get``/``read`` (nil
+    when absent), ``set``/``put``/``write`` a value, ``setdefault`` (the value, set to
+    the call's value first if absent), ``pop`` (the value removed, or the call's value,
+    the default, if absent) and ``delete`` (true if the key was there). A null value
+    reads as absent. Initially absent."""
+
+    name: str = "dict"
+    fs: frozenset[str] = frozenset(
+        {"get", "read", "set", "put", "write", "setdefault", "pop", "delete"}
+    )
+
+    def init(self) -> Hashable:
+        return None
+
+    def step(self, state: Hashable, call: Call) -> Step:
+        if call.f in ("get", "read"):
+            return _read(state, call)
+        if call.f in ("set", "put", "write"):
+            return True, call.arg
+        if call.f == "setdefault":
+            now = call.arg if state is None else state
+            return call.open or call.result == now, now
+        if call.f == "pop":
+            got = call.arg if state is None else state
+            return call.open or call.result == got, None
+        flag = _flag(call)  # delete
+        return flag is None or flag == (state is not None), None
+
+    def validate(self, call: Call) -> str | None:
+        if call.f == "delete" and not call.open and not isinstance(call.result, bool | None):
+            return f"delete completes with true or false, not {show(call.result)}"
+        return None
+
+
+@attrs.frozen
 class Counter:
     """``ReplCounter``: ``add``/``sub`` an amount, ``inc``, ``set``, each completing with
     the new value (or nil, not checked); ``get``/``read`` the value. Initially 0."""
@@ -264,5 +300,5 @@ class Whole:
 
 #: the models ``mailroom check --model`` knows, by name
 MODELS: dict[str, Model] = {
-    m.name: m for m in (Register(), KeyValue(), Counter(), SetModel(), Queue(), Lock())
+    m.name: m for m in (Register(), KeyValue(), DictModel(), Counter(), SetModel(), Queue(), Lock())
 }
