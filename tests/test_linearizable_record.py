@@ -15,11 +15,14 @@ import json
 import signal
 import subprocess
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+import attrs
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from mailroom.cli import main
 from mailroom.core.errors import LocalError
@@ -27,6 +30,7 @@ from mailroom.linearizable import (
     LINEARIZABLE,
     MODELS,
     NOT_LINEARIZABLE,
+    Call,
     Client,
     HistoryError,
     HistoryRecorder,
@@ -139,6 +143,64 @@ def test_the_dict_model_accepts_what_a_replicated_dict_can_answer(name: str) -> 
 @pytest.mark.parametrize("name", sorted(DICT_BAD))
 def test_the_dict_model_catches_what_no_dict_can_answer(name: str) -> None:
     assert dict_verdict(DICT_BAD[name]) == NOT_LINEARIZABLE
+
+
+# an action: (process, key, method, value, how it completes)
+DICT_ACTION = st.tuples(
+    st.integers(0, 3),
+    st.sampled_from(["a", "b"]),
+    st.sampled_from(["get", "set", "setdefault", "pop", "delete"]),
+    st.integers(0, 2),
+    st.sampled_from(["ok", "ok", "ok", "info", "later"]),
+)
+
+
+def run_repl_dict(actions: Sequence[tuple[int, str, str, int, str]]) -> list[Call]:
+    """A history of clients of one ``ReplDict`` (the product's own object, called
+    directly): each call takes effect at one instant between its invocation and its
+    completion, or at its invocation for an ``info`` one, left open."""
+    obj = ReplDict()
+    rows: list[str] = []
+    pending: dict[int, tuple[str, str, Any]] = {}
+    gone: set[int] = set()
+
+    def row(p: int, kind: str, f: str, key: str, value: Any) -> None:
+        rows.append(json.dumps({"process": p, "type": kind, "f": f, "key": key, "value": value}))
+
+    def call(f: str, key: str, value: Any) -> Any:
+        args = () if f in ("get", "delete") else (value,)
+        return getattr(obj, f)(key, *args)
+
+    for p, key, f, n, how in actions:
+        if p in gone:
+            continue
+        if p in pending:
+            f0, key0, arg = pending.pop(p)
+            row(p, "ok", f0, key0, call(f0, key0, arg))
+            continue
+        arg = None if f in ("get", "delete") else n
+        row(p, "invoke", f, key, arg)
+        if how == "info":
+            call(f, key, arg)
+            row(p, "info", f, key, None)
+        elif how == "ok":
+            pending[p] = (f, key, arg)
+        else:
+            gone.add(p)
+    return pair(parse_history("\n".join(rows), "jsonl"))
+
+
+@given(st.lists(DICT_ACTION, max_size=40).map(run_repl_dict), st.data())
+def test_histories_of_a_repl_dict_pass_and_a_read_of_a_value_never_written_is_caught(
+    calls: list[Call], data: st.DataObject
+) -> None:
+    assert check_calls(calls, MODELS["dict"]).verdict == LINEARIZABLE
+    assert check_calls(calls, MODELS["dict"], partition=False).verdict == LINEARIZABLE
+    answered = [i for i, c in enumerate(calls) if c.f in ("get", "pop") and not c.open]
+    if answered:
+        i = data.draw(st.sampled_from(answered))
+        calls[i] = attrs.evolve(calls[i], result=9)  # no call ever writes 9
+        assert check_calls(calls, MODELS["dict"]).verdict == NOT_LINEARIZABLE
 
 
 def test_the_dict_model_is_a_documented_model_and_refuses_a_bad_delete_result() -> None:
