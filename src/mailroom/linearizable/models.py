@@ -9,7 +9,10 @@ initial state (``init``), a ``step`` and a ``validate``:
   says whether it can take effect at all and the state after it (that it did not take
   effect at all is the search's business, not the model's).
 - states are hashable and compared by equality (the search memoizes them);
-- ``validate(call)`` names what is wrong with a call's arguments, or returns None.
+- ``validate(call)`` names what is wrong with a call's arguments, or returns None;
+- optionally ``uses_process = False``: ``step`` never reads ``call.process``, so open
+  calls alike but for their process are interchangeable (the search lifts them in
+  order: ``search.twins``). Without it the search assumes the process matters.
 
 Every key of a history names its own object of the model (a register per key, a lock
 per lock name...), so the search checks each key on its own (P-compositionality);
@@ -84,6 +87,7 @@ class Register:
 
     name: str = "register"
     fs: frozenset[str] = frozenset({"read", "write", "cas"})
+    uses_process: bool = False
 
     def init(self) -> Hashable:
         return None
@@ -107,6 +111,7 @@ class KeyValue:
 
     name: str = "kv"
     fs: frozenset[str] = frozenset({"get", "read", "put", "write", "append"})
+    uses_process: bool = False
 
     def init(self) -> Hashable:
         return None
@@ -136,6 +141,7 @@ class DictModel:
     fs: frozenset[str] = frozenset(
         {"get", "read", "set", "put", "write", "setdefault", "pop", "delete"}
     )
+    uses_process: bool = False
 
     def init(self) -> Hashable:
         return None
@@ -167,6 +173,7 @@ class Counter:
 
     name: str = "counter"
     fs: frozenset[str] = frozenset({"add", "sub", "inc", "set", "get", "read"})
+    uses_process: bool = False
 
     def init(self) -> Hashable:
         return 0
@@ -195,6 +202,7 @@ class SetModel:
 
     name: str = "set"
     fs: frozenset[str] = frozenset({"add", "discard", "contains", "read", "items"})
+    uses_process: bool = False
 
     def init(self) -> Hashable:
         return frozenset()
@@ -225,6 +233,7 @@ class Queue:
 
     name: str = "queue"
     fs: frozenset[str] = frozenset({"put", "enqueue", "get", "dequeue", "peek"})
+    uses_process: bool = False
 
     def init(self) -> Hashable:
         return ()
@@ -249,6 +258,7 @@ class Lock:
 
     name: str = "lock"
     fs: frozenset[str] = frozenset({"acquire", "release"})
+    uses_process: bool = True  # the holder is the process when no value names one
 
     def init(self) -> Hashable:
         return None
@@ -283,6 +293,10 @@ class Whole:
     @property
     def fs(self) -> frozenset[str]:
         return self.model.fs
+
+    @property
+    def uses_process(self) -> bool:
+        return bool(getattr(self.model, "uses_process", True))
 
     def init(self) -> Hashable:
         return ()
