@@ -25,8 +25,20 @@ from typing import Any
 
 import pytest
 
+from examples.kv.client import RecordingClient, workload
 from examples.kv.demo import ROOT, Cluster, request
 from examples.kv.wire import MAX_BODY
+from mailroom.linearizable import (
+    LINEARIZABLE,
+    MODELS,
+    NOT_LINEARIZABLE,
+    HistoryRecorder,
+    Verdict,
+    check_calls,
+    merge_histories,
+    pair,
+    read_history,
+)
 from mailroom.net.membership import group_endpoint, group_of, rejoined
 from mailroom.replicated import ReplDict
 from mailroom.replicated.history import check_files
@@ -181,7 +193,34 @@ def test_writes_reads_and_a_killed_member_that_catches_up(tmp_path: Path) -> Non
         assert cluster.wait_equal([0, 1, 2]) == acked  # caught up, nothing acknowledged lost
         digests = {cluster.status(p)["digest"] for p in range(3)}
         assert len(digests) == 1
+        check_recorded_clients(cluster, tmp_path)  # then clients at once, black-box
     print(check_replica_histories(cluster))
+
+
+def black_box(path: Path) -> Verdict:
+    """The client history ``path`` checked against the ``dict`` model."""
+    return check_calls(pair(read_history(path, "jsonl")), MODELS["dict"])
+
+
+def check_recorded_clients(cluster: Members, folder: Path) -> None:
+    """Three recording clients at once (writes, deletes, ordered reads, and a local read
+    after each): their writes and ordered reads pass the black-box check; the same
+    history with one read's answer changed to a value never written does not."""
+    ordered, local = workload(cluster, folder, clients=3, ops=25, keys=2)
+    verdict = black_box(ordered)
+    assert verdict.verdict == LINEARIZABLE and verdict.calls == 75, verdict
+    both = folder / "both.jsonl"
+    assert merge_histories([ordered, local], both) == 300
+    assert black_box(both).calls == 150  # local reads may be stale: judged, not asserted
+    rows = [json.loads(line) for line in ordered.read_text().splitlines()]
+    reads = [r for r in rows if r["type"] == "ok" and r["f"] == "get"]
+    assert reads, "no ordered read completed"
+    reads[-1]["value"] = "never written"
+    forged = folder / "forged.jsonl"
+    forged.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    found = black_box(forged)
+    assert found.verdict == NOT_LINEARIZABLE and found.witness is not None
+    assert found.witness.blocked is not None and found.witness.blocked.result == "never written"
 
 
 def test_bad_requests_get_one_line_errors_and_break_nothing(tmp_path: Path) -> None:
@@ -261,21 +300,23 @@ def test_kills_under_load_lose_no_acknowledged_write(tmp_path: Path) -> None:
     stop = threading.Event()
     kills = 0
 
+    recorder = HistoryRecorder(tmp_path / "clients.jsonl")
+
     def client(c: int, cluster: Members) -> None:
+        me = RecordingClient(recorder, timeout=60)
         for k in range(100_000):
             if stop.is_set():
                 return
             key, value = f"c{c}-{k}", f"{c}.{k}"
-            try:
-                ok = put(cluster.port((c + k) % 3), key, value) == 204
-            except OSError:
-                ok = False  # refused (the member is down) or cut: not acknowledged
+            ok = me.put(cluster.port((c + k) % 3), key, value)[0] == "ok"
             with lock:
                 history.append((key, value, ok))
+            if k % 4 == 3:  # an ordered read of a key another client wrote
+                me.get(cluster.port((c + k + 1) % 3), f"c{(c + 1) % 4}-{k - 1}")
             if not ok:
                 threading.Event().wait(0.05)
 
-    with members(tmp_path) as cluster:
+    with members(tmp_path) as cluster, recorder:
         threads = [threading.Thread(target=client, args=(c, cluster)) for c in range(4)]
         for t in threads:
             t.start()
@@ -299,10 +340,12 @@ def test_kills_under_load_lose_no_acknowledged_write(tmp_path: Path) -> None:
     lost = [(k, v) for k, v in acked if final.get(k) != v]
     written = {k: v for k, v, _ in history}
     phantom = [k for k, v in final.items() if written.get(k) != v]
+    verdict = black_box(tmp_path / "clients.jsonl")  # what the clients saw, black-box
     print(f"kills {kills}, writes {len(history)}, acknowledged {len(acked)}, lost {len(lost)}")
-    print(summary)
+    print(summary, "; black-box:", verdict.verdict, verdict.calls, "operations")
     assert kills == KILLS and len(acked) > 0
     assert lost == [] and phantom == []
+    assert verdict.verdict == LINEARIZABLE and verdict.calls >= len(acked), verdict
 
 
 def test_the_sequencer_restarted_before_the_others_notice_is_let_back_in(tmp_path: Path) -> None:

@@ -156,3 +156,46 @@ def test_the_witness_prefix_is_a_legal_sequential_run(ops: list[Op]) -> None:
         ok, state = MODELS["register"].step(state, c)
         assert ok
     assert w.blocked not in w.prefix
+
+
+# a counter's clients: (process, f, how it completes); info incs are often alike
+COUNTER_ACTION = st.tuples(
+    st.integers(0, 4), st.sampled_from(["inc", "inc", "read"]), st.sampled_from(["ok", "info"])
+)
+
+
+def run_counter(actions: Sequence[tuple[int, str, str]]) -> list[Op]:
+    """A history of an atomic counter's clients: an ``ok`` call takes effect at its
+    completion, an ``info`` inc at its invocation or, every other one, never."""
+    value, ops, pending, skip = 0, [], {}, False
+    for p, f, how in actions:
+        if p in pending:
+            f0 = pending.pop(p)
+            value += f0 == "inc"
+            ops.append(Op(p, "ok", f0, value, "c", len(ops) + 1))
+            continue
+        ops.append(Op(p, "invoke", f, None, "c", len(ops) + 1))
+        if how == "info":
+            skip = not skip
+            value += f == "inc" and skip
+            ops.append(Op(p, "info", f, None, "c", len(ops) + 1))
+        else:
+            pending[p] = f
+    return ops
+
+
+@given(st.lists(COUNTER_ACTION, max_size=40).map(run_counter), st.data())
+def test_lifting_alike_open_calls_in_order_changes_no_verdict(
+    ops: list[Op], data: st.DataObject
+) -> None:
+    """The search's symmetry rule (``search.twins``) against the plain search, on
+    counter histories full of alike ``info`` incs, and with one result forged."""
+    calls = pair(ops)
+    model = MODELS["counter"]
+    assert search(calls, model, 10**6).verdict == LINEARIZABLE
+    done = [i for i, c in enumerate(calls) if not c.open]
+    if done:
+        i = data.draw(st.sampled_from(done))
+        calls[i] = attrs.evolve(calls[i], result=calls[i].result + data.draw(st.integers(-2, 2)))
+    fast, plain = search(calls, model, 10**6), search(calls, model, 10**6, symmetry=False)
+    assert fast.verdict == plain.verdict and fast.explored <= plain.explored

@@ -41,7 +41,13 @@ from mailroom.testing.nemesis.faults import check_schedule
 from mailroom.testing.nemesis.group import delivered_by_survivors, final_states
 from mailroom.testing.nemesis.progress import Progress, Tail, trace_record
 from mailroom.testing.nemesis.proxy import Links, _serve_link
-from mailroom.testing.nemesis.raft import judge_raft, read_raft_log, to_trace
+from mailroom.testing.nemesis.raft import (
+    check_clients,
+    client_history,
+    judge_raft,
+    read_raft_log,
+    to_trace,
+)
 from mailroom.testing.nemesis.replicated import ReplicatedGroup, history_record
 from mailroom.testing.nemesis.report import table
 from mailroom.testing.nemesis.runner import Timing
@@ -381,6 +387,38 @@ def test_the_raft_history_check_finds_each_kind_of_fault(tmp_path: Path) -> None
     assert report.count("total") == 0
 
 
+def test_the_raft_clients_history_is_checked_black_box(tmp_path: Path) -> None:
+    """The PySyncObj clients' calls and results, merged by time, as a counter whose inc
+    returns its position (``mailroom check --model counter``, run as a command): good
+    logs pass, a position told to two clients is caught, a failure stays open."""
+    a = [
+        {"kind": "call", "origin": 0, "seq": 1, "t": 1.0},
+        {"kind": "apply", "pos": 1, "origin": 0, "seq": 1, "t": 2.0},
+        {"kind": "ok", "origin": 0, "seq": 1, "pos": 1, "t": 3.0},
+        {"kind": "call", "origin": 0, "seq": 2, "t": 6.0},
+        {"kind": "fail", "origin": 0, "seq": 2, "err": 3, "t": 7.0},
+    ]
+    b = [
+        {"kind": "call", "origin": 1, "seq": 1, "t": 4.0},
+        {"kind": "ok", "origin": 1, "seq": 1, "pos": 2, "t": 5.0},
+        {"kind": "call", "origin": 1, "seq": 2, "t": 8.0},
+        {"kind": "ok", "origin": 1, "seq": 2, "pos": 4, "t": 9.0},  # 0.2 took 3 after all
+    ]
+    _raft_log(tmp_path / "a", a)
+    _raft_log(tmp_path / "b", b)
+    out = tmp_path / "clients.jsonl"
+    assert client_history([tmp_path / "a", tmp_path / "b", tmp_path / "none"], out) == 8
+    rows = [json.loads(line) for line in out.read_text().splitlines()]
+    assert [r["time"] for r in rows] == [1.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0, 9.0]
+    assert rows[5] == {"process": "0.2", "type": "info", "f": "inc", "value": None, "time": 7.0}
+    assert check_clients(out)[0] == "linearizable"
+    b[1]["pos"] = 1  # told position 1 after another client was told it
+    _raft_log(tmp_path / "b", b)
+    client_history([tmp_path / "a", tmp_path / "b"], out)
+    verdict, said = check_clients(out)
+    assert verdict == "not linearizable" and said.startswith("not linearizable (counter model)")
+
+
 def test_the_results_table_counts_events_and_recoveries() -> None:
     def result(system: str, label: str, recoveries: list[float | None]) -> dict[str, object]:
         return {
@@ -519,8 +557,8 @@ def test_replicated_objects_with_safe_delivery_under_kill_partition_and_pause(
 ) -> None:
     """Three ReplDict replicas (safe delivery counting every member or a majority,
     checkpoints): a kill -9 and restart, a partition that excludes a member, a pause
-    past the suspicion timeout; the history checker and ``mailroom check`` judge the
-    run."""
+    past the suspicion timeout; the history checker, the black-box check of the
+    clients' histories and ``mailroom check`` judge the run."""
     faults = parse_schedule("kill 1 for 2; partition 0 | 1,2 for 4; pause 2 for 4")
     group = ReplicatedGroup(
         "sequencer",
@@ -541,6 +579,9 @@ def test_replicated_objects_with_safe_delivery_under_kill_partition_and_pause(
     assert v.lost == 0 and v.acked > 0, v.notes
     assert result.formed and result.settled, v.notes
     assert v.divergent == 0, v.notes  # the replicas alive at the end are equal
+    judged = json.loads((tmp_path / "judge.json").read_text())  # what the clients saw:
+    assert judged["ordered"]["verdict"] == "linearizable", judged["ordered"]  # black-box
+    assert judged["ordered"]["operations"] > 0 and judged["local"]["operations"] > 0
 
 
 def test_a_killed_life_is_closed_before_the_restart_and_history_rows_are_progress(

@@ -28,6 +28,13 @@ def build_parser() -> argparse.ArgumentParser:
     )
     demo.add_argument("--dir", help="folder for the key, peer table, checkpoints and logs")
     demo.add_argument("--check", action="store_true", help="write, read back, stop (exit 0)")
+    demo.add_argument(
+        "--workload",
+        type=int,
+        metavar="N",
+        help="4 clients make N requests each, recorded as histories in --dir for "
+        "mailroom check --model dict; then stop",
+    )
     one = p.add_argument_group("one member (--pid)")
     one.add_argument("--pid", type=int, help="this member's pid in the peer table")
     one.add_argument("--peers", metavar="PEERS.TOML", help="the peer table (addresses, key_file)")
@@ -62,6 +69,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.pid is not None and args.peers is None:
         parser.error("--pid needs --peers")
+    if args.workload is not None and args.workload < 1:
+        parser.error("--workload must be at least 1")
     if args.write_timeout <= 0:
         parser.error("--write-timeout must be positive")
     if args.max_connections < 1 or not args.idle_timeout > 0:

@@ -3,7 +3,8 @@ start ``python -m examples.kv --pid N`` three times (each in its own session, so
 Ctrl-C reaches only this process), print their HTTP addresses, and stop them by pid
 (SIGTERM, then SIGKILL) on Ctrl-C or SIGTERM; a member killed by a signal meanwhile is
 restarted from its checkpoint. ``--check`` writes through one member,
-reads from the others, and stops.
+reads from the others, and stops; ``--workload N`` has four recording clients make N
+requests each (``examples.kv.client``) and stops.
 """
 
 from __future__ import annotations
@@ -149,6 +150,22 @@ def check(cluster: Cluster) -> bool:
     return status == 204 and code == 200 and got == value.encode()
 
 
+def record_workload(cluster: Cluster, folder: Path, ops: int) -> int:
+    """Four recording clients make ``ops`` requests each; say where their histories are
+    and how to check them."""
+    from examples.kv.client import workload  # it imports this module
+    from mailroom.linearizable import merge_histories
+
+    ordered, local = workload(cluster, folder, ops=ops)
+    both = folder / "with-local-reads.jsonl"
+    merge_histories([ordered, local], both)
+    print(f"4 clients, {ops} requests each: writes and ordered reads in {ordered},")
+    print(f"with the local reads too in {both}; check them with")
+    print(f"  mailroom check --model dict {ordered}    # linearizable")
+    print(f"  mailroom check --model dict {both}    # local reads may be stale")
+    return 0
+
+
 #: Restarts of killed members the demo makes, at most (a member that keeps dying stays down).
 MAX_RESTARTS = 100
 
@@ -190,6 +207,8 @@ def run_demo(args: argparse.Namespace) -> int:
         print(f"data and logs in {folder}")
         if args.check:
             return 0 if check(cluster) else 1
+        if args.workload:
+            return record_workload(cluster, folder, args.workload)
         first = f"http://{HOST}:{cluster.port(0)}"
         print(f"try: curl -X PUT --data-binary 'hello' {first}/kv/greeting")
         print(f"     curl http://{HOST}:{cluster.port(1)}/kv/greeting")

@@ -3,7 +3,8 @@
 Read a history (``read_history``: Jepsen's EDN or console log, or JSON Lines), pair
 its rows into calls (``pair``), and check them against a model (``MODELS``) with the
 Wing-Gong-Lowe search, one key at a time (``check_calls``). A history that is not
-linearizable has a witness (``witness_lines``, ``witness_svg``). The Spark engine
+linearizable has a witness (``witness_lines``, ``witness_svg``). A client records its history with
+``HistoryRecorder`` (``merge_histories`` joins several processes' files). The Spark engine
 (``mailroom.linearizable.spark``) applies the same per-key rule in Spark tasks.
 See docs/checking-histories.md.
 """
@@ -22,6 +23,7 @@ from mailroom.linearizable.history import Call, HistoryError, Op, pair
 from mailroom.linearizable.models import (
     MODELS,
     Counter,
+    DictModel,
     KeyValue,
     Lock,
     Model,
@@ -31,6 +33,7 @@ from mailroom.linearizable.models import (
     Whole,
 )
 from mailroom.linearizable.readers import FORMATS, parse_history, read_history
+from mailroom.linearizable.record import Client, HistoryRecorder, merge_histories
 from mailroom.linearizable.search import LINEARIZABLE, NOT_LINEARIZABLE, UNKNOWN, search
 from mailroom.linearizable.witness import verdict_lines, witness_lines, witness_svg
 
@@ -42,9 +45,12 @@ __all__ = [
     "NOT_LINEARIZABLE",
     "UNKNOWN",
     "Call",
+    "Client",
     "Counter",
+    "DictModel",
     "EdnError",
     "HistoryError",
+    "HistoryRecorder",
     "KeyValue",
     "KeyVerdict",
     "Keyword",
@@ -59,6 +65,7 @@ __all__ = [
     "check_calls",
     "check_key",
     "gather",
+    "merge_histories",
     "pair",
     "parse_history",
     "partitions",

@@ -9,7 +9,10 @@ initial state (``init``), a ``step`` and a ``validate``:
   says whether it can take effect at all and the state after it (that it did not take
   effect at all is the search's business, not the model's).
 - states are hashable and compared by equality (the search memoizes them);
-- ``validate(call)`` names what is wrong with a call's arguments, or returns None.
+- ``validate(call)`` names what is wrong with a call's arguments, or returns None;
+- optionally ``uses_process = False``: ``step`` never reads ``call.process``, so open
+  calls alike but for their process are interchangeable (the search lifts them in
+  order: ``search.twins``). Without it the search assumes the process matters.
 
 Every key of a history names its own object of the model (a register per key, a lock
 per lock name...), so the search checks each key on its own (P-compositionality);
@@ -84,6 +87,7 @@ class Register:
 
     name: str = "register"
     fs: frozenset[str] = frozenset({"read", "write", "cas"})
+    uses_process: bool = False
 
     def init(self) -> Hashable:
         return None
@@ -107,6 +111,7 @@ class KeyValue:
 
     name: str = "kv"
     fs: frozenset[str] = frozenset({"get", "read", "put", "write", "append"})
+    uses_process: bool = False
 
     def init(self) -> Hashable:
         return None
@@ -125,12 +130,50 @@ class KeyValue:
 
 
 @attrs.frozen
+class DictModel:
+    """``ReplDict`` as its callers see it, each key on its own: ``get``/``read`` (nil
+    when absent), ``set``/``put``/``write`` a value, ``setdefault`` (the value, set to
+    the call's value first if absent), ``pop`` (the value removed, or the call's value,
+    the default, if absent) and ``delete`` (true if the key was there). A null value
+    reads as absent. Initially absent."""
+
+    name: str = "dict"
+    fs: frozenset[str] = frozenset(
+        {"get", "read", "set", "put", "write", "setdefault", "pop", "delete"}
+    )
+    uses_process: bool = False
+
+    def init(self) -> Hashable:
+        return None
+
+    def step(self, state: Hashable, call: Call) -> Step:
+        if call.f in ("get", "read"):
+            return _read(state, call)
+        if call.f in ("set", "put", "write"):
+            return True, call.arg
+        if call.f == "setdefault":
+            now = call.arg if state is None else state
+            return call.open or call.result == now, now
+        if call.f == "pop":
+            got = call.arg if state is None else state
+            return call.open or call.result == got, None
+        flag = _flag(call)  # delete
+        return flag is None or flag == (state is not None), None
+
+    def validate(self, call: Call) -> str | None:
+        if call.f == "delete" and not call.open and not isinstance(call.result, bool | None):
+            return f"delete completes with true or false, not {show(call.result)}"
+        return None
+
+
+@attrs.frozen
 class Counter:
     """``ReplCounter``: ``add``/``sub`` an amount, ``inc``, ``set``, each completing with
     the new value (or nil, not checked); ``get``/``read`` the value. Initially 0."""
 
     name: str = "counter"
     fs: frozenset[str] = frozenset({"add", "sub", "inc", "set", "get", "read"})
+    uses_process: bool = False
 
     def init(self) -> Hashable:
         return 0
@@ -159,6 +202,7 @@ class SetModel:
 
     name: str = "set"
     fs: frozenset[str] = frozenset({"add", "discard", "contains", "read", "items"})
+    uses_process: bool = False
 
     def init(self) -> Hashable:
         return frozenset()
@@ -189,6 +233,7 @@ class Queue:
 
     name: str = "queue"
     fs: frozenset[str] = frozenset({"put", "enqueue", "get", "dequeue", "peek"})
+    uses_process: bool = False
 
     def init(self) -> Hashable:
         return ()
@@ -213,6 +258,7 @@ class Lock:
 
     name: str = "lock"
     fs: frozenset[str] = frozenset({"acquire", "release"})
+    uses_process: bool = True  # the holder is the process when no value names one
 
     def init(self) -> Hashable:
         return None
@@ -248,6 +294,10 @@ class Whole:
     def fs(self) -> frozenset[str]:
         return self.model.fs
 
+    @property
+    def uses_process(self) -> bool:
+        return bool(getattr(self.model, "uses_process", True))
+
     def init(self) -> Hashable:
         return ()
 
@@ -264,5 +314,5 @@ class Whole:
 
 #: the models ``mailroom check --model`` knows, by name
 MODELS: dict[str, Model] = {
-    m.name: m for m in (Register(), KeyValue(), Counter(), SetModel(), Queue(), Lock())
+    m.name: m for m in (Register(), KeyValue(), DictModel(), Counter(), SetModel(), Queue(), Lock())
 }

@@ -88,11 +88,36 @@ class _Entries:
                 self.prv[self.nxt[x]] = x
 
 
-def search(calls: Sequence[Call], model: Model, budget: int) -> Found:
-    """Is there a linearization of ``calls`` (one partition, in invocation order)?"""
+def twins(calls: Sequence[Call], model: Model) -> list[int]:
+    """For each open call, the open call invoked just before it that has the same
+    ``f``, key and value (and process, unless the model says ``uses_process = False``),
+    else -1. Such calls are interchangeable: either may take the other's place in a
+    linearization (neither has a completion to respect, the earlier one was invoked
+    first, and their effects are equal), so the search lifts them in invocation order
+    only; a burst of n ``info`` calls then costs n + 1 states, not 2 ** n."""
+    by_process = getattr(model, "uses_process", True)
+    last: dict[tuple[Hashable, ...], int] = {}
+    before = [-1] * len(calls)
+    for i, c in enumerate(calls):
+        if not c.open:
+            continue
+        try:
+            sig = (c.f, c.key, c.arg, c.process if by_process else None)
+            hash(sig)
+        except TypeError:  # pragma: no cover - histories' values are frozen
+            continue
+        before[i] = last.get(sig, -1)
+        last[sig] = i
+    return before
+
+
+def search(calls: Sequence[Call], model: Model, budget: int, *, symmetry: bool = True) -> Found:
+    """Is there a linearization of ``calls`` (one partition, in invocation order)?
+    ``symmetry``: lift interchangeable open calls in order only (``twins``)."""
     entries = _Entries.of(calls)
     nxt, call, match, tail = entries.nxt, entries.call, entries.match, entries.tail
     is_open = [c.open for c in calls]
+    twin = twins(calls, model) if symmetry else [-1] * len(calls)
     step, completed = model.step, is_open.count(False)
     state: Hashable = model.init()
     seen: set[tuple[int, Hashable]] = {(0, state)}
@@ -102,6 +127,9 @@ def search(calls: Sequence[Call], model: Model, budget: int) -> Found:
     while done < completed:
         if match[entry] != -2 and entry != tail:  # an invocation
             i = call[entry]
+            if twin[i] >= 0 and not bits >> twin[i] & 1:  # its earlier twin goes first
+                entry = nxt[entry]
+                continue
             ok, new = step(state, calls[i])
             lifted = bits | (1 << i)
             if ok and (lifted, new) not in seen:

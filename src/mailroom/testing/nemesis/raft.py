@@ -12,15 +12,21 @@ logs; ``judge_raft`` checks them as a history:
 
 and ``to_trace`` turns the logs into a mailroom trace (each incarnation of a
 replica a process; a call a send to all, an apply a delivery) so that
-``mailroom check --properties integrity,total`` judges the same logs.
+``mailroom check --properties integrity,total`` judges the same logs. The clients'
+calls and results are also a black-box history (``client_history``): the log is a
+counter whose ``inc`` returns its position, checked by ``mailroom check --model
+counter`` (run as a command: this layer is below ``mailroom.linearizable``).
 """
 
 from __future__ import annotations
 
+import heapq
 import json
 import re
+import subprocess
 import sys
 from collections import defaultdict
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -167,6 +173,45 @@ def to_trace(incarnations: list[Incarnation], n: int, run: str = "raft") -> list
     return rows
 
 
+def _client_rows(path: Path) -> Iterator[tuple[float, str]]:
+    """A replica log's client rows as JSON Lines of a client history, with their times:
+    each command its own process, ``inc`` on the log, ``ok`` with its position; a
+    failure is ``info`` (PySyncObj's reasons include a changed leader, after which the
+    command may still be applied)."""
+    for line in path.read_text().splitlines() if path.exists() else []:
+        row = json_object(line.encode())
+        if row is None or row.get("kind") not in ("call", "ok", "fail") or "t" not in row:
+            continue
+        kind = {"call": "invoke", "ok": "ok", "fail": "info"}[row["kind"]]
+        value = row.get("pos") if kind == "ok" else None
+        process = f"{row.get('origin')}.{row.get('seq')}"
+        out = {"process": process, "type": kind, "f": "inc", "value": value, "time": row["t"]}
+        yield float(row["t"]), json.dumps(out) + "\n"
+
+
+def client_history(paths: Sequence[Path], out: Path) -> int:
+    """The clients' history of every replica log, merged by time into ``out`` (JSON
+    Lines, for ``mailroom check --model counter``); the rows written."""
+    count = 0
+    with out.open("w") as dest:
+        for _, text in heapq.merge(*(_client_rows(p) for p in paths), key=lambda r: r[0]):
+            dest.write(text)
+            count += 1
+    return count
+
+
+def check_clients(history: Path) -> tuple[str, str]:
+    """``mailroom check --model counter`` on ``history``: its verdict (linearizable, not
+    linearizable, unknown or unusable) and the first line it printed."""
+    cmd = [sys.executable, "-m", "mailroom", "check", "--model", "counter", "--engine", "local"]
+    done = subprocess.run(
+        [*cmd, str(history)], capture_output=True, text=True, timeout=1800, check=False
+    )
+    verdict = {0: "linearizable", 1: "not linearizable", 3: "unknown"}.get(done.returncode)
+    said = (done.stdout or done.stderr).strip().splitlines()
+    return verdict or "unusable", said[0] if said else ""
+
+
 @attrs.define
 class RaftGroup:
     """``n`` PySyncObj replicas with their clients, in ``folder``."""
@@ -233,6 +278,11 @@ class RaftGroup:
             notes.append(
                 f"PySyncObj logged 'truncating already-applied log entries' {truncations} time(s)"
             )
+        history = self.folder / "clients.jsonl"
+        if client_history([self.path("raft", i) for i in range(self.n)], history):
+            verdict, said = check_clients(history)
+            counts["clients not linearizable"] = int(verdict == "not linearizable")
+            notes.append(f"black-box: {said} (mailroom check --model counter {history})")
         return Verdict(
             ["integrity", "total", *counts],
             {**checked, **counts},
@@ -250,6 +300,8 @@ __all__ = [
     "PORT",
     "Incarnation",
     "RaftGroup",
+    "check_clients",
+    "client_history",
     "judge_raft",
     "raft_record",
     "read_raft_log",

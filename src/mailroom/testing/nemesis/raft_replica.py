@@ -9,7 +9,9 @@ line, flushed at once (so a ``kill -9`` loses nothing written):
   state machine applies, in order;
 - ``{"kind": "call", "origin": i, "seq": s}`` before its client submits command
   (i, s), and ``{"kind": "ok", ..., "pos": k}`` or ``{"kind": "fail", ..., "err": e}``
-  when the client is told the result.
+  when the client is told the result;
+
+each with ``t``, the machine's monotonic clock (the clients' history is merged by it).
 
 The client submits ``--count`` commands ``--interval`` apart, without waiting for
 results (many in flight), and after a restart goes on after the last one it
@@ -42,8 +44,10 @@ class ApplyLog:
         self.file: TextIO = path.open("a", buffering=1)
 
     def write(self, **row: Any) -> None:
-        line = json.dumps(row, separators=(",", ":"))
+        """One row, with ``t``: this machine's monotonic clock, read under the lock (so
+        the file is in time order; the clients' histories are merged by it)."""
         with self.lock:
+            line = json.dumps({**row, "t": time.monotonic()}, separators=(",", ":"))
             self.file.write(line + "\n")
             self.file.flush()
 

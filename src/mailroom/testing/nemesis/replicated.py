@@ -6,8 +6,10 @@ holders, or a majority: ``safe_quorum``), with its node's checkpoint
 and trace, its client calling its own replica; its history file (one across its
 restarts) is its client's history: every call, every result it was told (or
 ``unknown``), every operation its replica applied, every view. Restarted after a
-``kill -9``, it resumes from its checkpoint and rejoins. At the end the replicated
-history checker judges every file (nothing acknowledged lost, replicas' applied
+``kill -9``, it resumes from its checkpoint and rejoins. Its client also records
+its calls and ordered reads (``client{i}``) and local reads (``local{i}``) as JSON
+Lines for the black-box check. At the end the replicated history checker judges
+every file (nothing acknowledged lost, replicas' applied
 sequences prefixes of one, results equal to a replay of that order, replicas alive
 at the end equal) and ``mailroom check`` the nodes' traces (total order and views).
 """
@@ -65,6 +67,10 @@ class ReplicatedGroup(MailroomGroup):
             str(self.path("ckpt", i)),
             "--trace",
             str(self.path("trace", i)),
+            "--client-history",
+            str(self.path("client", i)),
+            "--local-history",
+            str(self.path("local", i)),
             *([] if self.sync else ["--no-sync"]),
             "--safe-quorum",
             self.safe_quorum,
@@ -74,8 +80,13 @@ class ReplicatedGroup(MailroomGroup):
         paths = [self.path("history", i) for i in range(self.n)]
         return Progress.of(paths, history_record, self.count)
 
+    def _existing(self, name: str) -> list[str]:
+        return [str(p) for i in range(self.n) if (p := self.path(name, i)).exists()]
+
     def verdict(self) -> Verdict:
-        """The history checker on the histories, then ``mailroom check`` on the traces."""
+        """The history checker on the histories, the clients' histories checked
+        black-box (``mailroom check --model dict``: calls and ordered reads must be
+        linearizable; local reads may be stale), then ``mailroom check`` on the traces."""
         histories = [self.path("history", i) for i in range(self.n)]
         out = self.folder / "judge.json"
         cmd = [
@@ -85,6 +96,11 @@ class ReplicatedGroup(MailroomGroup):
             "judge",
             "--out",
             str(out),
+            "--clients",
+            *self._existing("client"),
+            "--local",
+            *self._existing("local"),
+            "--",
             *[str(h) for h in histories if h.exists()],
         ]
         done = subprocess.run(cmd, capture_output=True, text=True, timeout=1800, check=False)
@@ -100,6 +116,7 @@ class ReplicatedGroup(MailroomGroup):
             [t for t in traces if t.exists()], self.properties(), self.folder / "check"
         )
         notes += [str(p) for p in judged.get("problems", [])[:10]]
+        notes += black_box_notes(judged)
         if judged.get("summary"):
             notes.append(f"history: {judged['summary']}; replicas end at {judged.get('ends')}")
         lost = int(judged["lost"])
@@ -117,4 +134,18 @@ class ReplicatedGroup(MailroomGroup):
         )
 
 
-__all__ = ["ReplicatedGroup", "history_record"]
+def black_box_notes(judged: dict[str, object]) -> list[str]:
+    """One note per black-box check the judge made (its verdict, size and time)."""
+    notes = []
+    for name, what in (("ordered", "calls and ordered reads"), ("local", "with local reads")):
+        found = judged.get(name)
+        if isinstance(found, dict):
+            notes.append(
+                f"black-box, {what}: {found.get('verdict')} ({found.get('operations')} "
+                f"operations on {found.get('keys')} keys, {found.get('failing keys')} failing, "
+                f"{found.get('seconds')} s; mailroom check --model dict {found.get('history')})"
+            )
+    return notes
+
+
+__all__ = ["ReplicatedGroup", "black_box_notes", "history_record"]
