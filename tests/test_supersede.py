@@ -108,7 +108,7 @@ def test_a_lazy_packet_is_encoded_only_if_it_is_written(monkeypatch: pytest.Monk
             0,
             0,
         )
-        datas = [data for _, data, *_ in step.sends]
+        datas = [send.packet for send in step.sends]
         node.transport.lazy_wait = 0.005
         link = Link(node.transport, 1)  # not connected: nothing is written by itself
         for ack in acks:

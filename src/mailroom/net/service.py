@@ -24,9 +24,9 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from mailroom.core.errors import LocalError
-from mailroom.net import frames as fr
 from mailroom.net.discovery import Directory, Discovery
 from mailroom.net.membership import group_of
+from mailroom.net.steps import Send
 
 if TYPE_CHECKING:
     from mailroom.net.node import Node
@@ -54,7 +54,7 @@ class Service:
             self.discovery = Discovery(
                 directory,
                 node.pid,
-                lambda pid, data: transport.send([(pid, data, None, fr.CONTROL, None, False)]),
+                lambda pid, data: transport.send([Send.control(pid, data)]),
                 transport.to_seed,
                 self._view,
                 join,

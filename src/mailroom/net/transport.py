@@ -56,15 +56,9 @@ from mailroom.net.lazy import LazyHold
 from mailroom.net.seen import Seen
 from mailroom.net.settings import NodeConfig
 from mailroom.net.stats import NetStats, QuietLog
+from mailroom.net.steps import Send as Send
 
 log = logging.getLogger("mailroom.net")
-
-#: One packet to send: (peer, codec bytes, the message id it carries, what it carries,
-#: its ``latest_key``: None, or a key shared with the later packets that supersede it,
-#: and whether it is lazy: a control packet nothing waits on soon, ``Transmit.lazy``).
-#: A lazy packet comes as itself, not its bytes: most are superseded before they go,
-#: so its link encodes it only if it is written.
-Send = tuple[int, object, MessageId | None, int, Hashable | None, bool]
 
 
 def _bytes(packet: object) -> bytes:
@@ -446,8 +440,9 @@ class Transport:
         """Queue packets on their peers' links; each link writes once the callback is over."""
         links = self._links
         touched = set()
-        for to, data, mid, carries, latest, lazy in sends:
-            (links.get(to) or self.link(to)).push(data, mid, carries, latest, lazy)
+        for s in sends:
+            to = s.to
+            (links.get(to) or self.link(to)).push(s.packet, s.mid, s.carries, s.latest, s.lazy)
             touched.add(to)
         for to in touched:
             links[to].flush_soon()
