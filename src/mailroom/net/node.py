@@ -9,10 +9,14 @@ loses what it had not written down. That is the ``Reliable`` layer's job (it
 retransmits until acknowledged) together with checkpoints, so run
 ``Stack(Reliable(...), ...)`` when nothing may be lost.
 
-A ``Node`` puts five parts together: the ``Transport`` (connections, handshake,
-frames: ``transport``), the step ``Engine`` (``steps``), ``Outgoing`` (the
-application's sends of one turn: ``outgoing``), the ``Journal`` (trace and
-checkpoint: ``journal``, ``store``) and the ``Tracer`` (``tracing``).
+A ``Node`` is a thin asyncio shell around a sans-IO ``NodeCore`` (``nodecore``: the
+endpoint, the step ``Engine`` of ``steps``, the application's sends of one turn of
+``outgoing``, flow control), as aioquic's asyncio protocol is around its
+``QuicConnection``. The shell owns the ``Transport`` (connections, handshake,
+frames: ``transport``), the ``Journal`` (trace and checkpoint: ``journal``,
+``store``) with ``Commit``, and the event loop's timers, and pumps between them
+(``_pump``); nothing it owns calls back into it but the transport, which reports
+to it as to its protocol (``frames_arrived``).
 Rules, in words:
 
 - Every step of the endpoint (the sends of one turn of the event loop, a batch of
