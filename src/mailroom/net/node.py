@@ -197,7 +197,7 @@ class Node:
         #: ``depart`` asked the group to let this process go
         self.departing = False
         self._closed = False
-        self.service = Service(self, self.directory, self.join_through)
+        self.service = Service(self, self.directory)
 
     def _adopt(self, done: Restored) -> None:
         """Host ``done``'s endpoint and what the node keeps beside it (again if it rejoins)."""

@@ -42,7 +42,13 @@ LOOK_EVERY = 1.0
 class Service:
     """Discovery and the watches of one node (started and closed with it)."""
 
-    def __init__(self, node: Node, directory: Directory, join: Callable[[list[int]], None]):
+    def __init__(
+        self,
+        node: Node,
+        directory: Directory,
+        join: Callable[[list[int]], None] | None = None,
+    ) -> None:
+        """``join``: how a joiner asks members in (default: ``node.join_through``)."""
         self.node = node
         self.directory = directory
         group = group_of(node.endpoint)
@@ -57,7 +63,7 @@ class Service:
                 lambda pid, data: transport.send([Send.control(pid, data)]),
                 transport.to_seed,
                 self._view,
-                join,
+                join if join is not None else node.join_through,
                 interval=group.retry,
             )
             transport.discovery = self.discovery
