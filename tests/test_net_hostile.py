@@ -566,11 +566,11 @@ def test_destinations_in_the_trace_come_from_the_sends_not_from_tables(tmp_path:
             await n.close()
         again = Node(Stack(Reliable(0, 3), Fifo(0, 3)), table, KEY, checkpoint=tmp_path / "c0")
         kinds = [fr.UNICAST, fr.BROADCAST, fr.UNICAST]  # kept for retransmissions
-        assert [again._dests.kind(MessageId(0, k + 1)) for k in range(3)] == kinds
+        assert [again.core.dests.kind(MessageId(0, k + 1)) for k in range(3)] == kinds
         sole = Node(Reliable(0, 3), table, KEY, trace=tmp_path / "r.jsonl")
         for _ in range(50):
-            sole._dests.issued(fr.UNICAST)
-        return len(sole._dests.own) + len(sole._dests.held)
+            sole.core.dests.issued(fr.UNICAST)
+        return len(sole.core.dests.own) + len(sole.core.dests.held)
 
     assert asyncio.run(main()) == 0
     dest = {"to P1": [1], "to all": [0, 1, 2], "to P2": [2]}
@@ -737,7 +737,7 @@ def test_sends_to_a_peer_that_is_down_are_bounded_by_default() -> None:
             while True:
                 node.broadcast("x" * 64)
                 sent += 1
-        retained = node._flow.retained()
+        retained = node.core.flow.retained()
         assert not node.can_send()
         await node.close()
         return sent, retained

@@ -101,14 +101,14 @@ def test_a_lazy_packet_is_encoded_only_if_it_is_written(monkeypatch: pytest.Monk
     async def main() -> tuple[list[object], list[Any], list[Any]]:
         node = Node(_stack("cbcast", 0, 2), table_of(socks), KEY, listen=socks[0])
         acks = [ReliableAck(0, 1, k) for k in range(1, 6)]
-        step = node._engine.run(
+        step = node.core.engine.run(
             [Transmit(1, acks[0], None, lazy=True), Transmit(1, Heartbeat(0, 1), None)],
             [],
             [],
             0,
             0,
         )
-        datas = [data for _, data, *_ in step.sends]
+        datas = [send.packet for send in step.sends]
         node.transport.lazy_wait = 0.005
         link = Link(node.transport, 1)  # not connected: nothing is written by itself
         for ack in acks:

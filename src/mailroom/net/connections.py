@@ -24,8 +24,8 @@ from mailroom.net import handshake as hs
 if TYPE_CHECKING:
     from mailroom.net.transport import Link, Transport
 
-#: A frame's packets, decoded: (packet, its frame entry).
-Batch = list[tuple[object, fr.Data]]
+#: A frame's packets, decoded (``frames.Batch``; importable from here too).
+Batch = fr.Batch
 
 
 class Mislabeled(MailroomError):

@@ -294,6 +294,10 @@ class Data:
     carries: int
 
 
+#: A frame's packets, decoded: (packet, its frame entry).
+Batch = list[tuple[object, Data]]
+
+
 class Opener(_Session):
     """The acceptor's side after the handshake: checks data frames' MACs and counters."""
 
@@ -376,6 +380,7 @@ __all__ = [
     "PREAUTH_LIMIT",
     "PROOF",
     "UNICAST",
+    "Batch",
     "Data",
     "FrameError",
     "FrameReader",

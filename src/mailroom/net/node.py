@@ -9,10 +9,14 @@ loses what it had not written down. That is the ``Reliable`` layer's job (it
 retransmits until acknowledged) together with checkpoints, so run
 ``Stack(Reliable(...), ...)`` when nothing may be lost.
 
-A ``Node`` puts five parts together: the ``Transport`` (connections, handshake,
-frames: ``transport``), the step ``Engine`` (``steps``), ``Outgoing`` (the
-application's sends of one turn: ``outgoing``), the ``Journal`` (trace and
-checkpoint: ``journal``, ``store``) and the ``Tracer`` (``tracing``).
+A ``Node`` is a thin asyncio shell around a sans-IO ``NodeCore`` (``nodecore``: the
+endpoint, the step ``Engine`` of ``steps``, the application's sends of one turn of
+``outgoing``, flow control), as aioquic's asyncio protocol is around its
+``QuicConnection``. The shell owns the ``Transport`` (connections, handshake,
+frames: ``transport``), the ``Journal`` (trace and checkpoint: ``journal``,
+``store``) with ``Commit``, and the event loop's timers, and pumps between them
+(``_pump``); nothing it owns calls back into it but the transport, which reports
+to it as to its protocol (``frames_arrived``).
 Rules, in words:
 
 - Every step of the endpoint (the sends of one turn of the event loop, a batch of
@@ -68,20 +72,19 @@ from typing import Any
 
 import attrs
 
-from mailroom.core.actions import Action, Excluded, StateRequest, View, ViewChange
-from mailroom.core.endpoint import Endpoint, receive_batch
+from mailroom.core.actions import Excluded, StateRequest, View, ViewChange
+from mailroom.core.endpoint import Endpoint
 from mailroom.core.errors import LocalError
 from mailroom.core.messages import Message, MessageId, Payload
 from mailroom.net.commit import Commit
 from mailroom.net.config import PeerTable
-from mailroom.net.connections import Batch
 from mailroom.net.discovery import directory_of
-from mailroom.net.entries import Entry, Joined, Left, Provided, Received, Suspected, Tick
 from mailroom.net.flow import Busy as Busy
-from mailroom.net.flow import Flow, check_writable
+from mailroom.net.flow import check_writable
+from mailroom.net.frames import Batch
 from mailroom.net.journal import Journal, Restored, open_files, resume
-from mailroom.net.membership import group_of, is_member
-from mailroom.net.outgoing import Outgoing
+from mailroom.net.membership import is_member
+from mailroom.net.nodecore import NodeCore
 from mailroom.net.restart import Restart
 from mailroom.net.service import Service
 from mailroom.net.settings import GROUP_OUTBOX as GROUP_OUTBOX
@@ -96,7 +99,7 @@ from mailroom.net.stats import LOG_WINDOW as LOG_WINDOW
 from mailroom.net.stats import NetStats as NetStats
 from mailroom.net.stats import QuietLog as QuietLog
 from mailroom.net.steps import FRAME_PART as FRAME_PART
-from mailroom.net.steps import Engine, Handed, Step
+from mailroom.net.steps import Handed, Step
 from mailroom.net.steps import frame_parts as frame_parts
 from mailroom.net.tracing import Tracer, stack_names
 from mailroom.net.transport import Transport
@@ -155,20 +158,20 @@ class Node:
         self.stats = NetStats()
         self._quiet = QuietLog()
         self.directory = directory_of(peers, self.pid, config.address, config.listen)
-        sent = lambda: int(self.endpoint.sent_count)  # noqa: E731
         others = set(self.directory.addresses) - {self.pid}
-        self._restart = Restart(self.pid, others, saved is not None, sent, self.stats, self._quiet)
+        self._restart = Restart(self.pid, others, saved is not None, self.stats, self._quiet)
+        #: The connections; what they bring is reported to this node (``frames_arrived``,
+        #: ``peer_has_seen``), as an asyncio transport reports to its protocol.
         self.transport = Transport(
             self.pid,
             self.directory,
             key,
             config,
-            self._received,
+            self,
             self.stats,
             self._quiet,
             member=is_member(endpoint),
             seen=done.seen,
-            on_seen=self._restart.heard,
         )
         self.trace, ckpt = open_files(saved, self.checkpoint_path, config, endpoint, peers.n)
         self._journal = Journal(
@@ -180,19 +183,13 @@ class Node:
             done.seen,
             config.app_changes,
         )
+        self._commit = Commit(self.pid, self._journal, self.stats, self._quiet)
         self._adopt(done)
-        self._commit = Commit(
-            self.pid,
-            self._journal,
-            self._marks,
-            self._act,
-            self._acted,
-            self.transport.pause,
-            self.stats,
-            self._quiet,
-        )
         self._timer: asyncio.TimerHandle | None = None
         self._timer_at: float | None = None
+        #: the end of the lot's wait (``NodeCore.wake``), and a write's retry, when due
+        self._turn: asyncio.Handle | None = None
+        self._retry: asyncio.TimerHandle | None = None
         self._queue: asyncio.Queue[Message | None] = asyncio.Queue()
         self._can_send = asyncio.Event()
         #: set when the group lets this process go, or it is left alone (``depart``)
@@ -200,12 +197,12 @@ class Node:
         #: ``depart`` asked the group to let this process go
         self.departing = False
         self._closed = False
-        self.service = Service(self, self.directory, self.join_through)
+        self.service = Service(self, self.directory)
 
     def _adopt(self, done: Restored) -> None:
         """Host ``done``'s endpoint and what the node keeps beside it (again if it rejoins)."""
-        self._endpoint = ep = done.endpoint
-        self.member, self._group, self._dests = is_member(ep), group_of(ep), done.dests
+        ep = done.endpoint
+        self.member = is_member(ep)
         #: Deliveries of the last logged step, handed again at start when ``app_state``
         #: is kept: the state saved with that step predates them.
         self.redelivered: list[Message] = done.redelivered
@@ -216,37 +213,36 @@ class Node:
             if self.trace is not None
             else None
         )
-        self._engine = Engine(ep, done.dests, self._tracer, logged=self._journal.ckpt is not None)
-        self._engine.view = ep.view.id if self.member and ep.joined else None
-        self._flow = Flow(ep, self.config.max_retained, self.peers.n, self.config.max_in_flight)
-        self._out = Outgoing(
+        config = self.config
+        #: The sans-IO core: the endpoint and its steps (``nodecore``).
+        self.core = NodeCore(
             ep,
-            self._engine,
-            self._flow,
+            done.dests,
+            self._tracer,
             self.stats,
             self._quiet,
-            self._step,
             logged=self._journal.ckpt is not None,
-            member=self.member,
-            coalesce=self.config.coalesce,
-            linger=self.config.linger,
-            busy_gap=self.config.busy_gap,
+            n=self.peers.n,
+            max_retained=config.max_retained,
+            max_in_flight=config.max_in_flight,
+            coalesce=config.coalesce,
+            linger=config.linger,
+            busy_gap=config.busy_gap,
         )
-        self._out.after_turn = self.transport.flush_all
-        if self.config.coalesce:  # lazy packets wait a moment for the next one that matters
-            self.transport.lazy_wait = self.config.lazy_wait
+        if config.coalesce:  # lazy packets wait a moment for the next one that matters
+            self.transport.lazy_wait = config.lazy_wait
 
     @property
     def endpoint(self) -> Any:
-        """The hosted endpoint, as of every send made so far (the sends of this turn are
-        taken as a step first: see ``flush``)."""
-        self._out.flush()
-        return self._endpoint
+        """The hosted endpoint. Reading it does nothing: the sends this turn holds back
+        (gathered into one step, ``outgoing``) reach it when taken; ``flush()`` takes
+        them now."""
+        return self.core.endpoint
 
     def upcoming_id(self) -> MessageId:
         """The id the next message this node sends will get (the sends this turn holds
         back counted): what a host names a message by before it sends it."""
-        return self._out.upcoming_id()
+        return self.core.upcoming_id()
 
     @property
     def outbox_limit(self) -> int:
@@ -262,10 +258,16 @@ class Node:
         """Listen, connect to every peer, and arm the endpoint's timer (a node restored
         from a checkpoint first hears its peers: ``restart``)."""
         await self.transport.start()
-        if self._restart.checking and await self._restart.confirm(
-            self.transport, self.trace, self._done, self.config.handshake_seconds(), self.close
-        ):
-            self._adopt(self._done)
+        if self._restart.checking:
+            try:
+                rejoined = await self._restart.confirm(
+                    self.transport, self.trace, self._done, self.config.handshake_seconds()
+                )
+            except LocalError:  # behind its peers and cannot rejoin
+                await self.close()
+                raise
+            if rejoined:
+                self._adopt(self._done)
         self.service.start()
         ckpt = self._journal.ckpt
         if ckpt is not None and (self._rebase or ckpt.wants_compaction()):
@@ -281,26 +283,32 @@ class Node:
 
     def _start_member(self) -> None:
         """A fresh member traces its initial view; a joiner asks its contacts in."""
-        self._out.flush()
-        ep = self._endpoint
-        if self._fresh and ep.joined and self._tracer is not None:
-            self._step([], [], [self._tracer.view(ep.view.id, ep.view.members)])
-        if ep.view is None and self._group is not None and self._group.contacts:
-            self._host_input("join", Joined())
+        core = self.core
+        core.flush()
+        if self._fresh:
+            core.trace_view()
+        group = core.group
+        if core.endpoint.view is None and group is not None and group.contacts:
+            core.join()
+        self._pump()
 
     async def close(self) -> None:
         """Stop listening, close every connection, write the last checkpoint."""
         if self._closed:
             return
-        self._out.close()  # the sends of this turn are a step like the others
+        core = self.core
+        core.close()  # the sends of this turn are a step like the others
+        self._pump()
         self._closed = True
+        for handle in (self._turn, self._retry, self._timer):
+            if handle is not None:
+                handle.cancel()
         await self.service.close()
-        if self._timer is not None:
-            self._timer.cancel()
         await self.transport.close()
-        written, steps = self._commit.close()
-        for step in steps:  # written: the deliveries are the application's now
-            self._hand(step.handed)
+        written = self._commit.close(core.to_persist(), core.marks())
+        if written:  # the deliveries are the application's now
+            for step in core.written():
+                self._hand(step.handed)
         if self._journal.ckpt is not None and written:  # else unwritten steps would count
             self._compact(strict=False)
         self._journal.close()
@@ -317,14 +325,16 @@ class Node:
     def broadcast(self, payload: Payload) -> MessageId:
         """Broadcast ``payload`` to the group; returns its message id."""
         self._check_can_issue()
-        mid = self._out.broadcast(payload)
-        self._flow.broadcast(1)
+        mid = self.core.broadcast(payload)
+        self._sent()
         return mid
 
     def send(self, payload: Payload, to: int) -> MessageId:
         """Send ``payload`` to process ``to``; returns its message id."""
         self._check_can_issue()
-        return self._out.send(payload, to)
+        mid = self.core.send(payload, to)
+        self._sent()
+        return mid
 
     def broadcast_many(self, payloads: Sequence[Payload]) -> list[MessageId]:
         """Broadcast ``payloads`` in order; returns their message ids (consecutive).
@@ -335,29 +345,50 @@ class Node:
         Every payload is checked first: a bad one is a LocalError and nothing is sent.
         """
         self._check_can_issue()
-        ids = self._out.broadcast_many(payloads)
-        self._flow.broadcast(len(ids))
+        ids = self.core.broadcast_many(payloads)
+        self._sent()
         return ids
 
     def flush(self) -> None:
         """Take the sends made so far in this turn of the event loop as one step now
         (written down, then handed to the connections) instead of when the turn ends."""
-        self._out.flush()
+        self.core.flush()
+        self._pump()
+
+    def _sent(self) -> None:
+        """After a send: act on the steps it took; schedule the end of its lot's wait."""
+        core = self.core
+        if core.taken:
+            self._pump()
+        wake = core.wake()
+        if wake is not None:
+            loop = asyncio.get_running_loop()
+            if wake > 0:
+                self._turn = loop.call_later(wake, self._end_of_turn)
+            else:
+                self._turn = loop.call_soon(self._end_of_turn)
+
+    def _end_of_turn(self) -> None:
+        """The lot's wait is over: take it, then write to the peers now."""
+        self._turn = None
+        if self.core.end_turn():
+            self._pump()
+            self.transport.flush_all()
 
     def _check_can_issue(self) -> None:
         """LocalError if closed; Busy while stalled or while too much is unacknowledged."""
         if self._closed:
             raise LocalError("the node is closed")
-        self._flow.admit(self._commit.stalled)
+        self.core.flow.admit(self._commit.stalled)
 
     def can_send(self) -> bool:
         """True when the node can take a send now (``Flow.can_send`` says when)."""
-        return self._flow.can_send(self._commit.stalled)
+        return self.core.flow.can_send(self._commit.stalled)
 
     @property
     def in_flight(self) -> int:
         """This node's broadcasts not delivered back to it yet (``max_in_flight``)."""
-        return self._flow.in_flight
+        return self.core.flow.in_flight
 
     async def wait_can_send(self) -> None:
         """Return when the node can take a send (``can_send()``)."""
@@ -377,22 +408,23 @@ class Node:
     @property
     def view(self) -> View | None:
         """The view a group endpoint has installed (None while joining, or not a group)."""
-        view = self._endpoint.view if self.member else None
-        return view if isinstance(view, View) else None
+        return self.core.view
 
     @property
     def joined(self) -> bool:
         """True once a group endpoint has installed a view and has the application state."""
-        return bool(self.member and self._endpoint.joined)
+        return self.core.joined
 
     def suspect(self, pid: int) -> None:
         """An outside failure detector suspects member ``pid`` (logged, so a restart
         replays it)."""
-        self._host_input("suspect", Suspected(pid), pid)
+        self._host("suspect").suspect(pid)
+        self._pump()
 
     def leave(self) -> None:
         """Leave the group: the next view excludes this process (then ``on_excluded``)."""
-        self._host_input("leave", Left())
+        self._host("leave").leave()
+        self._pump()
 
     async def depart(self, timeout: float = LEAVE_TIMEOUT) -> bool:
         """Leave the group and wait, at most ``timeout`` seconds, until the view that lets
@@ -417,72 +449,52 @@ class Node:
 
     def join_through(self, contacts: list[int]) -> None:
         """A joiner asks ``contacts`` (members found by discovery) to let it in (logged)."""
-        self._host_input("join", Joined(contacts), contacts)
+        self._host("join").join(contacts)
+        self._pump()
 
-    def _host_input(self, name: str, entry: Entry, *args: Any) -> None:
-        if not self.member:
-            raise LocalError(f"{name}: the node does not host a group endpoint")
+    def _host(self, name: str) -> NodeCore:
+        """The core, for a host input ``name``: LocalError unless a group endpoint is
+        hosted and the node open; Busy while stalled."""
+        self.core.check_member(name)
         if self._closed:
             raise LocalError("the node is closed")
         check_writable(self._commit.stalled)
-        self._out.flush()
-        actions = getattr(self._endpoint, name)(*args)
-        self._step(actions, [entry.row()] if self._journal.ckpt is not None else [], [])
+        return self.core
 
     def _provide(self, view: int) -> None:
         """Answer a StateRequest with the application's state, as a step of its own."""
-        self._out.flush()
+        self.core.flush()
         state = self.get_state(view) if self.get_state is not None else None
-        try:
-            actions = self._endpoint.provide_state(view, state)
-        except LocalError as exc:  # the view changed again meanwhile: no joiner waits
-            self._quiet(logging.WARNING, "P%d: state for view %d not sent: %s", self.pid, view, exc)
-            return
-        ops = [Provided.of(view, state).row()] if self._journal.ckpt is not None else []
-        self._step(actions, ops, [])
+        self.core.provide(view, state)
+        self._pump()
 
     # -- the network's and the clock's side ------------------------------------------------
-    def _received(self, peer: int, batch: Batch) -> None:
-        if self._closed:
-            return
-        # The sends made before it come first, in the same step (one journal write; one
-        # write per peer carries both the lot and the answer to the frame).
-        lot = self._out.first_part()
-        tracer = self._tracer
-        lines = tracer.received(batch, self._engine.view) if tracer is not None else []
-        ops: list[Any] = []
-        if self._journal.ckpt is not None:  # a refused packet is refused again on replay
-            mixed = self._dests.fixed is None  # then the log keeps what the frame said
-            ops = [
-                Received.of(item.packet, item.carries if mixed else None).row() for _, item in batch
-            ]
-        # One step for the batch: the reliable layer answers it with one ack per peer.
-        actions, errors = receive_batch(self._endpoint, [packet for packet, _ in batch])
-        for exc in errors:
-            self.stats.remote_errors += 1
-            self._quiet(logging.WARNING, "P%d: dropped a packet from P%d: %s", self.pid, peer, exc)
-        self._step(actions, ops, lines, lot)
-        if tracer is not None and self._dests.fixed is None:
-            self._dests.prune(self._endpoint)
+    def frames_arrived(self, peer: int, batch: Batch) -> None:
+        """The transport's report: the packets of the frames one read brought from
+        ``peer`` (checked, decoded). They are one step of the core, then acted on."""
+        if not self._closed:
+            self.core.receive(peer, batch)
+            self._pump()
+
+    def peer_has_seen(self, peer: int, seen: int | None) -> None:
+        """The transport's report: ``peer`` confirmed a connection, having seen this
+        node's message ids up to ``seen`` (None: it refused the connection)."""
+        self._restart.heard(peer, seen, int(self.core.endpoint.sent_count))
 
     def _loopback(self, packet: object) -> None:
         if not self._closed:
-            self._out.flush()
-            ckpt = self._journal.ckpt
-            ops = [Received.of(packet).row()] if ckpt else []
-            self._step(self._endpoint.receive(packet), ops, [])
+            self.core.loopback(packet)
+            self._pump()
 
     def _on_timer(self) -> None:
         self._timer = None
         self._timer_at = None
         if not self._closed and self._commit.stalled is None:
-            lot = self._out.first_part()  # the sends made before it come first, in the same step
-            now = self.now()
-            ops = [Tick(now).row()] if self._journal.ckpt is not None else []
-            self._step(self._endpoint.tick(now), ops, [], lot)
+            self.core.handle_timer(self.now())
+            self._pump()
 
     def _rearm(self) -> None:
-        deadline = self._endpoint.next_deadline()
+        deadline = self.core.get_timer()
         if deadline == self._timer_at:
             return
         if self._timer is not None:
@@ -492,30 +504,33 @@ class Node:
         if deadline is not None:
             self._timer = asyncio.get_running_loop().call_at(deadline, self._on_timer)
 
-    # -- one step: record, persist, then act --------------------------------------------
-    def _step(
-        self,
-        actions: Sequence[Action],
-        ops: list[Any],
-        lines: list[bytes],
-        first: Step | None = None,
-    ) -> None:
-        """One step of ``actions`` (after inputs ``ops`` and trace ``lines``), after
-        ``first`` (the lot's part, ``Outgoing.first_part``) if given."""
-        stats = self.stats
-        if first is None:
-            step = self._engine.run(actions, ops, lines, stats.sent, stats.delivered)
-        else:
-            step = first.then(self._engine.run(actions, ops, lines, stats.sent, first.delivered))
-        stats.delivered = step.delivered
-        stats.steps += 1
-        self._flow.changed()  # the endpoint took a step: flow control asks it again
-        self._commit.add(step)
+    # -- persist, then act --------------------------------------------------------------
+    def _pump(self) -> None:
+        """Persist, then act: write the steps the core took (their records: trace events,
+        checkpoint log entries), and only once they are written act on them (packets to
+        the connections, deliveries to the application). A write that fails acts on
+        nothing: the node stalls and writes them again later (``commit``)."""
+        if self._retry is not None or self._commit.closed:
+            return  # a retry is due: the steps wait for it
+        core = self.core
+        steps = core.to_persist()
+        if not steps:
+            return
+        commit = self._commit
+        was_stalled = commit.stalled is not None
+        if not commit.write(steps, core.marks()):
+            self.transport.pause(True)
+            self._retry = asyncio.get_running_loop().call_later(commit.retry_in, self._retried)
+            return
+        if was_stalled:
+            self.transport.pause(False)
+        for step in core.written():
+            self._act(step)
+        self._acted()
 
-    def _marks(self) -> tuple[int, int]:
-        """The endpoint's message count and group incarnation (for the log's head)."""
-        group = self._group
-        return int(self._endpoint.sent_count), int(group.incarnation) if group else 0
+    def _retried(self) -> None:
+        self._retry = None
+        self._pump()
 
     def _acted(self) -> None:
         """After acting on the steps written: compact if due, wake senders, rearm."""
@@ -538,7 +553,6 @@ class Node:
                         self.transport.drop_outbox(gone)
         if step.sends:
             self.transport.send(step.sends)
-        self._flow.came_back(step.back)
         self._hand(step.handed)
         if self.on_stable is not None:
             for messages in step.stable:
@@ -585,10 +599,11 @@ class Node:
 
     def _compact(self, *, strict: bool) -> None:
         """Write a new base checkpoint; a failure only delays it (unless ``strict``)."""
+        core = self.core
         counters = (self.stats.sent, self.stats.delivered)
         unsent = self._tracer.unsent if self._tracer is not None else None
         try:
-            self._journal.compact(self._endpoint, counters, self._dests, unsent, self._marks())
+            self._journal.compact(core.endpoint, counters, core.dests, unsent, core.marks())
         except OSError as exc:
             if strict:
                 raise LocalError(f"cannot write checkpoint {self.checkpoint_path}: {exc}") from None

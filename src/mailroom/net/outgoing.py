@@ -7,11 +7,12 @@ Rules, in words:
   nothing is sent; the message id returned is the one the message travels with.
 - The sends of one turn of the event loop (everything the application sends before
   it yields) form a *lot*, taken as one step once the turn is over: one trace
-  write, one checkpoint log record, one write per peer. The lot is taken by a
-  ``call_soon`` callback scheduled when its first message arrives, so an idle loop
-  runs no timer and a lone send goes out in the next iteration of the loop, as
-  before. With ``linger`` (seconds, off by default) the lot waits that long
-  instead, gathering the sends of several turns.
+  write, one checkpoint log record, one write per peer. When its first
+  message arrives the lot says how long it may wait (``wake()``: 0 for the end of
+  this turn) and the node's shell calls ``end_turn()`` then, so an idle loop runs
+  no timer and a lone send goes out in the next iteration of the loop. With
+  ``linger`` (seconds, off by default) the lot waits that long instead, gathering
+  the sends of several turns.
 - Sends that come fast are gathered without being asked: a lot whose first
   message comes within ``busy_gap`` seconds of the last lot taken waits for the
   rest of that gap (an application sending one message per turn, paced by a
@@ -32,17 +33,18 @@ Rules, in words:
   ``max_retained`` bounds messages there, and batch packets (of at most
   ``LOT_LIMIT`` messages each) only fill the windows.
 - A lot is also taken whenever anything else happens (a frame, a timer, a host
-  input, ``flush()``, ``close()``, a look at ``Node.endpoint``); a frame received
-  or the timer joins the lot's step (``first_part()``), the lot's sends first.
+  input, ``flush()``, ``close()``); a frame received or the timer joins the lot's
+  step (``first_part()``), the lot's sends first.
+- Sans-IO: a lot taken is not acted on here. It waits in ``ready`` until the owner
+  (``nodecore.NodeCore``) makes a step of it; nothing here calls back.
 """
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import math
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from mailroom.core.actions import Action
@@ -59,9 +61,6 @@ from mailroom.net.steps import Engine, Step, frame_parts
 
 #: Messages in one lot at most: the send that fills it takes the lot as a step at once.
 LOT_LIMIT = 64
-
-#: Takes a step: its actions, its logged inputs and its trace lines.
-Take = Callable[[Sequence[Action], list[Any], list[bytes]], None]
 
 #: A lot taken out for a step: its actions, logged inputs and trace lines.
 Lot = tuple[list[Action], list[Any], list[bytes]]
@@ -83,7 +82,6 @@ class Outgoing:
         flow: Flow,
         stats: NetStats,
         quiet: QuietLog,
-        take: Take,
         *,
         logged: bool,
         member: bool,
@@ -94,7 +92,6 @@ class Outgoing:
         self.endpoint = endpoint
         self.pid: int = endpoint.pid
         self.engine, self.flow, self.stats, self.quiet = engine, flow, stats, quiet
-        self.take = take
         self.logged, self.member, self.linger = logged, member, linger
         self.busy_gap = busy_gap
         #: When the last lot was taken (``time.monotonic``), for ``busy_gap``.
@@ -114,10 +111,12 @@ class Outgoing:
         self.actions: list[Action] = []
         self.ops: list[Any] = []
         self.lines: list[bytes] = []
-        #: Called after the lot is taken at the end of a turn (write to the peers now).
-        self.after_turn: Callable[[], None] = lambda: None
+        #: Lots taken and not yet made steps of, in order (the owner takes them).
+        self.ready: list[Lot] = []
+        #: The lot waits for ``end_turn()`` (the owner was told when: ``wake``).
         self._due = False
-        self._timer: asyncio.TimerHandle | None = None
+        #: Seconds the lot's first message lets it wait, until the owner asks.
+        self._wake: float | None = None
 
     def upcoming_id(self) -> MessageId:
         """The id the next send will get: the endpoint's numbering, after the payloads
@@ -210,7 +209,7 @@ class Outgoing:
     def _add(self, actions: list[Action], ops: list[Any], lines: list[bytes], count: int) -> None:
         """A send the endpoint has taken: a step of its own now, or into the lot."""
         if not self.gather:
-            self.take(actions, ops, lines)
+            self.ready.append((actions, ops, lines))
             return
         self.actions += actions
         self.ops += ops
@@ -226,29 +225,32 @@ class Outgoing:
             self._schedule()
 
     def _schedule(self) -> None:
-        """The lot's first message: take the lot once this turn is over (or lingered)."""
+        """The lot's first message: it is taken once this turn is over (or lingered)."""
         self._due = True
-        loop = asyncio.get_running_loop()
         if self.linger > 0:
-            self._timer = loop.call_later(self.linger, self._end_of_turn)
+            self._wake = self.linger
             return
-        wait = self.taken_at + self.busy_gap - time.monotonic()
-        if wait > 0:  # the last lot was taken a moment ago: gather until the gap is over
-            self._timer = loop.call_later(wait, self._end_of_turn)
-        else:
-            loop.call_soon(self._end_of_turn)
+        # the last lot was taken a moment ago: gather until the gap is over
+        self._wake = max(0.0, self.taken_at + self.busy_gap - time.monotonic())
 
-    def _end_of_turn(self) -> None:
+    def wake(self) -> float | None:
+        """Seconds from now after which ``end_turn()`` takes the lot (0: once this turn
+        of the event loop is over), said once per lot; None: nothing new to schedule."""
+        wake, self._wake = self._wake, None
+        return wake
+
+    def end_turn(self) -> bool:
+        """The wait ``wake()`` said is over: take the lot; True if there was one."""
         self._due = False
-        self._timer = None
         if self.count:
             self.flush()
-            self.after_turn()
+            return True
+        return False
 
     def flush(self) -> None:
-        """Take the lot now, as one step (nothing to do if it is empty)."""
+        """Take the lot now, into ``ready`` (nothing to do if it is empty)."""
         if self.count:
-            self.take(*self.lot())
+            self.ready.append(self.lot())
 
     def lot(self) -> Lot:
         """Empty the lot: its actions, logged inputs and trace lines, for a step."""
@@ -268,11 +270,10 @@ class Outgoing:
         return self.engine.run(*self.lot(), self.stats.sent, self.stats.delivered)
 
     def close(self) -> None:
-        """Take the lot, and forget the linger's timer."""
+        """Take the lot; nothing waits for ``end_turn()`` any more."""
         self.flush()
-        if self._timer is not None:
-            self._timer.cancel()
-            self._timer = None
+        self._due = False
+        self._wake = None
 
     def _materialize(self) -> None:
         """Give the lot's broadcasts to the endpoint: a part of one payload as a

@@ -29,7 +29,6 @@ import asyncio
 import contextlib
 import json
 import logging
-from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
 
 from mailroom.core.errors import LocalError
@@ -47,14 +46,13 @@ log = logging.getLogger("mailroom.net")
 class Restart:
     """What the peers of process ``pid`` (``others``: those whose addresses it knows)
     have seen of its message ids: gathered before its first step if it was ``restored``
-    from a checkpoint, checked afterwards. ``sent()`` is its message count now."""
+    from a checkpoint, checked afterwards."""
 
     def __init__(
         self,
         pid: int,
         others: set[int],
         restored: bool,
-        sent: Callable[[], int],
         stats: NetStats,
         quiet: QuietLog,
     ) -> None:
@@ -63,13 +61,13 @@ class Restart:
         self.waiting = set(others) if restored else set()
         self.seen: dict[int, int] = {}
         self._all_heard = asyncio.Event()
-        self._sent, self._stats, self._quiet = sent, stats, quiet
+        self._stats, self._quiet = stats, quiet
 
-    def heard(self, peer: int, seen: int | None) -> None:
+    def heard(self, peer: int, seen: int | None, sent: int) -> None:
         """``peer`` confirmed a connection, having seen our ids up to ``seen`` (None: it
-        refused the connection, it is down)."""
+        refused the connection, it is down); ``sent`` is our message count now."""
         if not self.checking:
-            if seen is not None and seen > self._sent():
+            if seen is not None and seen > sent:
                 self._stats.behind += 1
                 self._quiet(
                     logging.ERROR,
@@ -77,7 +75,7 @@ class Restart:
                     self.pid,
                     peer,
                     seen,
-                    self._sent(),
+                    sent,
                 )
             return
         if seen is not None:
@@ -92,11 +90,10 @@ class Restart:
         trace: TraceFile | None,
         done: Restored,
         seconds: float,
-        close: Callable[[], Awaitable[None]],
     ) -> bool:
         """Hear every peer (``transport``'s reading paused: no step is taken) for at most
         ``seconds``; True if ``done`` was replaced by its next incarnation (a group member
-        behind its peers); if it is behind and cannot rejoin, ``close()`` and LocalError."""
+        behind its peers); LocalError if it is behind and cannot rejoin (close the node)."""
         transport.pause(True)
         if self.waiting:
             with contextlib.suppress(TimeoutError):
@@ -114,7 +111,6 @@ class Restart:
             trace.restore_cut()
         refusal = behind(self.pid, peer, seen, sent)
         if group_of(done.endpoint) is None:
-            await close()
             raise refusal
         log.warning("%s; P%d rejoins its group as a new incarnation", refusal, self.pid)
         done.rejoin((), max(seen, sent_in(cut, self.pid)))

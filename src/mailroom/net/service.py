@@ -24,9 +24,9 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from mailroom.core.errors import LocalError
-from mailroom.net import frames as fr
 from mailroom.net.discovery import Directory, Discovery
 from mailroom.net.membership import group_of
+from mailroom.net.steps import Send
 
 if TYPE_CHECKING:
     from mailroom.net.node import Node
@@ -42,7 +42,13 @@ LOOK_EVERY = 1.0
 class Service:
     """Discovery and the watches of one node (started and closed with it)."""
 
-    def __init__(self, node: Node, directory: Directory, join: Callable[[list[int]], None]):
+    def __init__(
+        self,
+        node: Node,
+        directory: Directory,
+        join: Callable[[list[int]], None] | None = None,
+    ) -> None:
+        """``join``: how a joiner asks members in (default: ``node.join_through``)."""
         self.node = node
         self.directory = directory
         group = group_of(node.endpoint)
@@ -54,10 +60,10 @@ class Service:
             self.discovery = Discovery(
                 directory,
                 node.pid,
-                lambda pid, data: transport.send([(pid, data, None, fr.CONTROL, None, False)]),
+                lambda pid, data: transport.send([Send.control(pid, data)]),
                 transport.to_seed,
                 self._view,
-                join,
+                join if join is not None else node.join_through,
                 interval=group.retry,
             )
             transport.discovery = self.discovery

@@ -71,6 +71,7 @@ def _file_size(path: Any) -> int:
 def node_status(node: Node) -> dict[str, Any]:
     """The node's status as JSON data (what ``GET /status`` returns)."""
     now = node.now()
+    node.flush()  # the sends this turn holds back count
     ep = node.endpoint
     layers = _layers(ep)
     group = node.service.group_status()

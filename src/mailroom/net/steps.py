@@ -28,7 +28,32 @@ from mailroom.core.wire import latest_key
 from mailroom.net import frames as fr
 from mailroom.net.entries import Consumed, entry_of
 from mailroom.net.tracing import Destinations, Tracer
-from mailroom.net.transport import Send
+
+
+@attrs.frozen(slots=True)
+class Send:
+    """One packet for one peer, as a step sends it (built by ``Send.control`` or
+    ``Engine.run``, read by ``Transport.send``)."""
+
+    #: the peer it goes to
+    to: int
+    #: its codec bytes; a lazy packet comes as itself (most are superseded before they
+    #: go, so its link encodes it only if it is written)
+    packet: object
+    #: the message id it carries (None: a control packet)
+    mid: MessageId | None
+    #: what its frame says it carries (``frames.BROADCAST``, ``UNICAST``, ``CONTROL``)
+    carries: int
+    #: None, or a key shared with the later packets that supersede it (``latest_key``)
+    latest: Hashable | None = None
+    #: a control packet nothing waits on soon (``Transmit.lazy``)
+    lazy: bool = False
+
+    @classmethod
+    def control(cls, to: int, data: bytes) -> Send:
+        """A control packet's bytes for ``to`` (discovery's probes and rosters)."""
+        return cls(to, data, None, fr.CONTROL)
+
 
 #: What a step hands to the application, in stream order.
 Handed = Message | ViewChange | StateRequest | Excluded
@@ -42,8 +67,7 @@ class Step:
     ops: list[Any]
     #: its trace events
     lines: list[bytes]
-    #: packets for the peers: (peer, bytes, message id, what the frame says it carries,
-    #: latest_key, lazy); a lazy packet as itself, encoded only if its link writes it
+    #: packets for the peers
     sends: list[Send]
     #: packets for this process itself
     loopback: list[object]
@@ -169,8 +193,8 @@ class Engine:
         # One call for the step's packets: a packet carried to several peers (a
         # broadcast over Reliable) is written once.
         datas = iter(encode_all(packets) if packets else ())
-        sends: list[Send] = [
-            (to, next(datas) if packet is None else packet, mid, kind, latest, lazy)
+        sends = [
+            Send(to, next(datas) if packet is None else packet, mid, kind, latest, lazy)
             for to, mid, kind, latest, lazy, packet in heads
         ]
         return Step(
@@ -221,4 +245,4 @@ def replay_op(endpoint: Any, op: Any) -> list[Action]:
     return entry_of(op).replay(endpoint)
 
 
-__all__ = ["FRAME_PART", "Engine", "Handed", "Step", "frame_parts", "replay_op"]
+__all__ = ["FRAME_PART", "Engine", "Handed", "Send", "Step", "frame_parts", "replay_op"]

@@ -37,8 +37,7 @@ from mailroom.core.messages import Message, MessageId, Payload
 from mailroom.core.registry import PROTOCOLS
 from mailroom.core.stack import Stack
 from mailroom.core.wire import carried_message_ids, plain, unplain
-from mailroom.net.connections import Batch
-from mailroom.net.frames import BROADCAST, CONTROL, UNICAST
+from mailroom.net.frames import BROADCAST, CONTROL, UNICAST, Batch
 from mailroom.net.membership import group_of
 from mailroom.net.store import TraceFile
 from mailroom.trace import VIEW_PROPERTIES, Event, TraceHeader

@@ -41,7 +41,8 @@ import logging
 import math
 import socket
 import time
-from collections.abc import Callable, Hashable, Iterable
+from collections.abc import Hashable, Iterable
+from typing import Protocol
 
 from mailroom.core.codec import encode
 from mailroom.core.messages import MessageId
@@ -50,21 +51,16 @@ from mailroom.net import handshake as hs
 from mailroom.net import pake
 from mailroom.net.admission import Admission
 from mailroom.net.config import check_key
-from mailroom.net.connections import Batch, Inbound, Outbound
+from mailroom.net.connections import Inbound, Outbound
 from mailroom.net.discovery import ANY, Address, Directory, Discovery
+from mailroom.net.frames import Batch
 from mailroom.net.lazy import LazyHold
 from mailroom.net.seen import Seen
 from mailroom.net.settings import NodeConfig
 from mailroom.net.stats import NetStats, QuietLog
+from mailroom.net.steps import Send as Send
 
 log = logging.getLogger("mailroom.net")
-
-#: One packet to send: (peer, codec bytes, the message id it carries, what it carries,
-#: its ``latest_key``: None, or a key shared with the later packets that supersede it,
-#: and whether it is lazy: a control packet nothing waits on soon, ``Transmit.lazy``).
-#: A lazy packet comes as itself, not its bytes: most are superseded before they go,
-#: so its link encodes it only if it is written.
-Send = tuple[int, object, MessageId | None, int, Hashable | None, bool]
 
 
 def _bytes(packet: object) -> bytes:
@@ -161,7 +157,7 @@ class Link:
         self.owner.stats.connected += 1
         log.info("P%d: connected to P%d", self.owner.pid, self.peer)
         if self.seed is None:
-            self.owner.on_seen(self.peer, seen)
+            self.owner.receiver.peer_has_seen(self.peer, seen)
         self.flush()
 
     def flush_soon(self) -> None:
@@ -249,7 +245,7 @@ class Link:
                 _, proto = await loop.create_connection(lambda: Outbound(self), host, port)
             except OSError:
                 if self.seed is None:
-                    self.owner.on_seen(self.peer, None)  # down (or not up yet)
+                    self.owner.receiver.peer_has_seen(self.peer, None)  # down, or not up
                 await asyncio.sleep(pause)
                 pause = min(pause * 2, 1.0)
                 continue
@@ -267,14 +263,27 @@ class Link:
             await asyncio.sleep(pause)
 
 
+class Receiver(Protocol):
+    """What a transport reports to its owner (the node), as an asyncio transport
+    reports to its protocol: set once, at construction."""
+
+    def frames_arrived(self, peer: int, batch: Batch) -> None:
+        """The decoded packets of the frames one read brought from ``peer`` (every
+        packet of a frame checked before any is passed on)."""
+
+    def peer_has_seen(self, peer: int, seen: int | None) -> None:
+        """``peer`` says it has seen this node's ids up to ``seen`` (None: it refused
+        the connection)."""
+
+
 class Transport:
     """Connections to and from the peers; authenticated frames in, packets out.
 
-    ``on_frames(peer, batch)`` gets the decoded packets of the frames that one read
-    brought from ``peer`` (every packet of a frame checked before any is passed on).
-    ``seen`` holds the highest message id of each process this node has seen (told to
-    it when it connects); ``on_seen(peer, seen)`` hears what a peer says it has seen of
-    this node's (None: the peer refused the connection).
+    ``receiver.frames_arrived(peer, batch)`` gets the decoded packets of the frames
+    that one read brought from ``peer``. ``seen`` holds the highest message id of each
+    process this node has seen (told to it when it connects);
+    ``receiver.peer_has_seen(peer, seen)`` hears what a peer says it has seen of this
+    node's.
     """
 
     def __init__(
@@ -283,13 +292,12 @@ class Transport:
         peers: Directory,
         key: bytes,
         config: NodeConfig,
-        on_frames: Callable[[int, Batch], None],
+        receiver: Receiver,
         stats: NetStats,
         quiet: QuietLog,
         *,
         member: bool,
         seen: Seen | None = None,
-        on_seen: Callable[[int, int | None], None] = lambda peer, seen: None,
     ) -> None:
         check_key(key)
         self.pid = pid
@@ -303,7 +311,6 @@ class Transport:
         self.generator = pake.generator(key, self.digest)
         #: The highest message id of every process that arrived here (``seen``).
         self.seen = seen if seen is not None else Seen(peers.n)
-        self.on_seen = on_seen
         self.encrypt = config.encrypt
         self.outbox_limit = config.outbox_for(member)
         #: Seconds a lazy packet may wait, to go with others (0: none wait; ``lazy``);
@@ -311,7 +318,7 @@ class Transport:
         self.lazy_wait = 0.0
         self.stats = stats
         self.quiet = quiet
-        self._on_frames = on_frames
+        self.receiver = receiver
         self._admission: Admission | None = None
         self._links: dict[int, Link] = {}
         self._seeds: dict[Address, Link] = {}
@@ -415,7 +422,7 @@ class Transport:
             batch = self.discovery.take(peer, batch)
             if not batch:
                 return
-        self._on_frames(peer, batch)
+        self.receiver.frames_arrived(peer, batch)
 
     def refuse(self, peer: int, why: str) -> None:
         """An authentic packet was refused (mislabelled); the connection stays up."""
@@ -446,8 +453,9 @@ class Transport:
         """Queue packets on their peers' links; each link writes once the callback is over."""
         links = self._links
         touched = set()
-        for to, data, mid, carries, latest, lazy in sends:
-            (links.get(to) or self.link(to)).push(data, mid, carries, latest, lazy)
+        for s in sends:
+            to = s.to
+            (links.get(to) or self.link(to)).push(s.packet, s.mid, s.carries, s.latest, s.lazy)
             touched.add(to)
         for to in touched:
             links[to].flush_soon()
@@ -537,4 +545,4 @@ def _bind(host: str, port: int) -> list[socket.socket]:
     return socks
 
 
-__all__ = ["Link", "Send", "Transport"]
+__all__ = ["Link", "Receiver", "Send", "Transport"]
