@@ -30,10 +30,14 @@ from mailroom.net.entries import Consumed, entry_of
 from mailroom.net.tracing import Destinations, Tracer
 
 
-@attrs.frozen(slots=True)
+@attrs.define(slots=True)
 class Send:
     """One packet for one peer, as a step sends it (built by ``Send.control`` or
-    ``Engine.run``, read by ``Transport.send``)."""
+    ``Engine.run``, read by ``Transport.send``; never changed once built).
+
+    Not ``frozen``: a frozen attrs class sets each field through
+    ``object.__setattr__``, 1.5 µs a packet here against 0.27 µs, on the path of every
+    packet the runtime sends."""
 
     #: the peer it goes to
     to: int
