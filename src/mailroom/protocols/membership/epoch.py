@@ -21,7 +21,7 @@ import attrs
 from mailroom.core.actions import View
 from mailroom.core.endpoint import same_data
 from mailroom.core.errors import LocalError
-from mailroom.core.persist import TIME, Field
+from mailroom.core.persist import TIME, Field, lift
 from mailroom.protocols.membership.flush import Flush
 from mailroom.protocols.membership.transfer import Transfer
 from mailroom.protocols.membership.view import InstalledView, view_data
@@ -75,17 +75,6 @@ class Retries:
         """``head`` is the first held delivery now and was at the last retry too."""
         again, self.head = head == self.head, head
         return again
-
-
-def lift(get: Callable[[Any], Any], fields: tuple[Field, ...]) -> tuple[Field, ...]:
-    """``fields`` of a part, as fields of the endpoint that holds it (``get(endpoint)``)."""
-    return tuple(_lifted(get, f) for f in fields)
-
-
-def _lifted(get: Callable[[Any], Any], f: Field) -> Field:
-    return Field.custom(
-        f.key, lambda ep: f.dump(get(ep)), lambda ep, data: f.load(get(ep), data), f.absent
-    )
 
 
 def lift_optional(

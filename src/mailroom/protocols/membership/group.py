@@ -44,14 +44,23 @@ from mailroom.core.errors import LocalError, RemoteError
 from mailroom.core.hooks import hook
 from mailroom.core.messages import MessageId, Payload, check_payload
 from mailroom.core.pending import Pending
-from mailroom.core.persist import COUNTER, FLAG, POSITIVE, TIME, Field, snap_list, snap_time
+from mailroom.core.persist import (
+    COUNTER,
+    FLAG,
+    POSITIVE,
+    TIME,
+    Field,
+    lift,
+    snap_list,
+    snap_time,
+)
 from mailroom.core.registry import entry
 from mailroom.core.stack import Stack
 from mailroom.core.wire import is_packet
 from mailroom.protocols.membership import values as check
 from mailroom.protocols.membership.changes import Changes, has_majority
-from mailroom.protocols.membership.epoch import Epoch, Retries, lift
-from mailroom.protocols.membership.flush import IDLE, choose
+from mailroom.protocols.membership.epoch import Epoch, Retries
+from mailroom.protocols.membership.flush import choose
 from mailroom.protocols.membership.packets import (
     Accept,
     Accepted,
@@ -228,8 +237,8 @@ class Group(EndpointBase):
             incarnations=() if installed is None else installed.incarnations,
             joined=self.joined,
             coordinator=self.coordinator,
-            flush=flush.freeze,
-            round=flush.round,
+            flush=flush.member.freeze,
+            round=flush.coordinator.round,
             suspects=tuple(sorted(changes.suspects)),
             leaving=tuple(sorted(changes.leaving)),
             joiners=tuple(sorted(changes.joiners)),
@@ -678,7 +687,7 @@ class Group(EndpointBase):
             return self._elsewhere(p, p.view, p.sender)
         ballot = _ballot(p)
         check.members(p.members, self.n)
-        higher = self._epoch.flush.promise(ballot)
+        higher = self._epoch.flush.member.promise(ballot)
         return self._answer(p, higher, lambda: self._promise(ballot))
 
     def _answer(
@@ -702,7 +711,7 @@ class Group(EndpointBase):
             not epoch.transfer.needs_state,
             [list(e) for e in installed.log],
             installed.own_entries(),
-            epoch.flush.accepted_data(),
+            epoch.flush.member.accepted_data(),
         )
 
     def _on_accept(self, p: Accept) -> list[Action]:
@@ -710,7 +719,7 @@ class Group(EndpointBase):
             return self._elsewhere(p, p.view, p.sender)
         ballot = _ballot(p)
         value = check.next_view(p.members, p.bases, p.incarnations, p.needs, p.log, self.n)
-        higher = self._epoch.flush.accept(ballot, value)
+        higher = self._epoch.flush.member.accept(ballot, value)
         return self._answer(p, higher, lambda: Accepted(p.view, self.pid, *ballot))
 
     def _on_commit(self, p: Commit) -> list[Action]:
@@ -762,7 +771,7 @@ class Group(EndpointBase):
         if view is None:
             return set()
         changes = self._changes
-        proposal = self._epoch.flush.proposal
+        proposal = self._epoch.flush.coordinator.proposal
         quorum = {m for m in proposal if m in view.members and m not in changes.joiners}
         if quorum and not has_majority(sorted(quorum), view):
             quorum |= changes.leavers(view)
@@ -774,25 +783,27 @@ class Group(EndpointBase):
         so only it, or a higher one, can end the view; a withdrawn suspicion that makes
         a lower member the coordinator does not stop it, or both would wait on the
         other (the lower one waits on a higher ballot unless it suspects its owner)."""
-        return self.coordinator == self.pid or self._epoch.flush.round is not IDLE
+        return self.coordinator == self.pid or self._epoch.flush.coordinator.running
 
     def _coordinate(self) -> list[Action]:
         """Open a ballot if this process leads, the view must change and no ballot it
         runs can still finish (flush.py)."""
-        installed, flush = self._epoch.installed, self._epoch.flush
+        installed, member = self._epoch.installed, self._epoch.flush.member
+        coordinator = self._epoch.flush.coordinator
         if installed is None or not self._leads():
             return []
         found = self._changes.next_members(installed.view)
-        if found is None or flush.can_finish(self.flush_quorum(), self._changes.suspects):
+        if found is None or coordinator.can_finish(self.flush_quorum(), self._changes.suspects):
             return []
         survivors, proposal = found
         if not has_majority(self._changes.voters(installed.view, survivors), installed.view):
             return []  # primary partition: a minority does not install views
-        prepare = flush.open(installed.view.id, proposal)
+        prepare = coordinator.open(installed.view.id, proposal, member.promised)
         actions: list[Action] = [control(m, prepare) for m in self.flush_quorum() if m != self.pid]
-        flush.promise(flush.ballot)  # its own ballot is above every one it promised
+        ballot = coordinator.ballot
+        member.promise(ballot)  # its own ballot is above every one it promised
         self._arm()
-        return actions + self._on_promise(self._promise(flush.ballot))
+        return actions + self._on_promise(self._promise(ballot))
 
     def _on_promise(self, p: Promise) -> list[Action]:
         if not self._current(p.view, p.sender):
@@ -803,22 +814,18 @@ class Group(EndpointBase):
         check.entries(p.log, self.n)
         check.entries(p.own, self.n)
         check.accepted(p.accepted, self.n)
-        if not self._epoch.flush.count_promise(p, self.flush_quorum()):
+        coordinator = self._epoch.flush.coordinator
+        if not coordinator.count_promise(p, self.flush_quorum()):
             return []
-        installed, flush = self._epoch.installed, self._epoch.flush
+        installed = self._epoch.installed
         assert installed is not None
-        value = choose(flush.promises, flush.proposal, self._changes.joiners, self._member, self.n)
-        accept = flush.propose(installed.view.id, value)
+        promises, proposal = coordinator.promises, coordinator.proposal
+        value = choose(promises, proposal, self._changes.joiners, installed.known(), self.n)
+        accept = coordinator.propose(installed.view.id, value)
         actions: list[Action] = [control(m, accept) for m in self.flush_quorum() if m != self.pid]
         reply = self._on_accept(accept)  # its own Accept: an Accepted, or a Nack if outbid
         own = reply[0].packet if len(reply) == 1 and isinstance(reply[0], Transmit) else None
         return actions + self._on_accepted(own) if isinstance(own, Accepted) else actions
-
-    def _member(self, pid: int) -> tuple[int, int]:
-        installed = self._epoch.installed
-        assert installed is not None
-        rank = installed.view.rank(pid)
-        return installed.bases[rank], installed.incarnations[rank]
 
     def _on_nack(self, p: Nack) -> list[Action]:
         """A member promised a higher ballot: outbid it if its coordinator is suspected
@@ -827,17 +834,18 @@ class Group(EndpointBase):
             return self.notice(p.sender, p.view)  # stale: it may not know it is out
         ballot = (check.counter(p.attempt, "attempt"), p.coord)
         check.sender(p.coord, self.n)
-        return self._coordinate() if self._epoch.flush.count_nack(ballot) else []
+        return self._coordinate() if self._epoch.flush.coordinator.count_nack(ballot) else []
 
     def _on_accepted(self, p: Accepted) -> list[Action]:
         if not self._current(p.view, p.sender):
             return self.notice(p.sender, p.view)  # stale: it may not know it is out
-        installed, flush = self._epoch.installed, self._epoch.flush
-        if not flush.count_accepted(p, self.flush_quorum()):
+        installed, coordinator = self._epoch.installed, self._epoch.flush.coordinator
+        if not coordinator.count_accepted(p, self.flush_quorum()):
             return []
-        assert installed is not None and flush.value is not None
-        commit = flush.value.commit(installed.view.id, self.pid)
-        targets = (set(installed.view.members) | set(flush.value.members)) - {self.pid}
+        value = coordinator.value
+        assert installed is not None and value is not None
+        commit = value.commit(installed.view.id, self.pid)
+        targets = (set(installed.view.members) | set(value.members)) - {self.pid}
         actions: list[Action] = [control(m, commit) for m in sorted(targets)]
         return actions + self._on_commit(commit)
 

@@ -92,6 +92,11 @@ class InstalledView:
         rank = self.view.rank(mid.origin)
         return MessageId(rank, mid.seq - self.bases[rank])
 
+    def known(self) -> dict[int, tuple[int, int]]:
+        """Each member's (base, incarnation) in this view, by pid (what a coordinator's
+        value keeps for a member that does not promise)."""
+        return {m: (self.bases[r], self.incarnations[r]) for r, m in enumerate(self.view.members)}
+
     def incarnation_of(self, pid: int) -> int:
         return self.incarnations[self.view.rank(pid)]
 
