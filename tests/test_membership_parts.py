@@ -13,12 +13,11 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from mailroom.core.actions import Action, Deliver, Stable, Transmit, View
-from mailroom.core.errors import LocalError, RemoteError
+from mailroom.core.actions import Deliver, Transmit, View
+from mailroom.core.errors import LocalError
 from mailroom.core.messages import Message, MessageId
 from mailroom.core.persist import dump_fields, load_fields
 from mailroom.core.registry import entry
-from mailroom.protocols.membership.epoch import Retries
 from mailroom.protocols.membership.flush import (
     ACCEPT,
     ACCEPTED,
@@ -87,27 +86,22 @@ def test_safe_delivery_releases_nothing_while_frozen_or_within_a_batch() -> None
     assert not part.may_release(view, frozen=True)
     assert not part.may_release(None, frozen=False)
     assert not part.may_release(installed(), frozen=False)  # nothing held
-    seen: list[bool] = []
-
-    def receive(packet: object) -> list[Action]:
-        seen.append(part.batching)
-        if packet == "bad":
-            raise RemoteError("refused")
-        return [Stable(())]
-
-    actions, errors = part.batch(receive, ["ok", "bad", "ok"])
-    assert seen == [True, True, True] and not part.batching
-    assert actions == [Stable(()), Stable(())] and [str(e) for e in errors] == ["refused"]
+    part.start_batch()
+    assert part.batching and not part.may_release(view, frozen=False)
+    part.end_batch()
+    assert not part.batching
     assert part.may_release(view, frozen=False)
 
 
 def test_safe_delivery_asks_the_members_behind_only_when_the_head_is_stuck() -> None:
     view = holding(installed(), (1, 1))
-    part, retries = SafeDelivery(), Retries()
-    assert part.ask_holds(view, False, retries) == []  # first retry that sees this head
-    asked = part.ask_holds(view, False, retries)  # the same head at the next retry
+    part = SafeDelivery()
+    assert part.ask_holds(view, False) == []  # first retry that sees this head
+    asked = part.ask_holds(view, False)  # the same head at the next retry
     assert asked == [Transmit(m, Query(1, 0), None) for m in (0, 1, 2)]
-    assert part.ask_holds(view, True, retries) == []  # frozen: the Commit hands it over
+    assert part.ask_holds(view, True) == []  # frozen: the Commit hands it over
+    part.new_view()
+    assert part.ask_holds(view, False) == []  # a new view: it has not waited a retry yet
 
 
 @given(

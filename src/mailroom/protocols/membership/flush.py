@@ -46,10 +46,13 @@ import attrs
 from mailroom.core.errors import LocalError
 from mailroom.core.persist import COUNTER, Field, lift, snap_bool, snap_counter, snap_list
 from mailroom.protocols.membership.packets import (
+    NO_BALLOT,
     Accept,
     Accepted,
+    Ballot,
     Entry,
     Nack,
+    NextView,
     Prepare,
     Promise,
     Query,
@@ -59,9 +62,6 @@ from mailroom.protocols.membership.values import (
     MEMBER_SET,
     MEMBERS,
     NEXT_VIEW,
-    NO_BALLOT,
-    Ballot,
-    NextView,
     next_view_of,
     packet_data,
     packet_from,

@@ -17,11 +17,15 @@ Primary partition: the next view needs promises from a majority of the current
 view, so a minority never installs a view; it learns it was excluded when it
 meets the majority again, and rejoins as a new incarnation.
 
-``Group`` is the façade the host sees. Below it, ``member.Member`` holds a member's
-state and its everyday traffic and ``flushing.Flushing`` drives the flush and
-installs views; the parts they hold are the installed view (``view``), the flush's
-state machine (``flush``), state transfer (``transfer``), the wanted changes
-(``changes``) and the epoch that holds what lives for one view (``epoch``).
+``Group`` owns its parts and is the only class that calls them; none calls back
+into it, and each keeps its own state and its own table of persistent fields (the
+snapshot is their tables put together, ``mailroom.core.persist``): the installed
+view and its members' deliveries (``view.InstalledView``), the wanted changes
+(``changes.Changes``), the flush of the view as a member and as coordinator
+(``flush.MemberFlush``, ``flush.CoordinatorFlush``), state transfer
+(``transfer.Transfer``), safe delivery (``safe.SafeDelivery``), held for one view in
+an ``epoch.Epoch``. A part returns decisions or packets; ``Group`` sends them,
+and receives packets by class (``RECEIVES``, ``mailroom.core.dispatch``).
 docs/membership-guarantees.md, "Inside Group", has the map.
 
 Extension points (``mailroom.core.hooks``; the harness's known-buggy variants in
@@ -37,9 +41,11 @@ import math
 from collections.abc import Callable, Collection, Iterable, Sequence
 from typing import Any
 
+import attrs
+
 from mailroom.core.actions import Action, Excluded, Transmit, View, ViewChange
 from mailroom.core.dispatch import Receivers
-from mailroom.core.endpoint import EndpointBase, capabilities
+from mailroom.core.endpoint import EndpointBase, capabilities, receive_each
 from mailroom.core.errors import LocalError, RemoteError
 from mailroom.core.hooks import hook
 from mailroom.core.messages import MessageId, Payload, check_payload
@@ -59,17 +65,18 @@ from mailroom.core.stack import Stack
 from mailroom.core.wire import is_packet
 from mailroom.protocols.membership import values as check
 from mailroom.protocols.membership.changes import Changes, has_majority
-from mailroom.protocols.membership.epoch import Epoch, Retries
 from mailroom.protocols.membership.flush import choose
 from mailroom.protocols.membership.packets import (
     Accept,
     Accepted,
+    Ballot,
     Commit,
     Entry,
     GroupData,
     Join,
     Leave,
     Nack,
+    NextView,
     Prepare,
     Promise,
     Query,
@@ -80,12 +87,26 @@ from mailroom.protocols.membership.packets import (
 from mailroom.protocols.membership.safe import SafeDelivery, check_safe_quorum
 from mailroom.protocols.membership.status import GroupStatus
 from mailroom.protocols.membership.transfer import Transfer
-from mailroom.protocols.membership.values import PACKET, Ballot, NextView
-from mailroom.protocols.membership.view import InstalledView
+from mailroom.protocols.membership.values import PACKET
+from mailroom.protocols.membership.view import Epoch, InstalledView
 from mailroom.protocols.reliable import Reliable
 
 #: Packets of a later view kept until that view is installed (the rest are dropped).
 MAX_FUTURE = 4096
+
+
+@attrs.define
+class Retries:
+    """When this process next repeats its requests, whom it asked about a later view or
+    told they were excluded since the last installation (once each), and since when it
+    has waited for a majority (host time; not in snapshots)."""
+
+    at: float | None = None
+    asked: set[int] = attrs.Factory(set)
+    told: set[int] = attrs.Factory(set)
+    waiting_since: float | None = None
+
+    persistent = (Field("retry_at", "at", TIME.optional()),)
 
 
 class Group(EndpointBase):
@@ -192,6 +213,7 @@ class Group(EndpointBase):
         self._lazy_reports()
         self._changes = self._changes.within(view, tuple(incs))
         self._retries = Retries()
+        self._delivery.new_view()
 
     def _lazy_reports(self) -> None:
         """Mark the installed view's reports that no delivery waits on (``quorum``)."""
@@ -481,7 +503,11 @@ class Group(EndpointBase):
         """``receive`` (this group's, or that of a layer around it) each of ``packets`` as
         one step: under safe delivery this process hands over what it may and announces
         how far it holds once, at the end, rather than after each packet."""
-        actions, errors = self._delivery.batch(receive, packets)
+        self._delivery.start_batch()
+        try:
+            actions, errors = receive_each(receive, packets)
+        finally:
+            self._delivery.end_batch()
         installed = self._epoch.installed
         if installed is not None and installed.held is not None:
             actions += self._release()
@@ -952,7 +978,7 @@ class Group(EndpointBase):
         if waiting is not None:
             return list(waiting)
         installed = self._epoch.installed
-        actions = self._delivery.ask_holds(installed, self.flushing, self._retries)
+        actions = self._delivery.ask_holds(installed, self.flushing)
         coord = self.coordinator
         if coord == self.pid:
             return actions + self._coordinate() + self._ask_suspects(view)

@@ -37,21 +37,19 @@ asks again. The rules a variant may change (``safe_holds``, ``safe_needed``) are
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 import attrs
 
 from mailroom.clocks import VectorClock
 from mailroom.core.actions import Action, Deliver, Stable, Transmit
-from mailroom.core.endpoint import receive_each
-from mailroom.core.errors import LocalError, RemoteError
+from mailroom.core.errors import LocalError
 from mailroom.core.messages import Message, MessageId, TaggedMessage, check_payload
 from mailroom.core.persist import snap_counter, snap_list
 from mailroom.protocols.membership.packets import Query
 
 if TYPE_CHECKING:
-    from mailroom.protocols.membership.epoch import Retries
     from mailroom.protocols.membership.view import InstalledView
 
 #: A held action and what it waits for: (rank, inner seq, action); rank -1 waits for
@@ -166,6 +164,13 @@ class SafeDelivery:
     #: includes one of them, so the flush recovers it)
     quorum: str = "all"
     batching: bool = False
+    #: the (rank, inner seq) of the first held delivery at the last retry (not in
+    #: snapshots; forgotten when a view is installed)
+    head: tuple[int, int] | None = None
+
+    def new_view(self) -> None:
+        """A view was installed: no held delivery of it has waited a retry yet."""
+        self.head = None
 
     def needed(self, installed: InstalledView | None) -> int | None:
         """How many holds a held delivery waits for: None for every member's ("all"),
@@ -192,30 +197,28 @@ class SafeDelivery:
         assert installed.held is not None
         return installed.held.release(holds, needed)
 
-    def ask_holds(
-        self, installed: InstalledView | None, frozen: bool, retries: Retries
-    ) -> list[Action]:
+    def ask_holds(self, installed: InstalledView | None, frozen: bool) -> list[Action]:
         """At a retry: if the first held delivery was first at the last retry too, a Query
         to each member whose hold does not cover it (its report was lost)."""
         held = None if installed is None or frozen else installed.held
         head = held.head() if held else None
-        if installed is None or head is None or not retries.stuck(head):
+        if installed is None or head is None:
+            return []
+        again, self.head = head == self.head, head
+        if not again:
             return []
         rank, seq = head
         query = Query(installed.view.id, installed.pid)
         members = installed.view.members
         return [Transmit(m, query, None) for m in members if installed.hold_of(m)[rank] < seq]
 
-    def batch(
-        self, receive: Callable[[object], list[Action]], packets: Iterable[object]
-    ) -> tuple[list[Action], list[RemoteError]]:
-        """``receive`` each of ``packets`` with ``batching`` on (the caller releases and
-        reports once, at the end)."""
+    def start_batch(self) -> None:
+        """A batch of packets is being received: release nothing until ``end_batch``."""
         self.batching = True
-        try:
-            return receive_each(receive, packets)
-        finally:
-            self.batching = False
+
+    def end_batch(self) -> None:
+        """The batch is over: the group releases and reports once, now."""
+        self.batching = False
 
 
 #: the ways a safe group may count the members that hold a message (``Group(safe_quorum=)``)
