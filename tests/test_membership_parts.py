@@ -18,6 +18,7 @@ from mailroom.core.errors import LocalError
 from mailroom.core.messages import Message, MessageId
 from mailroom.core.persist import dump_fields, load_fields
 from mailroom.core.registry import entry
+from mailroom.protocols.membership.changes import Changes
 from mailroom.protocols.membership.flush import (
     ACCEPT,
     ACCEPTED,
@@ -127,6 +128,20 @@ def test_safe_delivery_releases_the_longest_covered_prefix(
     out = part.release(view, list(holds), needed)
     assert out == [deliver(view.view.members[r], s) for r, s in items[:prefix]]
     assert view.held is not None and view.held.messages == len(items) - prefix
+
+
+# -- the wanted changes -------------------------------------------------------------------------
+def test_the_coordinator_is_the_lowest_member_neither_suspected_nor_replaced() -> None:
+    view = View(3, (0, 2, 4))
+    changes = Changes(5)
+    assert changes.coordinator(view, (0, 0, 0)) == 0
+    changes.suspects.add(0)
+    assert changes.coordinator(view, (0, 0, 0)) == 2
+    changes.joiners[2] = (1, 7)  # a later incarnation of P2 asks to join: P2 restarted
+    assert changes.coordinator(view, (0, 0, 0)) == 4
+    assert changes.coordinator(view, (0, 1, 0)) == 2  # that incarnation is the member's own
+    changes.suspects.add(4)
+    assert changes.coordinator(view, (0, 0, 0)) is None
 
 
 # -- a member's flush --------------------------------------------------------------------------

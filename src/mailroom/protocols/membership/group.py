@@ -432,16 +432,9 @@ class Group(EndpointBase):
         neither suspected nor replaced (a newer incarnation of it asks to join: this one
         crashed, and would never run the flush that lets the new one in)."""
         installed = self._epoch.installed
-        if self.view is None or installed is None:
+        if installed is None:
             return None
-        joiners, suspects = self._changes.joiners, self._changes.suspects
-        alive = [
-            m
-            for m in self.view.members
-            if m not in suspects
-            and not (m in joiners and joiners[m][0] > installed.incarnation_of(m))
-        ]
-        return alive[0] if alive else None
+        return self._changes.coordinator(installed.view, installed.incarnations)
 
     # -- sending and receiving in the view --------------------------------------------------
     def _ready(self) -> bool:
