@@ -41,7 +41,7 @@ from .test_supersede import run_schedule
 
 def _reports(group: Group) -> dict[int, bool]:
     """To whom ``group``'s report goes, and whether lazily."""
-    installed = group._epoch.installed
+    installed = group.installed
     assert installed is not None
     return {t.to: t.lazy for t in installed.report() if isinstance(t, Transmit)}
 

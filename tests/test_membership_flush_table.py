@@ -29,26 +29,27 @@ def promise(sender: int) -> Promise:
 
 def test_a_coordinator_runs_a_ballot_through_its_phases() -> None:
     f = Flush(0, 3)
-    assert (f.round, f.freeze) == (IDLE, RUNNING)
-    prepare = f.open(view=1, proposal=(0, 1))
-    assert f.round is PREPARE and (prepare.attempt, prepare.coord) == (1, 0)
-    assert f.promise(f.ballot) is None and f.freeze is PROMISED
-    assert not f.count_promise(promise(0), {0, 1})
-    assert f.count_promise(promise(1), {0, 1})
-    f.propose(1, VALUE)
-    assert f.round is ACCEPT
-    assert f.accept(f.ballot, VALUE) is None and f.freeze is ACCEPTED
-    assert not f.count_accepted(Accepted(1, 0, 1, 0), {0, 1})
-    assert f.count_accepted(Accepted(1, 1, 1, 0), {0, 1})
-    assert f.round is IDLE and f.value == VALUE
+    c, m = f.coordinator, f.member
+    assert (c.round, m.freeze) == (IDLE, RUNNING)
+    prepare = c.open(view=1, proposal=(0, 1), promised=m.promised)
+    assert c.round is PREPARE and (prepare.attempt, prepare.coord) == (1, 0)
+    assert m.promise(c.ballot) is None and m.freeze is PROMISED
+    assert not c.count_promise(promise(0), {0, 1})
+    assert c.count_promise(promise(1), {0, 1})
+    c.propose(1, VALUE)
+    assert c.round is ACCEPT
+    assert m.accept(c.ballot, VALUE) is None and m.freeze is ACCEPTED
+    assert not c.count_accepted(Accepted(1, 0, 1, 0), {0, 1})
+    assert c.count_accepted(Accepted(1, 1, 1, 0), {0, 1})
+    assert c.round is IDLE and c.value == VALUE
 
 
 def test_an_event_without_a_transition_is_refused_naming_phase_and_event() -> None:
-    f = Flush(0, 3)
+    c = Flush(0, 3).coordinator
     with pytest.raises(LocalError, match="a coordinator in phase IDLE takes no ALL_PROMISED"):
-        f.propose(1, VALUE)
-    assert f.round is IDLE and f.value is None  # unchanged
-    assert not f.takes(Promise) and not f.count_promise(promise(1), {1})
-    f.open(view=1, proposal=(0, 1))
-    assert not f.takes(Accepted) and not f.count_accepted(Accepted(1, 1, 1, 0), {1})
-    assert f.round is PREPARE
+        c.propose(1, VALUE)
+    assert c.round is IDLE and c.value is None  # unchanged
+    assert not c.takes(Promise) and not c.count_promise(promise(1), {1})
+    c.open(view=1, proposal=(0, 1))
+    assert not c.takes(Accepted) and not c.count_accepted(Accepted(1, 1, 1, 0), {1})
+    assert c.round is PREPARE

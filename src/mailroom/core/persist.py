@@ -423,6 +423,19 @@ def packets(
     return Field.custom(key, dump, load)
 
 
+def lift(get: Callable[[Any], Any], fields: tuple[Field, ...]) -> tuple[Field, ...]:
+    """``fields`` of a part, as fields of the object that holds it (``get(holder)`` is
+    the part): each part keeps its own table, and its holder's table is the parts'
+    tables put together, so snapshot and restore of the whole cannot drift apart."""
+    return tuple(_lifted(get, f) for f in fields)
+
+
+def _lifted(get: Callable[[Any], Any], f: Field) -> Field:
+    return Field.custom(
+        f.key, lambda ep: f.dump(get(ep)), lambda ep, data: f.load(get(ep), data), f.absent
+    )
+
+
 __all__ = [
     "ALWAYS",
     "CLOCK",
@@ -445,6 +458,7 @@ __all__ = [
     "counts",
     "dump_fields",
     "init_arguments",
+    "lift",
     "list_of",
     "load_counts",
     "load_fields",

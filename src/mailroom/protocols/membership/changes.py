@@ -15,6 +15,8 @@ forgotten when this process is excluded.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import attrs
 
 from mailroom.core.actions import View
@@ -50,6 +52,17 @@ class Changes:
             return None
         survivors = [m for m in view.members if m not in gone]
         return survivors, tuple(sorted(set(survivors) | (joiners - rejoining)))
+
+    def coordinator(self, view: View, incarnations: Sequence[int]) -> int | None:
+        """The member of ``view`` (whose members have ``incarnations``, by rank) that runs
+        its change: the lowest one neither suspected nor replaced (a newer incarnation
+        of it asks to join: this one crashed, and would never run the flush that lets
+        the new one in); None if every member is."""
+        joiners, suspects = self.joiners, self.suspects
+        for rank, m in enumerate(view.members):
+            if m not in suspects and not (m in joiners and joiners[m][0] > incarnations[rank]):
+                return m
+        return None
 
     def lacks_majority(self, view: View) -> bool:
         """A change of ``view`` is wanted, but those whose promises it would count

@@ -38,18 +38,21 @@ Rules, in words (``MEMBER`` and ``COORDINATOR`` below are the same rules as data
 from __future__ import annotations
 
 import enum
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 import attrs
 
 from mailroom.core.errors import LocalError
-from mailroom.core.persist import COUNTER, Field, snap_bool, snap_counter, snap_list
+from mailroom.core.persist import COUNTER, Field, lift, snap_bool, snap_counter, snap_list
 from mailroom.protocols.membership.packets import (
+    NO_BALLOT,
     Accept,
     Accepted,
+    Ballot,
     Entry,
     Nack,
+    NextView,
     Prepare,
     Promise,
     Query,
@@ -59,9 +62,6 @@ from mailroom.protocols.membership.values import (
     MEMBER_SET,
     MEMBERS,
     NEXT_VIEW,
-    NO_BALLOT,
-    Ballot,
-    NextView,
     next_view_of,
     packet_data,
     packet_from,
@@ -117,45 +117,21 @@ COORDINATOR: dict[Round, dict[type | Milestone, Round]] = {
 
 
 @attrs.define
-class Flush:
-    """The flush of one view at process ``pid`` (of ``n``), as member and as coordinator;
-    a new one starts with every view."""
+class MemberFlush:
+    """A member's side of the flush of one view (``MEMBER``): whether it froze, the
+    highest ballot it promised and the value it accepted. It answers a ballot with
+    None (promised or accepted) or the higher ballot to name in a Nack; it never
+    calls back into the group that owns it."""
 
-    pid: int
     n: int
     freeze: Freeze = RUNNING
     promised: Ballot = NO_BALLOT
     accepted: tuple[Ballot, NextView] | None = None
-    round: Round = IDLE
-    attempt: int = 0
-    #: the members the running ballot proposes for the next view
-    proposal: tuple[int, ...] = ()
-    promises: dict[int, Promise] = attrs.Factory(dict)
-    accepts: set[int] = attrs.Factory(set)
-    value: NextView | None = None
-    #: the highest ballot a member said it promised instead of this coordinator's
-    outbid: Ballot = NO_BALLOT
 
     @property
     def frozen(self) -> bool:
         """A view change is under way: this process delivers and sends nothing of the view."""
         return self.freeze is not RUNNING
-
-    @property
-    def ballot(self) -> Ballot:
-        """This coordinator's ballot (the running one, or the last one it ran)."""
-        return (self.attempt, self.pid)
-
-    def takes(self, event: type | Milestone) -> bool:
-        """The coordinator's phase takes ``event`` (a packet class or a Milestone)."""
-        return event in COORDINATOR[self.round]
-
-    def _step(self, event: type | Milestone) -> None:
-        """The coordinator moves on ``event``; LocalError if its phase takes none such."""
-        moves = COORDINATOR[self.round]
-        if event not in moves:
-            raise LocalError(f"a coordinator in phase {self.round.name} takes no {_named(event)}")
-        self.round = moves[event]
 
     def _freeze_on(self, event: type) -> None:
         """The member moves on ``event``; LocalError if its state takes none such."""
@@ -164,7 +140,6 @@ class Flush:
             raise LocalError(f"a member in state {self.freeze.name} takes no {_named(event)}")
         self.freeze = moves[event]
 
-    # -- as a member ---------------------------------------------------------------------------
     def promise(self, ballot: Ballot) -> Ballot | None:
         """Promise ``ballot`` (None), or the higher ballot already promised (for a Nack)."""
         if ballot < self.promised:
@@ -190,15 +165,85 @@ class Flush:
         ballot, value = self.accepted
         return [*ballot, *value.data()]
 
-    # -- as coordinator ------------------------------------------------------------------------
+    def repeat(self, view: int, pid: int) -> list[tuple[int, object]] | None:
+        """What a frozen member ``pid`` sends again at a retry: a Query to the coordinator
+        whose ballot it promised (None: it waits for nobody)."""
+        if self.frozen and self.promised[1] not in (-1, pid):
+            return [(self.promised[1], Query(view, pid))]
+        return None
+
+    # -- snapshots -------------------------------------------------------------------------------
+    def _load_flushing(self, data: object) -> None:
+        self.freeze = PROMISED if snap_bool(data, "flushing") else RUNNING
+
+    def _load_accepted(self, data: object) -> None:
+        if data is None:
+            return
+        row = snap_list(data, "accepted", 7)
+        if type(row[1]) is not int or not 0 <= row[1] < self.n:
+            raise LocalError("snapshot field accepted names no coordinator")
+        if self.freeze is RUNNING:
+            raise LocalError("snapshot accepted a value outside a flush")
+        ballot = (snap_counter(row[0], "accepted"), row[1])
+        self.accepted = (ballot, snap_next_view(row[2:], self.n, "accepted"))
+        self.freeze = ACCEPTED
+
+    persistent = (
+        Field.custom("flushing", lambda f: f.frozen, _load_flushing),
+        Field("promised", kind=BALLOT),
+        Field.custom("accepted", accepted_data, _load_accepted),
+    )
+
+
+@attrs.define
+class CoordinatorFlush:
+    """A coordinator's side of the flush of one view at process ``pid`` (of ``n``)
+    (``COORDINATOR``): its ballot, what it proposes, the promises and acceptances it
+    counted. It returns the packets to send (a Prepare, an Accept) and whether the
+    quorum it is given has answered; it never calls back into the group."""
+
+    pid: int
+    n: int
+    round: Round = IDLE
+    attempt: int = 0
+    #: the members the running ballot proposes for the next view
+    proposal: tuple[int, ...] = ()
+    promises: dict[int, Promise] = attrs.Factory(dict)
+    accepts: set[int] = attrs.Factory(set)
+    value: NextView | None = None
+    #: the highest ballot a member said it promised instead of this coordinator's
+    outbid: Ballot = NO_BALLOT
+
+    @property
+    def ballot(self) -> Ballot:
+        """This coordinator's ballot (the running one, or the last one it ran)."""
+        return (self.attempt, self.pid)
+
+    @property
+    def running(self) -> bool:
+        """A ballot of this coordinator runs (its phase is not IDLE)."""
+        return self.round is not IDLE
+
+    def takes(self, event: type | Milestone) -> bool:
+        """The coordinator's phase takes ``event`` (a packet class or a Milestone)."""
+        return event in COORDINATOR[self.round]
+
+    def _step(self, event: type | Milestone) -> None:
+        """The coordinator moves on ``event``; LocalError if its phase takes none such."""
+        moves = COORDINATOR[self.round]
+        if event not in moves:
+            raise LocalError(f"a coordinator in phase {self.round.name} takes no {_named(event)}")
+        self.round = moves[event]
+
     def can_finish(self, quorum: set[int], suspects: set[int]) -> bool:
         """A ballot runs and can still finish: nobody it waits for is suspected, nor the
         coordinator that outbid it."""
         return self.round is not IDLE and not quorum & suspects and self.outbid[1] not in suspects
 
-    def open(self, view: int, proposal: tuple[int, ...]) -> Prepare:
-        """Open a ballot above every one seen, proposing ``proposal`` as the next view."""
-        self.attempt = max(self.attempt, self.promised[0], self.outbid[0]) + 1
+    def open(self, view: int, proposal: tuple[int, ...], promised: Ballot = NO_BALLOT) -> Prepare:
+        """Open a ballot above every one seen (``promised``: the highest this process
+        promised as a member), proposing ``proposal`` as the next view."""
+        self.attempt = max(self.attempt, promised[0], self.outbid[0]) + 1
         self.proposal = proposal
         self.promises = {}
         self.accepts = set()
@@ -238,41 +283,22 @@ class Flush:
         return True
 
     def repeat(self, view: int, quorum: set[int]) -> list[tuple[int, object]] | None:
-        """What the flush sends again when the retry timer fires (None: nothing of the
-        flush is under way): the running ballot's Prepare or Accept to the members that
-        have not answered it, or a frozen member's Query to the coordinator it promised."""
+        """What the running ballot sends again at a retry (None: none runs): its Prepare
+        or Accept to the members of ``quorum`` that have not answered it."""
         if self.round is PREPARE:
             prepare = Prepare(view, self.pid, *self.ballot, self.proposal)
             return [(m, prepare) for m in sorted(quorum - set(self.promises))]
         if self.round is ACCEPT and self.value is not None:
             accept = self.value.accept(view, self.ballot)
             return [(m, accept) for m in sorted(quorum - self.accepts)]
-        if self.frozen and self.promised[1] not in (-1, self.pid):
-            return [(self.promised[1], Query(view, self.pid))]
         return None
 
     # -- snapshots -------------------------------------------------------------------------------
-    def _load_flushing(self, data: object) -> None:
-        self.freeze = PROMISED if snap_bool(data, "flushing") else RUNNING
-
-    def _load_accepted(self, data: object) -> None:
-        if data is None:
-            return
-        row = snap_list(data, "accepted", 7)
-        if type(row[1]) is not int or not 0 <= row[1] < self.n:
-            raise LocalError("snapshot field accepted names no coordinator")
-        if self.freeze is RUNNING:
-            raise LocalError("snapshot accepted a value outside a flush")
-        ballot = (snap_counter(row[0], "accepted"), row[1])
-        self.accepted = (ballot, snap_next_view(row[2:], self.n, "accepted"))
-        self.freeze = ACCEPTED
-
-    def _load_round(self, data: object) -> None:
+    def load_round(self, data: object) -> None:
+        """The phase a snapshot wrote (``phase``); LocalError if it is none."""
         if data not in [r.value for r in Round]:
             raise LocalError(f"snapshot field phase holds {data!r}")
         self.round = Round(data)
-        if self.round is not IDLE and self.freeze is RUNNING:
-            raise LocalError("snapshot coordinates a flush it did not promise")
 
     def _load_promises(self, data: object) -> None:
         for item in snap_list(data, "promises"):
@@ -280,13 +306,10 @@ class Flush:
             self.promises[p.sender] = p
 
     persistent = (
-        Field.custom("flushing", lambda f: f.frozen, _load_flushing),
-        Field("promised", kind=BALLOT),
-        Field.custom("accepted", accepted_data, _load_accepted),
         Field("attempt", kind=COUNTER),
         Field("outbid", kind=BALLOT),
         Field("proposal", kind=MEMBERS),
-        Field.custom("phase", lambda f: f.round.value, _load_round),
+        Field.custom("phase", lambda f: f.round.value, load_round),
         Field.custom(
             "promises",
             lambda f: [packet_data(p) for _, p in sorted(f.promises.items())],
@@ -294,6 +317,52 @@ class Flush:
         ),
         Field("accepts", kind=MEMBER_SET),
         Field("value", kind=NEXT_VIEW),
+    )
+
+
+@attrs.define
+class Flush:
+    """The flush of one view at process ``pid`` (of ``n``): its two parts, the member's
+    (``member``) and the coordinator's (``coordinator``); a new one starts with every
+    view. The group calls each part and combines their answers."""
+
+    pid: int
+    n: int
+    member: MemberFlush = attrs.field()
+    coordinator: CoordinatorFlush = attrs.field()
+
+    @member.default
+    def _new_member(self) -> MemberFlush:
+        return MemberFlush(self.n)
+
+    @coordinator.default
+    def _new_coordinator(self) -> CoordinatorFlush:
+        return CoordinatorFlush(self.pid, self.n)
+
+    @property
+    def frozen(self) -> bool:
+        """A view change is under way: this process delivers and sends nothing of the view."""
+        return self.member.frozen
+
+    def repeat(self, view: int, quorum: set[int]) -> list[tuple[int, object]] | None:
+        """What the flush sends again when the retry timer fires (None: nothing of the
+        flush is under way): the running ballot's Prepare or Accept to the members that
+        have not answered it, or a frozen member's Query to the coordinator it promised."""
+        again = self.coordinator.repeat(view, quorum)
+        return again if again is not None else self.member.repeat(view, self.pid)
+
+    # -- snapshots: the two parts' tables, in the order snapshots have always had ------------
+    def _load_phase(self, data: object) -> None:
+        self.coordinator.load_round(data)
+        if self.coordinator.running and not self.member.frozen:
+            raise LocalError("snapshot coordinates a flush it did not promise")
+
+    #: the member's fields, then the coordinator's, its phase checked against the member's
+    persistent = (
+        *lift(lambda f: f.member, MemberFlush.persistent),
+        *lift(lambda f: f.coordinator, CoordinatorFlush.persistent[:3]),  # attempt..proposal
+        Field.custom("phase", lambda f: f.coordinator.round.value, _load_phase),
+        *lift(lambda f: f.coordinator, CoordinatorFlush.persistent[4:]),  # promises..value
     )
 
 
@@ -305,7 +374,7 @@ def choose(
     promises: Mapping[int, Promise],
     proposal: tuple[int, ...],
     joiners: Mapping[int, tuple[int, int]],
-    member: Callable[[int], tuple[int, int]],
+    member: Mapping[int, tuple[int, int]],
     n: int,
 ) -> NextView:
     """The value a coordinator asks its quorum to accept (Paxos: the value of the highest
@@ -317,7 +386,8 @@ def choose(
     joiners and promisers without the application state need it; the log is every
     promiser's log (what it delivered in the view and does not know to be stable), then
     every promiser's own messages that nobody delivered, each message once.
-    ``member(pid)`` is a current member's (base, incarnation) in the view.
+    ``member[pid]`` is a current member's (base, incarnation) in the view
+    (``InstalledView.known()``).
     """
     best: tuple[Ballot, list[Any]] | None = None
     for pr in promises.values():
@@ -335,7 +405,7 @@ def choose(
             incs.append(inc)
             needs.append(m)
             continue
-        base, inc = member(m)
+        base, inc = member[m]
         promised = promises.get(m)
         bases.append(base if promised is None else promised.sent)
         incs.append(inc)

@@ -2,7 +2,9 @@
 
 Every packet names the view it belongs to (``view``: the id of the sender's current
 view) and its ``sender``'s identity. A flush is a ballot-numbered agreement on the
-next view: a ballot is (``attempt``, ``coord``), compared as a pair.
+next view: a ballot is (``attempt``, ``coord``), compared as a pair (``Ballot``); the
+value it agrees on is a ``NextView``, carried by Accept and Commit (both below).
+``values.py`` checks that what arrives is well-formed.
 """
 
 from __future__ import annotations
@@ -209,3 +211,45 @@ PACKETS = (
     StateTransfer,
     Stability,
 )
+
+
+#: A ballot: (attempt, coordinator), compared as a pair; NO_BALLOT is below every other.
+Ballot = tuple[int, int]
+NO_BALLOT: Ballot = (0, -1)
+
+
+@attrs.frozen
+class NextView:
+    """A proposed next view: members, message bases, incarnations, who needs the
+    application state, and the flush log (messages to deliver before installing it)."""
+
+    members: tuple[int, ...]
+    bases: tuple[int, ...]
+    incarnations: tuple[int, ...]
+    needs: tuple[int, ...]
+    log: list[Entry]
+
+    def data(self) -> list[Any]:
+        """As a Promise's ``accepted`` and a snapshot write it (after the ballot)."""
+        return [
+            list(self.members),
+            list(self.bases),
+            list(self.incarnations),
+            list(self.needs),
+            [list(e) for e in self.log],
+        ]
+
+    def names(self, pid: int, incarnation: int) -> bool:
+        """This view includes process ``pid`` in ``incarnation``."""
+        return pid in self.members and self.incarnations[self.members.index(pid)] == incarnation
+
+    def accept(self, view: int, ballot: Ballot) -> Accept:
+        """The Accept that asks the members of ``view`` to accept this value."""
+        return Accept(view, ballot[1], *ballot, *self._fields())
+
+    def commit(self, view: int, sender: int) -> Commit:
+        """The Commit that installs this value as the view after ``view``."""
+        return Commit(view, sender, *self._fields())
+
+    def _fields(self) -> tuple[Any, ...]:
+        return (self.members, self.bases, self.incarnations, self.needs, self.log)

@@ -28,29 +28,29 @@ answer with their report, so a lost report only delays. A member hands nothing o
 while it is frozen in a flush: the Commit releases everything it holds.
 
 ``Held`` is the queue (part of the installed view's snapshot); ``SafeDelivery`` is
-the member's side (a base of ``Member``): release after each step (a batch received
-is one step: one release and one report at its end), and the retry that asks again.
+the member's side, a part ``Group`` owns: when to release (after each step; a batch
+received is one step: one release and one report at its end), and the retry that
+asks again. The rules a variant may change (``safe_holds``, ``safe_needed``) are
+``Group``'s hooks; the group hands their answers to the part.
 """
 
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 import attrs
 
 from mailroom.clocks import VectorClock
 from mailroom.core.actions import Action, Deliver, Stable, Transmit
-from mailroom.core.endpoint import receive_each
-from mailroom.core.errors import LocalError, RemoteError
-from mailroom.core.hooks import hook
+from mailroom.core.errors import LocalError
 from mailroom.core.messages import Message, MessageId, TaggedMessage, check_payload
 from mailroom.core.persist import snap_counter, snap_list
 from mailroom.protocols.membership.packets import Query
 
 if TYPE_CHECKING:
-    from mailroom.protocols.membership.epoch import Epoch, Retries
+    from mailroom.protocols.membership.view import InstalledView
 
 #: A held action and what it waits for: (rank, inner seq, action); rank -1 waits for
 #: nothing but the actions ahead of it (a ``Stable`` report).
@@ -149,82 +149,76 @@ class Held:
         return held
 
 
+@attrs.define
 class SafeDelivery:
-    """A member's side of safe delivery (a base of ``Member``, whose parts it reads)."""
+    """A member's side of safe delivery: a part its ``Group`` owns, with its own state.
 
-    pid: int
+    It holds how holders are counted (``quorum``) and whether a batch of packets is
+    being received (``batching``: one release and one report at its end, not one per
+    packet). It reads nothing of the group: the group hands it the installed view,
+    whether the flush froze it, and what its hooks (``safe_holds``, ``safe_needed``)
+    say, and it returns the actions to take."""
+
     #: "all": a message is handed over once every member holds it; "majority": once
     #: a majority of the view does (every majority that can install a next view
     #: includes one of them, so the flush recovers it)
-    safe_quorum: str
-    _epoch: Epoch
-    _retries: Retries
-    #: receiving a batch: announce the hold once, at its end
-    _one_step: bool = False
+    quorum: str = "all"
+    batching: bool = False
+    #: the (rank, inner seq) of the first held delivery at the last retry (not in
+    #: snapshots; forgotten when a view is installed)
+    head: tuple[int, int] | None = None
 
-    def _handed(self, actions: list[Action]) -> list[Action]:
-        """``actions`` of a step of the view's ordering protocol, then the held deliveries
-        that every member now holds (safe delivery)."""
-        installed = self._epoch.installed
-        return actions + self._release() if installed is not None and installed.held else actions
+    def new_view(self) -> None:
+        """A view was installed: no held delivery of it has waited a retry yet."""
+        self.head = None
 
-    def _release(self) -> list[Action]:
-        """Hand over the held deliveries that every member holds (none while frozen: the
-        Commit hands over what is held; none within a batch: ``one_step`` does, at its end)."""
-        installed = self._epoch.installed
-        if installed is None or not installed.held or self._epoch.flush.frozen or self._one_step:
-            return []
-        return installed.held.release(self.safe_holds(), self.safe_needed())
-
-    @hook
-    def safe_holds(self) -> list[Sequence[int]]:
-        """Rule: how far each member of the view holds, as far as this process knows: a
-        held delivery is handed over once all of these cover it. (The harness's
-        known-buggy ``GroupSafeOwnHold`` counts its own hold alone.)"""
-        installed = self._epoch.installed
-        assert installed is not None
-        return installed.holds()
-
-    @hook
-    def safe_needed(self) -> int | None:
-        """Rule: how many of ``safe_holds()`` must cover a held delivery before it is
-        handed over: None for every one of them ("all"), else a majority of the view.
-        (The harness's known-buggy ``GroupSafeBelowMajority`` counts one too few.)"""
-        installed = self._epoch.installed
-        if self.safe_quorum == "all" or installed is None:
+    def needed(self, installed: InstalledView | None) -> int | None:
+        """How many holds a held delivery waits for: None for every member's ("all"),
+        else a majority of ``installed``'s view."""
+        if self.quorum == "all" or installed is None:
             return None
         return majority(len(installed.view.members))
 
-    def _ask_holds(self) -> list[Action]:
-        """At a retry: if the first held delivery was first at the last retry too, ask the
-        members whose hold does not cover it to report theirs again (one was lost)."""
-        installed = self._epoch.installed
-        held = None if installed is None or self._epoch.flush.frozen else installed.held
+    def lazy_needed(self, size: int) -> int | None:
+        """What ``InstalledView.quorum`` is told of a view of ``size``: no delivery waits on
+        the reports beyond a majority under "majority" (None: every report counts)."""
+        return majority(size) if self.quorum == "majority" else None
+
+    def may_release(self, installed: InstalledView | None, frozen: bool) -> bool:
+        """Held deliveries may be handed over now: some are held, the flush has not frozen
+        the view (the Commit hands them over) and no batch is being received."""
+        return installed is not None and bool(installed.held) and not frozen and not self.batching
+
+    def release(
+        self, installed: InstalledView, holds: list[Sequence[int]], needed: int | None
+    ) -> list[Action]:
+        """The held deliveries of ``installed`` that ``needed`` of ``holds`` (all if None)
+        cover, from the head (call ``may_release`` first)."""
+        assert installed.held is not None
+        return installed.held.release(holds, needed)
+
+    def ask_holds(self, installed: InstalledView | None, frozen: bool) -> list[Action]:
+        """At a retry: if the first held delivery was first at the last retry too, a Query
+        to each member whose hold does not cover it (its report was lost)."""
+        held = None if installed is None or frozen else installed.held
         head = held.head() if held else None
-        if installed is None or head is None or not self._retries.stuck(head):
+        if installed is None or head is None:
+            return []
+        again, self.head = head == self.head, head
+        if not again:
             return []
         rank, seq = head
-        query = Query(installed.view.id, self.pid)
+        query = Query(installed.view.id, installed.pid)
         members = installed.view.members
         return [Transmit(m, query, None) for m in members if installed.hold_of(m)[rank] < seq]
 
-    def one_step(
-        self, receive: Callable[[object], list[Action]], packets: Iterable[object]
-    ) -> tuple[list[Action], list[RemoteError]]:
-        """``receive`` (this group's, or that of a layer around it) each of ``packets`` as
-        one step: under safe delivery this process hands over what it may and announces
-        how far it holds once, at the end, rather than after each packet."""
-        self._one_step = True
-        try:
-            actions, errors = receive_each(receive, packets)
-        finally:
-            self._one_step = False
-        installed = self._epoch.installed
-        if installed is not None and installed.held is not None:
-            actions += self._release()
-            if installed.advanced():
-                actions += installed.report()
-        return actions, errors
+    def start_batch(self) -> None:
+        """A batch of packets is being received: release nothing until ``end_batch``."""
+        self.batching = True
+
+    def end_batch(self) -> None:
+        """The batch is over: the group releases and reports once, now."""
+        self.batching = False
 
 
 #: the ways a safe group may count the members that hold a message (``Group(safe_quorum=)``)

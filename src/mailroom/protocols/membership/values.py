@@ -1,62 +1,25 @@
-"""The values membership packets carry, and the checks on them.
+"""The checks on what membership packets carry, and the snapshot kinds of those values.
 
-A proposed next view (``NextView``: members, their message bases and incarnations, who
-needs the application state, the flush log) and ballots travel in Prepare, Promise,
-Accept and Commit packets. Each check here raises ``RemoteError`` for what a peer sent;
-its ``snap_`` twin raises ``LocalError`` for the same value read from a snapshot.
+The values themselves (``NextView``, ``Ballot``) are defined with the packets that
+carry them (``packets.py``; this module still exports them). Each check here raises
+``RemoteError`` for what a peer sent; its ``snap_`` twin raises ``LocalError`` for the
+same value read from a snapshot. What a group does with a well-formed packet is in
+``group.py`` and its parts; this module only refuses malformed ones.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-import attrs
-
 from mailroom.core.errors import LocalError, RemoteError
 from mailroom.core.persist import Kind, snap_counter, snap_list
 from mailroom.core.wire import packet_from_data, packet_to_data
-from mailroom.protocols.membership.packets import PACKETS, Accept, Commit, Entry
 
-#: A ballot: (attempt, coordinator), compared as a pair; NO_BALLOT is below every other.
-Ballot = tuple[int, int]
-NO_BALLOT: Ballot = (0, -1)
-
-
-@attrs.frozen
-class NextView:
-    """A proposed next view: members, message bases, incarnations, who needs the
-    application state, and the flush log (messages to deliver before installing it)."""
-
-    members: tuple[int, ...]
-    bases: tuple[int, ...]
-    incarnations: tuple[int, ...]
-    needs: tuple[int, ...]
-    log: list[Entry]
-
-    def data(self) -> list[Any]:
-        """As a Promise's ``accepted`` and a snapshot write it (after the ballot)."""
-        return [
-            list(self.members),
-            list(self.bases),
-            list(self.incarnations),
-            list(self.needs),
-            [list(e) for e in self.log],
-        ]
-
-    def names(self, pid: int, incarnation: int) -> bool:
-        """This view includes process ``pid`` in ``incarnation``."""
-        return pid in self.members and self.incarnations[self.members.index(pid)] == incarnation
-
-    def accept(self, view: int, ballot: Ballot) -> Accept:
-        """The Accept that asks the members of ``view`` to accept this value."""
-        return Accept(view, ballot[1], *ballot, *self._fields())
-
-    def commit(self, view: int, sender: int) -> Commit:
-        """The Commit that installs this value as the view after ``view``."""
-        return Commit(view, sender, *self._fields())
-
-    def _fields(self) -> tuple[Any, ...]:
-        return (self.members, self.bases, self.incarnations, self.needs, self.log)
+# the values the packets carry are defined with them; these names stay importable here
+from mailroom.protocols.membership.packets import NO_BALLOT as NO_BALLOT
+from mailroom.protocols.membership.packets import PACKETS, Entry
+from mailroom.protocols.membership.packets import Ballot as Ballot
+from mailroom.protocols.membership.packets import NextView as NextView
 
 
 # -- checks on what peers send --------------------------------------------------------------

@@ -10,22 +10,34 @@ Promise, its own messages not delivered yet, and the stability reports that prun
 the log (what every member has delivered need not travel in a flush). Under safe
 delivery (``safe.py``) the deliveries wait in ``held`` and the reports announce how
 far this process holds after every step that advanced it.
+
+The ``Epoch`` (at the end) is what lives for one view at a member: the installed
+view (None before the first one and after exclusion), its flush and its state
+transfer. A Commit that installs the next view, or excludes this process, starts a
+new epoch, so nothing of the old view survives by mistake. Each part declares its
+own persistent fields; ``lift`` (``mailroom.core.persist``) turns them into fields
+of the holder, so ``Group.persistent`` is the parts' tables put together.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any, ClassVar
 
+import attrs
+
 from mailroom.core.actions import Action, Backpressure, Deliver, Stable, Transmit, View
+from mailroom.core.endpoint import same_data
 from mailroom.core.errors import LocalError, RemoteError
 from mailroom.core.messages import Message, MessageId, Payload, TaggedMessage
-from mailroom.core.persist import Field, counter, snap_counter, snap_list
+from mailroom.core.persist import Field, counter, lift, snap_counter, snap_list
 from mailroom.core.registry import restore_endpoint
 from mailroom.core.stack import Stack
 from mailroom.core.wire import carried_message_id
+from mailroom.protocols.membership.flush import Flush
 from mailroom.protocols.membership.packets import Entry, GroupData, Stability
 from mailroom.protocols.membership.safe import Held, covered
+from mailroom.protocols.membership.transfer import Transfer
 from mailroom.protocols.membership.values import ENTRIES, snap_members
 
 
@@ -91,6 +103,11 @@ class InstalledView:
             raise LocalError(f"{mid} is not a message of the current view")
         rank = self.view.rank(mid.origin)
         return MessageId(rank, mid.seq - self.bases[rank])
+
+    def known(self) -> dict[int, tuple[int, int]]:
+        """Each member's (base, incarnation) in this view, by pid (what a coordinator's
+        value keeps for a member that does not promise)."""
+        return {m: (self.bases[r], self.incarnations[r]) for r, m in enumerate(self.view.members)}
 
     def incarnation_of(self, pid: int) -> int:
         return self.incarnations[self.view.rank(pid)]
@@ -392,3 +409,61 @@ class InstalledView:
 def view_data(view: View) -> list[Any]:
     """Snapshot field ``view``: [id, members]."""
     return [view.id, list(view.members)]
+
+
+# -- the epoch: what lives for one view, replaced as a whole when the view ends -----------
+def lift_optional(
+    get: Callable[[Any], Any], fields: tuple[Field, ...], empty: dict[str, Any]
+) -> tuple[Field, ...]:
+    """``lift`` for a part that may be None: then each field holds its ``empty`` value."""
+    return tuple(_lifted_optional(get, f, empty[f.key]) for f in fields)
+
+
+def _lifted_optional(get: Callable[[Any], Any], f: Field, empty: Any) -> Field:
+    def dump(ep: Any) -> Any:
+        part = get(ep)
+        return empty if part is None else f.dump(part)
+
+    def load(ep: Any, data: Any) -> None:
+        part = get(ep)
+        if part is not None:
+            f.load(part, data)
+        elif not same_data(data, empty):
+            raise LocalError(f"snapshot field {f.key} holds data but no view is installed")
+
+    return Field.custom(f.key, dump, load, f.absent)
+
+
+@attrs.define
+class Epoch:
+    """Process ``pid``'s (of ``n``) view, flush and state transfer."""
+
+    pid: int
+    n: int
+    installed: InstalledView | None = None
+    flush: Flush = attrs.field()
+    transfer: Transfer = attrs.field()
+
+    @flush.default
+    def _no_flush(self) -> Flush:
+        return Flush(self.pid, self.n)
+
+    @transfer.default
+    def _no_transfer(self) -> Transfer:
+        return Transfer(self.n)
+
+    @property
+    def view(self) -> View | None:
+        return None if self.installed is None else self.installed.view
+
+    def _load_view(self, data: object) -> None:
+        if data is not None:
+            self.installed = InstalledView.loading(data, self.pid, self.n)
+
+    #: the view, then its parts' own tables (``InstalledView``, ``Transfer``, ``Flush``)
+    persistent = (
+        Field.custom("view", lambda e: None if e.view is None else view_data(e.view), _load_view),
+        *lift_optional(lambda e: e.installed, InstalledView.persistent, InstalledView.EMPTY),
+        *lift(lambda e: e.transfer, Transfer.persistent),
+        *lift(lambda e: e.flush, Flush.persistent),
+    )
