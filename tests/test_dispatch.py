@@ -18,6 +18,7 @@ from mailroom.core.actions import Action
 from mailroom.core.dispatch import Receivers
 from mailroom.core.errors import RemoteError
 from mailroom.core.registry import PROTOCOLS, entry
+from mailroom.protocols.membership import Group
 
 #: Endpoint classes that define ``receive`` without a table, and why.
 ONE_RULE = {
@@ -25,14 +26,13 @@ ONE_RULE = {
     "Reliable",
     # a layer over another endpoint: heartbeats are its own, the rest is the group's
     "HeartbeatDetector",
-    # membership: its handlers are merged across its class chain (issue 49 replaces it)
-    "Member",
 }
 
 
 def _endpoints() -> list[Any]:
-    """One endpoint of every registered protocol that dispatches by table (P0 of 3)."""
-    found = []
+    """One endpoint of every registered protocol that dispatches by table (P0 of 3),
+    and a group member."""
+    found: list[Any] = [Group(0, 3, members=[0, 1, 2])]
     for name in sorted(PROTOCOLS):
         endpoint = entry(name).factory(0, 3)
         if isinstance(getattr(type(endpoint), "RECEIVES", None), Receivers):
@@ -48,7 +48,7 @@ def _look_alike(cls: type) -> object:
 def test_every_ordering_protocol_dispatches_by_its_table() -> None:
     names = {type(e).__name__ for e in _endpoints()}
     assert {"Fifo", "RST", "KS", "CBCAST", "TaggedCausalBroadcast", "Sequencer", "Skeen"} <= names
-    assert "Unordered" in names
+    assert "Unordered" in names and "Group" in names
 
 
 def test_every_class_that_receives_uses_the_convention() -> None:
