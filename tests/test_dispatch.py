@@ -102,3 +102,7 @@ def test_an_extended_table_adds_without_changing_its_base() -> None:
         base(object(), B())
     with pytest.raises(TypeError):
         base.table[B] = on_b  # type: ignore[index]
+    for edit in (lambda: base.__setitem__(B, on_b), lambda: base.update({B: on_b}), base.clear):
+        with pytest.raises(TypeError, match="read-only"):
+            edit()
+    assert base.kinds() == frozenset({A})

@@ -165,7 +165,7 @@ class Fifo(BufferedEndpoint):
         ):
             self.delivered[sender] = channel
             return [delivery(sender, seq, packet.payload)]
-        return self.RECEIVES(self, packet)
+        return self.RECEIVES[type(packet)](self, packet)
 
     def _on_packet(self, p: FifoPacket) -> list[Action]:
         return self._run((self._offer(self._validate(p)),), self._drain)

@@ -94,7 +94,7 @@ class Unordered(EndpointBase):
         return actions
 
     def receive(self, packet: object) -> list[Action]:
-        return self.RECEIVES(self, packet)
+        return self.RECEIVES[type(packet)](self, packet)
 
     def _on_packet(self, packet: UnorderedPacket) -> list[Action]:
         sender = validate.pid(packet.sender, self.n)

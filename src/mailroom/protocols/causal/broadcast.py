@@ -247,7 +247,7 @@ class CBCAST(BufferedEndpoint):
             if all(map(le, stamp, clock)):
                 return [delivery(who, stamp[who], packet.payload)]
             clock[who] -= 1
-        return self.RECEIVES(self, packet)
+        return self.RECEIVES[type(packet)](self, packet)
 
     def _on_packet(self, p: CBCASTPacket) -> list[Action]:
         return self._run((self._offer(self._validate(p)),), self._drain)

@@ -435,7 +435,7 @@ class KS(EndpointBase):
         return packet, entries
 
     def receive(self, packet: object) -> list[Action]:
-        return self.RECEIVES(self, packet)
+        return self.RECEIVES[type(packet)](self, packet)
 
     def _on_packet(self, p: KSPacket) -> list[Action]:
         return self._take([self._validate(p)])

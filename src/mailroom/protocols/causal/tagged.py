@@ -384,7 +384,7 @@ class TaggedCausalBroadcast(BufferedEndpoint):
         ]
 
     def receive(self, packet: object) -> list[Action]:
-        return self.RECEIVES(self, packet)
+        return self.RECEIVES[type(packet)](self, packet)
 
     def _on_ack(self, packet: StabilityAck) -> list[Action]:
         ack = self._validate_ack(packet)

@@ -143,7 +143,7 @@ class RST(BufferedEndpoint):
         return self._buffer.offer(p.sender, p.sent[p.sender][i], [row[i] for row in p.sent], p)
 
     def receive(self, packet: object) -> list[Action]:
-        return self.RECEIVES(self, packet)
+        return self.RECEIVES[type(packet)](self, packet)
 
     def _on_packet(self, p: RSTPacket) -> list[Action]:
         return self._run((self._offer(self._validate(p)),), self._drain)

@@ -511,7 +511,7 @@ class Group(EndpointBase):
     # -- receiving in the view -------------------------------------------------------------
     def receive(self, packet: object) -> list[Action]:
         """Hand ``packet`` to its handler (``RECEIVES``); RemoteError for any other class."""
-        return self.RECEIVES(self, packet)
+        return self.RECEIVES[type(packet)](self, packet)
 
     def receive_many(self, packets: Iterable[object]) -> tuple[list[Action], list[RemoteError]]:
         """Receive ``packets`` in order as one step (the refused ones' errors are returned)."""

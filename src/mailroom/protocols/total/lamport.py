@@ -170,7 +170,7 @@ class LamportTotalOrder(EndpointBase):
 
     # -- the network's side ----------------------------------------------------------
     def receive(self, packet: object) -> list[Action]:
-        return self.RECEIVES(self, packet)
+        return self.RECEIVES[type(packet)](self, packet)
 
     def _on_message(self, m: LamportMessage) -> list[Action]:
         sender = validate.pid(m.sender, self.n)

@@ -161,7 +161,7 @@ class Sequencer(EndpointBase):
 
     # -- the network's side ----------------------------------------------------------
     def receive(self, packet: object) -> list[Action]:
-        return self.RECEIVES(self, packet)
+        return self.RECEIVES[type(packet)](self, packet)
 
     def _on_request(self, p: SequencerRequest) -> list[Action]:
         if not self.is_sequencer:

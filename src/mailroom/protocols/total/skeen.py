@@ -182,7 +182,7 @@ class Skeen(EndpointBase):
 
     # -- the network's side ----------------------------------------------------------
     def receive(self, packet: object) -> list[Action]:
-        return self.RECEIVES(self, packet)
+        return self.RECEIVES[type(packet)](self, packet)
 
     def _check_message(self, m: SkeenMessage) -> MessageId:
         """RemoteError unless ``m`` could have been sent to this process."""
