@@ -29,16 +29,25 @@ class BufferedEndpoint(EndpointBase):
     delivered counts.
 
     What the four share are helpers each endpoint calls with what is its own; nothing
-    here calls down into a subclass. ``_run`` takes packets offered one after another
-    (and what each releases), ``_drained`` hands out what the mail room releases as
-    the endpoint builds its deliveries, ``_pending_of`` says what waits, and
-    ``mail_room`` is the persistent field, given the endpoint's own check and offer.
+    here calls down into a subclass. ``_take`` takes one packet offered, ``_run``
+    packets offered one after another (and what each releases), ``_drained`` hands
+    out what the mail room releases as the endpoint builds its deliveries,
+    ``_pending_of`` says what waits, and ``mail_room`` is the persistent field, given
+    the endpoint's own check and offer.
     """
 
     #: what ``pending`` says a held message waits for (``{pid}``: this process): on a
     #: channel to this process, messages; a broadcast waits for its sender's seqs
     waits_for: ClassVar[str] = "message to P{pid}"
     _buffer: DependencyBuffer[Any]
+
+    def _take(self, held: bool, deliver: Callable[[Any], Action]) -> list[Action]:
+        """A valid packet offered (``held``: it was new): what the mail room now
+        releases, each made by ``deliver``; if it was not new, one duplicate."""
+        if held:
+            return self._drained(deliver)
+        self.duplicates += 1
+        return []
 
     def _run(self, offered: Iterable[bool], drain: Callable[[], list[Action]]) -> list[Action]:
         """Valid packets arriving one after another (``offered`` holds each as it is

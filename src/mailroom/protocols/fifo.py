@@ -168,7 +168,7 @@ class Fifo(BufferedEndpoint):
         return self.RECEIVES[type(packet)](self, packet)
 
     def _on_packet(self, p: FifoPacket) -> list[Action]:
-        return self._run((self._offer(self._validate(p)),), self._drain)
+        return self._take(self._offer(self._validate(p)), self._delivery)
 
     def _receive_batch(self, p: FifoBatch) -> list[Action]:
         """The batch as its k packets arriving one after another."""

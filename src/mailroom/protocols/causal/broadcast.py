@@ -250,7 +250,7 @@ class CBCAST(BufferedEndpoint):
         return self.RECEIVES[type(packet)](self, packet)
 
     def _on_packet(self, p: CBCASTPacket) -> list[Action]:
-        return self._run((self._offer(self._validate(p)),), self._drain)
+        return self._take(self._offer(self._validate(p)), self._delivery)
 
     #: What ``receive`` does with each class of packet (after the common case inline).
     RECEIVES: ClassVar[Receivers[CBCAST]] = Receivers(
