@@ -274,11 +274,8 @@ class NodeCore:
     # -- one step ----------------------------------------------------------------------
     def _take_ready(self) -> None:
         """The lots ``Outgoing`` took, each as a step."""
-        ready = self.out.ready
-        if ready:
-            self.out.ready = []
-            for actions, ops, lines in ready:
-                self._step(actions, ops, lines)
+        for actions, ops, lines in self.out.take_ready():
+            self._step(actions, ops, lines)
 
     def _step(
         self,

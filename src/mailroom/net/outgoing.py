@@ -252,6 +252,11 @@ class Outgoing:
         if self.count:
             self.ready.append(self.lot())
 
+    def take_ready(self) -> list[Lot]:
+        """The lots taken since the last call, in order (``ready`` is emptied)."""
+        ready, self.ready = self.ready, []
+        return ready
+
     def lot(self) -> Lot:
         """Empty the lot: its actions, logged inputs and trace lines, for a step."""
         if not self.count:
