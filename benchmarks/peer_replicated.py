@@ -192,6 +192,15 @@ class Setup:
     pythonpath: str = ""
 
     @property
+    def tag(self) -> str:
+        """The profile files' tag: every field that tells two rows apart (a ``[before]``
+        row's members write beside, not over, this checkout's)."""
+        sync = "-sync" * self.sync
+        majority = "-majority" * (self.safe_quorum == "majority")
+        before = "-before" * bool(self.pythonpath)
+        return f"{self.in_flight}{sync}{majority}{before}"
+
+    @property
     def name(self) -> str:
         checkpoint = "sync checkpoints" if self.sync else "no checkpoint"
         majority = ", a majority holds" if self.safe_quorum == "majority" else ""
@@ -261,7 +270,7 @@ def run_peak(
     and p99 latency, the CPU of every process per call, the largest member's memory."""
     extra = ["--seconds", repr(seconds), "--warmup", repr(warmup)]
     if profile:
-        extra += ["--profile", profile, "--tag", f"{setup.in_flight}{'-sync' * setup.sync}"]
+        extra += ["--profile", profile, "--tag", setup.tag]
     with Members(n, setup, extra) as group:
         group.ready()
         group.start()

@@ -33,11 +33,9 @@ nodes). Rules, in words:
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import hashlib
 import logging
 import socket
-from collections.abc import Callable
 from typing import Any
 
 import attrs
@@ -179,150 +177,159 @@ def directory_of(
     return Directory(table, pid, own)
 
 
-#: What discovery asks of its node: (view id, members) or None while joining.
-ViewOf = Callable[[], tuple[int, tuple[int, ...]] | None]
+#: A node's view as discovery reads it: (view id, members), or None while it joins.
+ViewOf = tuple[int, tuple[int, ...]] | None
+
+
+@attrs.frozen
+class Answer:
+    """What the discovery packets of one read ask the node to do: send ``replies``
+    (Rosters, as ``(pid, bytes)``), ask ``join`` (members of a view a Roster named) to
+    let it in, and look again soon if it ``learned`` an address."""
+
+    replies: tuple[tuple[int, bytes], ...] = ()
+    join: tuple[int, ...] | None = None
+    learned: bool = False
+
+
+@attrs.frozen
+class Probes:
+    """One round of probes: to members (``(pid, bytes)``) and to seed addresses."""
+
+    members: tuple[tuple[int, bytes], ...] = ()
+    seeds: tuple[tuple[Address, bytes], ...] = ()
 
 
 @attrs.define(eq=False)
 class Discovery:
-    """The probes of a node of a growable group, and the answers to others' probes.
-
-    ``send(pid, bytes)`` sends a packet to a member, ``probe_seed(address, bytes)``
-    to whoever listens at a seed; ``view_of()`` is the node's view; ``join_through``
-    is called with the members of the first view a Roster names while the node
-    joins without contacts.
+    """The probes of a node of a growable group, and the answers to others' probes,
+    without I/O: packets and the node's view in, the packets to send and the join to
+    ask out (``net.service`` sends them and keeps the pace).
     """
 
     directory: Directory
     pid: int
-    send: Callable[[int, bytes], None]
-    probe_seed: Callable[[Address, bytes], None]
-    view_of: ViewOf
-    join_through: Callable[[list[int]], None]
     interval: float = 0.5
     #: the members of the last view a Roster named (what a joiner knows)
     heard: tuple[int, ...] = ()
     probes_sent: int = 0
     rosters_sent: int = 0
-    #: the members it last joined through
+    #: the members it last asked to join through
     _asked: tuple[int, ...] = ()
-    _task: asyncio.Task[None] | None = None
-    _wake: asyncio.Event = attrs.Factory(asyncio.Event)
 
     # -- packets ------------------------------------------------------------------------
-    def take(self, peer: int, batch: list[tuple[object, Any]]) -> list[tuple[object, Any]]:
-        """Handle the discovery packets of ``batch`` (from ``peer``); the rest, in order."""
+    def take(
+        self, peer: int, batch: list[tuple[object, Any]], view: ViewOf
+    ) -> tuple[list[tuple[object, Any]], Answer]:
+        """The packets of ``batch`` (from ``peer``) that are not discovery's, in order,
+        and what its Probes and Rosters ask of the node (``view``: the node's)."""
         if not any(type(p) in DISCOVERY for p, _ in batch):
-            return batch
+            return batch, NOTHING
         rest = []
+        replies: list[tuple[int, bytes]] = []
+        join: tuple[int, ...] | None = None
+        learned = False
         for item in batch:
             p = item[0]
             if type(p) is Probe:
-                self._on_probe(peer, p)
+                learned |= self._on_probe(peer, p, view, replies)
             elif type(p) is Roster:
-                self._on_roster(peer, p)
+                changed, asks = self._on_roster(peer, p, view)
+                learned |= changed
+                join = asks if asks is not None else join
             else:
                 rest.append(item)
-        return rest
+        return rest, Answer(tuple(replies), join, learned)
 
-    def _on_probe(self, peer: int, p: Probe) -> None:
+    def _on_probe(
+        self, peer: int, p: Probe, view: ViewOf, replies: list[tuple[int, bytes]]
+    ) -> bool:
         address = read_address(p.address)
         if p.sender != peer or address is None:
             log.warning("P%d: ignored a probe from P%d (%r)", self.pid, peer, p.address)
-            return
-        if self.directory.learn(peer, address, first_hand=True):
-            self._wake.set()
-        self.send(peer, encode(self.roster()))
+            return False
+        learned = self.directory.learn(peer, address, first_hand=True)
+        replies.append((peer, encode(self.roster(view))))
         self.rosters_sent += 1
+        return learned
 
-    def _on_roster(self, peer: int, r: Roster) -> None:
+    def _on_roster(self, peer: int, r: Roster, view: ViewOf) -> tuple[bool, tuple[int, ...] | None]:
+        """(whether an address was learned, the members to join through or None)."""
         if r.sender != peer or len(r.known) != len(r.addresses):
             log.warning("P%d: ignored a malformed roster from P%d", self.pid, peer)
-            return
+            return False, None
         changed = False
         for pid, text in zip(r.known, r.addresses, strict=True):
             address = read_address(text)
             if type(pid) is int and address is not None:
                 changed |= self.directory.learn(pid, address, first_hand=pid == peer)
         members = tuple(m for m in r.members if type(m) is int and 0 <= m < self.directory.n)
-        if r.view and members:
-            self.heard = members
-            if self.view_of() is None and members != self._asked:
-                self._asked = members
-                try:
-                    self.join_through([m for m in members if m != self.pid])
-                except LocalError as exc:  # closed, or its files cannot be written now
-                    log.warning("P%d: cannot ask to join now: %s", self.pid, exc)
-                    self._asked = ()
-        if changed:
-            self._wake.set()
+        if not (r.view and members):
+            return changed, None
+        self.heard = members
+        if view is not None or members == self._asked:
+            return changed, None
+        self._asked = members
+        return changed, tuple(m for m in members if m != self.pid)
 
-    def roster(self) -> Roster:
+    def join_refused(self) -> None:
+        """The node could not ask to join now (closed, or its files cannot be written):
+        the next Roster naming the same members asks again."""
+        self._asked = ()
+
+    def roster(self, view: ViewOf) -> Roster:
         """This node's view and the addresses it knows of its members and itself."""
-        found = self.view_of()
-        view, members = found if found is not None else (0, ())
+        number, members = view if view is not None else (0, ())
         known = sorted({*members, self.pid} & set(self.directory.addresses))
         addresses = self.directory.addresses
         return Roster(
             self.pid,
-            view,
+            number,
             members,
             tuple(known),
             tuple(format_address(addresses[p]) for p in known),
         )
 
     # -- probing ------------------------------------------------------------------------
-    def wanting(self) -> bool:
+    def wanting(self, view: ViewOf) -> bool:
         """This node has no view, or lacks the address of a member of its view."""
-        found = self.view_of()
-        if found is None:
+        if view is None:
             return True
-        return any(m not in self.directory.addresses for m in found[1])
+        return any(m not in self.directory.addresses for m in view[1])
 
-    def probe(self) -> None:
-        """Probe the seed addresses and every member this node knows of."""
+    def probes(self, view: ViewOf) -> Probes:
+        """Probes of the seed addresses and of every member this node knows of."""
         own = format_address(self.directory.addresses[self.pid])
         data = encode(Probe(self.pid, own))
-        for seed in self.directory.seeds:
-            if seed != self.directory.addresses[self.pid]:
-                self.probe_seed(seed, data)
-                self.probes_sent += 1
-        found = self.view_of()
-        members = found[1] if found is not None else self.heard
-        for m in members:
-            if m != self.pid and m in self.directory.addresses:
-                self.send(m, data)
-                self.probes_sent += 1
+        seeds = tuple(
+            (seed, data)
+            for seed in self.directory.seeds
+            if seed != self.directory.addresses[self.pid]
+        )
+        members = view[1] if view is not None else self.heard
+        to = tuple((m, data) for m in members if m != self.pid and m in self.directory.addresses)
+        self.probes_sent += len(seeds) + len(to)
+        return Probes(to, seeds)
 
-    async def run(self) -> None:
-        """Probe while something is wanting, every interval (longer while nothing changes)."""
-        pause = self.interval
-        while True:
-            if self.wanting():
-                self.probe()
-            self._wake.clear()
-            with contextlib.suppress(asyncio.TimeoutError):
-                await asyncio.wait_for(self._wake.wait(), pause)
-                pause = self.interval  # something was learned: look again soon
-                continue
-            pause = min(pause * 2, 4 * self.interval)
+    def next_pause(self, pause: float, learned: bool) -> float:
+        """The wait before the next look: ``interval`` after something was learned,
+        else twice the last wait, at most ``4 * interval``."""
+        return self.interval if learned else min(pause * 2, 4 * self.interval)
 
-    def start(self) -> None:
-        self._task = asyncio.create_task(self.run())
 
-    async def close(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
+#: The answer to a batch without discovery packets.
+NOTHING = Answer()
 
 
 __all__ = [
     "ANY",
     "DISCOVERY",
+    "NOTHING",
+    "Answer",
     "Directory",
     "Discovery",
     "Probe",
+    "Probes",
     "Roster",
     "directory_of",
     "format_address",

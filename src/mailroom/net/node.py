@@ -471,8 +471,10 @@ class Node:
     # -- the network's and the clock's side ------------------------------------------------
     def frames_arrived(self, peer: int, batch: Batch) -> None:
         """The transport's report: the packets of the frames one read brought from
-        ``peer`` (checked, decoded). They are one step of the core, then acted on."""
-        if not self._closed:
+        ``peer`` (checked, decoded). Discovery's (a growable group's Probes and
+        Rosters) go to the service; the rest are one step of the core, then acted on."""
+        batch = self.service.discovered(peer, batch)
+        if batch and not self._closed:
             self.core.receive(peer, batch)
             self._pump()
 

@@ -20,11 +20,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from mailroom.core.errors import LocalError
-from mailroom.net.discovery import Directory, Discovery
+from mailroom.net.discovery import Directory, Discovery, ViewOf
 from mailroom.net.membership import group_of
 from mailroom.net.steps import Send
 
@@ -42,55 +41,81 @@ LOOK_EVERY = 1.0
 class Service:
     """Discovery and the watches of one node (started and closed with it)."""
 
-    def __init__(
-        self,
-        node: Node,
-        directory: Directory,
-        join: Callable[[list[int]], None] | None = None,
-    ) -> None:
-        """``join``: how a joiner asks members in (default: ``node.join_through``)."""
+    def __init__(self, node: Node, directory: Directory) -> None:
         self.node = node
         self.directory = directory
         group = group_of(node.endpoint)
+        #: a growable group's discovery (sans-IO: this service sends what it returns)
         self.discovery: Discovery | None = None
         if directory.growable:
             if group is None:
                 raise LocalError("a growable group's members host group endpoints")
-            transport = node.transport
-            self.discovery = Discovery(
-                directory,
-                node.pid,
-                lambda pid, data: transport.send([Send.control(pid, data)]),
-                transport.to_seed,
-                self._view,
-                join if join is not None else node.join_through,
-                interval=group.retry,
-            )
-            transport.discovery = self.discovery
+            self.discovery = Discovery(directory, node.pid, interval=group.retry)
         #: when quorum loss was last logged (loop time), None while there is quorum
         self.quorum_said: float | None = None
         self.quorum_lines = 0
         self._held_since: float | None = None
         self._delivered = -1
         self._task: asyncio.Task[None] | None = None
+        self._probing: asyncio.Task[None] | None = None
+        #: set when discovery learned an address: look again soon
+        self._learned = asyncio.Event()
 
-    def _view(self) -> tuple[int, tuple[int, ...]] | None:
+    def _view(self) -> ViewOf:
         view = self.node.view
         return None if view is None or not self.node.joined else (view.id, view.members)
+
+    # -- discovery ---------------------------------------------------------------------
+    def discovered(self, peer: int, batch: list[tuple[object, Any]]) -> list[tuple[object, Any]]:
+        """Take the discovery packets of ``batch`` (from ``peer``), send the Rosters they
+        ask for and ask to join if one names a view to join; the rest, in order."""
+        discovery = self.discovery
+        if discovery is None:
+            return batch
+        rest, answer = discovery.take(peer, batch, self._view())
+        if answer.replies:
+            self.node.transport.send([Send.control(pid, data) for pid, data in answer.replies])
+        if answer.join is not None:
+            try:
+                self.node.join_through(list(answer.join))
+            except LocalError as exc:  # closed, or its files cannot be written now
+                log.warning("P%d: cannot ask to join now: %s", self.node.pid, exc)
+                discovery.join_refused()
+        if answer.learned:
+            self._learned.set()
+        return rest
+
+    async def _probe(self, discovery: Discovery) -> None:
+        """Probe while something is wanting, at discovery's pace."""
+        transport = self.node.transport
+        pause = discovery.interval
+        while True:
+            view = self._view()
+            if discovery.wanting(view):
+                probes = discovery.probes(view)
+                for address, data in probes.seeds:
+                    transport.to_seed(address, data)
+                transport.send([Send.control(pid, data) for pid, data in probes.members])
+            self._learned.clear()
+            try:
+                await asyncio.wait_for(self._learned.wait(), pause)
+                learned = True
+            except TimeoutError:
+                learned = False
+            pause = discovery.next_pause(pause, learned)
 
     # -- life cycle ----------------------------------------------------------------------
     def start(self) -> None:
         if self.discovery is not None:
-            self.discovery.start()
+            self._probing = asyncio.create_task(self._probe(self.discovery))
         self._task = asyncio.create_task(self._watch())
 
     async def close(self) -> None:
-        if self.discovery is not None:
-            await self.discovery.close()
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
+        for task in (self._probing, self._task):
+            if task is not None:
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
 
     async def _watch(self) -> None:
         while True:

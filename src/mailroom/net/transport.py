@@ -52,7 +52,7 @@ from mailroom.net import pake
 from mailroom.net.admission import Admission
 from mailroom.net.config import check_key
 from mailroom.net.connections import Inbound, Outbound
-from mailroom.net.discovery import ANY, Address, Directory, Discovery
+from mailroom.net.discovery import ANY, Address, Directory
 from mailroom.net.frames import Batch
 from mailroom.net.lazy import LazyHold
 from mailroom.net.seen import Seen
@@ -305,8 +305,6 @@ class Transport:
         self.key = key
         self.config = config
         self.digest = peers.digest
-        #: A growable group's discovery (set by the node): it takes Probes and Rosters.
-        self.discovery: Discovery | None = None
         #: The group's generator for the handshake's key exchange (``pake``).
         self.generator = pake.generator(key, self.digest)
         #: The highest message id of every process that arrived here (``seen``).
@@ -418,10 +416,6 @@ class Transport:
         for packet, item in batch:
             if item.message_id is not None:
                 seen.saw(item.message_id, packet)
-        if self.discovery is not None:
-            batch = self.discovery.take(peer, batch)
-            if not batch:
-                return
         self.receiver.frames_arrived(peer, batch)
 
     def refuse(self, peer: int, why: str) -> None:
