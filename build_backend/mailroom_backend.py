@@ -27,10 +27,12 @@ def _dependencies() -> list[str]:
 
 
 def _compile() -> bool:
+    """Whether this build is the compiled one."""
     return os.environ.get("MAILROOM_COMPILE") == "1"
 
 
 def get_requires_for_build_wheel(config_settings: dict[str, Any] | None = None) -> list[str]:
+    """setuptools' requirements, plus mypy and the dependencies for the compiled build."""
     requires = list(_setuptools.get_requires_for_build_wheel(config_settings))
     return [*requires, MYPY, *_dependencies()] if _compile() else requires
 
@@ -40,6 +42,7 @@ def build_editable(
     config_settings: dict[str, Any] | None = None,
     metadata_directory: str | None = None,
 ) -> str:
+    """setuptools' editable wheel, always pure (one line if MAILROOM_COMPILE=1 asked)."""
     if _compile():
         print("mailroom build: an editable install is pure Python", file=sys.stderr)
         os.environ.pop("MAILROOM_COMPILE")
