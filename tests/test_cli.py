@@ -319,7 +319,8 @@ def test_version(capsys: pytest.CaptureFixture[str]) -> None:
     import mailroom
 
     assert _exit_code(["--version"]) == 0
-    assert capsys.readouterr().out.strip() == f"mailroom {mailroom.__version__}"
+    build = "compiled with mypyc" if mailroom.compiled else "pure Python"
+    assert capsys.readouterr().out.strip() == f"mailroom {mailroom.__version__} ({build})"
     pyproject = (Path(__file__).parents[1] / "pyproject.toml").read_text()
     assert f'version = "{mailroom.__version__}"' in pyproject
 

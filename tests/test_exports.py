@@ -116,6 +116,7 @@ TOP_LEVEL = {
     "VectorClock",
     "Wait",
     "__version__",
+    "compiled",  # which build runs (docs/compiled.md)
     "restore_endpoint",
     # group membership
     "Group",

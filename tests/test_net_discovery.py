@@ -28,6 +28,7 @@ from typing import Any
 
 import pytest
 
+import mailroom
 from mailroom.core.errors import LocalError
 from mailroom.net import Node, PeerTable, group_endpoint
 from mailroom.net.cli import main
@@ -398,6 +399,8 @@ def test_quorum_loss_is_logged_at_a_bounded_rate_and_shown_in_the_status(
     assert said and "WAITING FOR A MAJORITY" in said[0] and "1 of 3 members would stay" in said[0]
     assert data["group"]["waiting_for_majority"] and data["group"]["suspects"] == [1, 2]
     assert "quorum: LOST" in render(data)
+    build = "compiled with mypyc" if mailroom.compiled else "pure Python"
+    assert data["build"] == build and f"build: {build}" in render(data).splitlines()
 
 
 def test_probes_and_rosters_round_trip_the_codec() -> None:

@@ -18,6 +18,7 @@ with what time (``mailroom node`` logs them with the wall-clock time).
 import logging as _logging
 import typing as _typing
 
+from mailroom._build import COMPILED as _COMPILED
 from mailroom._exports import lazy_exports as _lazy_exports
 
 if _typing.TYPE_CHECKING:
@@ -79,6 +80,10 @@ if _typing.TYPE_CHECKING:
     )
 
 __version__ = "0.3.0"
+
+#: True when this is the build compiled by mypyc (``MAILROOM_COMPILE=1 pip install .``,
+#: docs/compiled.md), False in the pure-Python package, the default and the reference.
+compiled: bool = _COMPILED
 
 #: Where each public name lives (imported on first use).
 _HOMES: dict[str, str] = {
@@ -200,6 +205,7 @@ __all__ = [
     "ViewChange",
     "Wait",
     "__version__",
+    "compiled",
     "packet",
     "restore_endpoint",
     "validate",

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 import attrs
 
 from mailroom import __version__
+from mailroom._build import BUILD
 from mailroom.cli.options import COMMAND_HELP, add_command
 
 if TYPE_CHECKING:
@@ -112,7 +113,7 @@ def _build(commands: Collection[str] | None) -> tuple[argparse.ArgumentParser, A
         prog="mailroom",
         description="Ordered message delivery: FIFO, causal and total order.",
     )
-    parser.add_argument("--version", action="version", version=f"mailroom {__version__}")
+    parser.add_argument("--version", action="version", version=f"mailroom {__version__} ({BUILD})")
     sub = parser.add_subparsers(dest="command", required=True)
     for name, load in COMMANDS.items():
         if commands is None or name in commands:

@@ -30,6 +30,7 @@ import socket
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, cast
 
+from mailroom._build import BUILD
 from mailroom.core.errors import LocalError
 from mailroom.core.stack import Stack
 from mailroom.net.config import parse_address
@@ -93,6 +94,7 @@ def node_status(node: Node) -> dict[str, Any]:
     discovery = node.service.discovery
     return {
         "pid": node.pid,
+        "build": BUILD,
         "group": None if group is None else group.data(),
         "summary": None if group is None else group.summary(now),
         "growable": node.directory.growable,

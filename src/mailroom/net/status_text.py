@@ -12,6 +12,8 @@ from mailroom.net.names import ANY, REJECTED
 def render(data: dict[str, Any]) -> str:
     """The status as ``mailroom status`` prints it."""
     lines = [f"P{data['pid']}: {data['summary'] or 'not a group member'}"]
+    if "build" in data:  # (a member of before 0.3.0 does not say)
+        lines.append(f"build: {data['build']}")
     group = data["group"]
     if group is not None and group["view"] is not None:
         pairs = zip(group["view"]["members"], group["incarnations"], strict=False)

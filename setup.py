@@ -1,0 +1,109 @@
+"""The build: the pure-Python package, or with ``MAILROOM_COMPILE=1`` the same source
+with the modules of ``COMPILED`` compiled by mypyc (docs/compiled.md).
+
+Pure Python is the default and the reference: ``pip install -e .``, and any build
+without ``MAILROOM_COMPILE=1``, compiles nothing and needs no compiler and no mypy.
+``MAILROOM_COMPILE=1 pip install .`` (not editable) asks the in-tree build backend
+(``build_backend/mailroom_backend.py``) for mypy as a build requirement and compiles
+the list below; a build that cannot compile (mypyc missing or refusing a module, no C
+compiler) says so in one line and installs the pure package, so the install still
+succeeds. The wheel keeps every ``.py`` file beside its compiled module.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import os
+import shutil
+import sys
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from setuptools import setup
+from setuptools.command.build_ext import build_ext
+from setuptools.errors import BaseError, CCompilerError
+
+#: The modules the compiled build compiles, each with what compiling it gained
+#: (benchmarks/compiled.py: pure over compiled time of the path the module carries,
+#: the median of 5 alternating rounds; docs/benchmarks.md). A module stays pure where
+#: compiling it gained nothing, or could not be compiled without changing what it does.
+COMPILED = [
+    "src/mailroom/_build.py",  # the flag mailroom.compiled reads: compiled with the rest
+    "src/mailroom/core/wire_format.py",  # the reference writer and reader: 2.5x
+    "src/mailroom/core/codec.py",  # encode and decode, every protocol's packets: 1.95x
+]
+# Measured and kept pure (gain within the noise, 0.9x to 1.05x): net/frames.py,
+# protocols/_buffer.py, protocols/membership/safe.py, net/nodecore.py; their time goes
+# to attrs objects, dicts and the event loop, which compiling does not make faster.
+# Kept pure because mypyc builds their attrs classes wrongly (a field's attrs.field()
+# default, or an attrs slots class, fails at import): clocks.py, net/steps.py.
+# Not measured, so pure: the protocols (interpreted subclasses: tests' and
+# mailroom.testing's variants, EndpointBase), replicated/replica.py.
+
+
+def say(line: str) -> None:
+    """One line of the build's own, on stderr (``pip install -v`` shows it)."""
+    print(f"mailroom build: {line}", file=sys.stderr)
+
+
+def fall_back(reason: str) -> None:
+    say(f"not compiled ({reason}); installing the pure-Python package")
+
+
+#: The setup.py commands that build modules: only these compile (the backend also runs
+#: setup.py for the build requirements and the metadata, which need no mypyc).
+BUILDS = frozenset({"build", "build_ext", "bdist_wheel", "install"})
+
+
+def ext_modules(
+    environ: Mapping[str, str] = os.environ, commands: Sequence[str] = sys.argv[1:]
+) -> list[Any]:
+    """The extension modules to build: none unless ``MAILROOM_COMPILE=1`` and a command
+    of ``BUILDS`` runs; then the modules of ``COMPILED`` as mypyc makes them, or none
+    (with one line) if it cannot."""
+    if environ.get("MAILROOM_COMPILE") != "1" or not BUILDS.intersection(commands):
+        return []
+    try:
+        from mypyc.build import mypycify
+    except ImportError:
+        fall_back("mypyc is not installed")
+        return []
+    told = io.StringIO()  # mypyc's own messages: the first error line goes in ours
+    try:
+        with contextlib.redirect_stdout(told), contextlib.redirect_stderr(told):
+            return list(mypycify(COMPILED, opt_level="3", group_name="mailroom"))
+    except (Exception, SystemExit) as exc:
+        lines = [*told.getvalue().splitlines(), str(exc)]
+        first = next((line for line in lines if "error" in line), lines[0] or "mypyc failed")
+        fall_back(f"mypyc: {first.strip()}")
+        return []
+
+
+def _shortened(text: str, width: int = 100) -> str:
+    """The first line of ``text``, its middle cut out past ``width`` characters (a
+    compiler's failure quotes its whole command line)."""
+    line = (text.strip().splitlines() or ["?"])[0]
+    return line if len(line) <= width else f"{line[: width // 2]} ... {line[-width // 2 :]}"
+
+
+class BuildExtOrPure(build_ext):
+    """``build_ext`` that, when the C compiler fails, removes what it built and leaves
+    the pure package (every ``.py`` is in the wheel anyway)."""
+
+    def run(self) -> None:
+        try:
+            super().run()
+        except (BaseError, CCompilerError, OSError) as exc:
+            for path in self.get_outputs():
+                with contextlib.suppress(FileNotFoundError):
+                    os.remove(path)
+            fall_back(f"the C compiler failed: {_shortened(str(exc))}")
+
+
+if __name__ == "__main__":
+    if BUILDS.intersection(sys.argv[1:]):
+        # start from nothing: setuptools copies all of build/lib into the wheel, so a
+        # module compiled by an earlier build would otherwise ship in this one
+        shutil.rmtree("build", ignore_errors=True)
+    setup(ext_modules=ext_modules(), cmdclass={"build_ext": BuildExtOrPure})
