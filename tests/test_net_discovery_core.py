@@ -97,7 +97,7 @@ def test_a_malformed_roster_is_ignored() -> None:
 def test_probes_go_to_the_seeds_and_the_known_members_while_something_is_wanting() -> None:
     d = fresh()
     assert d.wanting(None)
-    first = d.probes(None)  # no view, nothing heard: the seeds but its own address
+    first = d.probes(None)  # no view, nothing heard: every seed address but its own
     assert [a for a, _ in first.seeds] == [SEED] and first.members == ()
     assert decode(first.seeds[0][1]) == Probe(0, format_address(("127.0.0.1", 7100)))
     d.take(1, [(roster(1, 2, (0, 1, 2), (0, 1)), None)], (2, (0, 1, 2)))
