@@ -232,7 +232,10 @@ class Discovery:
         for item in batch:
             p = item[0]
             if type(p) is Probe:
-                learned |= self._on_probe(peer, p, view, replies)
+                changed, reply = self._on_probe(peer, p, view)
+                learned |= changed
+                if reply is not None:
+                    replies.append((peer, reply))
             elif type(p) is Roster:
                 changed, asks = self._on_roster(peer, p, view)
                 learned |= changed
@@ -241,17 +244,15 @@ class Discovery:
                 rest.append(item)
         return rest, Answer(tuple(replies), join, learned)
 
-    def _on_probe(
-        self, peer: int, p: Probe, view: ViewOf, replies: list[tuple[int, bytes]]
-    ) -> bool:
+    def _on_probe(self, peer: int, p: Probe, view: ViewOf) -> tuple[bool, bytes | None]:
+        """(whether the sender's address was learned, the Roster to answer or None)."""
         address = read_address(p.address)
         if p.sender != peer or address is None:
             log.warning("P%d: ignored a probe from P%d (%r)", self.pid, peer, p.address)
-            return False
+            return False, None
         learned = self.directory.learn(peer, address, first_hand=True)
-        replies.append((peer, encode(self.roster(view))))
         self.rosters_sent += 1
-        return learned
+        return learned, encode(self.roster(view))
 
     def _on_roster(self, peer: int, r: Roster, view: ViewOf) -> tuple[bool, tuple[int, ...] | None]:
         """(whether an address was learned, the members to join through or None)."""
