@@ -228,6 +228,32 @@ def test_a_member_that_sends_no_data_writes_its_lazy_packets_rarely() -> None:
     assert frames <= 10 < calls  # heartbeats every 10 s at most: a few frames
 
 
+def test_lazy_packets_ride_the_frames_that_go_anyway() -> None:
+    """The same, with lazy packets due at the default ``lazy_wait`` but going alone only
+    after an hour (``lazy_alone``): P2 has nothing else to write (no calls, and no
+    report a delivery waits on), so it writes only its first frames, its heartbeats and
+    an urgent ack per half window, while P1, whose calls go to the sequencer, carries
+    its acknowledgements and reports on them, and every call completes."""
+    socks = listening_sockets(3)
+
+    async def main() -> tuple[list[int], int]:
+        rs = _members(socks, 40.0, lazy_alone=3600.0)
+        for r in rs:
+            await r.start()
+        try:
+            await asyncio.wait_for(asyncio.gather(*(r.wait_joined() for r in rs)), 30)
+            before = rs[2].node.stats.data_frames_out
+            results = [await asyncio.wait_for(rs[1].call.add(1), 30) for _ in range(100)]
+            return results, rs[2].node.stats.data_frames_out - before
+        finally:
+            for r in rs:
+                await r.close()
+
+    results, frames = asyncio.run(main())
+    assert results == list(range(1, 101))
+    assert frames <= 10  # against one per lazy_wait of the run with lazy_alone at lazy_wait
+
+
 def test_a_member_whose_partner_is_gone_delivers_by_the_lazy_reports() -> None:
     """P0 waits on P1's reports; with P1 gone (and too short a run to suspect it) P0's
     calls still complete, by P2's lazy reports, a lazy wait later."""

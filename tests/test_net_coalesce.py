@@ -6,6 +6,7 @@ ends loses the lot as if it were never sent, and flow control still bounds memor
 from __future__ import annotations
 
 import asyncio
+import math
 import subprocess
 import sys
 from collections.abc import Callable
@@ -22,6 +23,7 @@ from mailroom.core.messages import Message, MessageId
 from mailroom.core.stack import Stack
 from mailroom.net import Node, NodeConfig
 from mailroom.net import frames as fr
+from mailroom.net.lazy import LazyHold
 from mailroom.net.metrics import metrics_routes
 from mailroom.net.outgoing import LOT_LIMIT
 from mailroom.net.transport import Link
@@ -731,6 +733,45 @@ def test_a_lazy_packet_waits_until_due_and_a_later_one_replaces_it(gap: float) -
     else:
         assert held == [0, 2, False, True] and with_data == [0, 3, True]
     assert NodeConfig().lazy_wait > 0  # on by default
+
+
+def test_held_lazy_packets_ride_a_write_once_due_and_go_alone_only_later() -> None:
+    """Lazy packets are due with a write ``lazy_wait`` after the first was held, and go
+    alone only ``lazy_alone`` after it (never sooner than ``lazy_wait``): a link with
+    data to write carries them, a link with none writes them rarely."""
+    hold = LazyHold()
+    hold.add((b"ack1", None, fr.CONTROL), "a", 10.0, 0.005, 0.05)
+    hold.add((b"ack2", None, fr.CONTROL), "a", 10.003, 0.005, 0.05)  # the first sets the times
+    assert (hold.due, hold.alone) == (10.005, 10.05)
+    assert hold.take(10.004) == []  # not due: a write now goes without it
+    assert hold.take(10.006) == [(b"ack2", None, fr.CONTROL)]  # due: it rides the write
+    assert (hold.due, hold.alone) == (math.inf, math.inf)
+    hold.add((b"r", None, fr.CONTROL), "b", 0.0, 0.5, 0.05)
+    assert hold.alone == 0.5  # never alone before it is due
+    socks = listening_sockets(3)
+
+    async def main() -> float:
+        node = Node(
+            _stack("cbcast", 0),
+            table_of(socks),
+            KEY,
+            listen=socks[0],
+            lazy_wait=0.005,
+            lazy_alone=3600,
+        )
+        link = Link(node.transport, 1)
+        link.push(b"ack", None, fr.CONTROL, "a", True)
+        link.flush_soon()
+        assert link._held is not None
+        wait = link._held.when() - asyncio.get_running_loop().time()
+        await node.close()
+        return wait
+
+    wait = asyncio.run(main())
+    for s in socks:
+        s.close()
+    assert wait > 3000  # the timer that writes it alone: lazy_alone, not lazy_wait
+    assert NodeConfig().lazy_alone > NodeConfig().lazy_wait > 0
 
 
 def test_a_control_packet_that_is_not_lazy_is_written_at_once() -> None:

@@ -57,7 +57,7 @@ from mailroom.net.discovery import format_address
 from mailroom.net.membership import group_endpoint
 from mailroom.net.metrics import metrics_routes
 from mailroom.net.node import Busy, Node, QuietLog
-from mailroom.net.settings import BUSY_GAP, LAZY_WAIT, MAX_IN_FLIGHT
+from mailroom.net.settings import BUSY_GAP, LAZY_ALONE, LAZY_WAIT, MAX_IN_FLIGHT
 from mailroom.net.status import serve, status_routes
 from mailroom.protocols import Reliable
 
@@ -224,6 +224,14 @@ def build_parser(
         metavar="SECONDS",
         help="acknowledgements and reports nothing waits on go to a peer at "
         f"most once per this long (default {LAZY_WAIT}; 0: at once)",
+    )
+    p.add_argument(
+        "--lazy-alone",
+        type=float,
+        default=LAZY_ALONE,
+        metavar="SECONDS",
+        help="... riding the next frame to the peer, or alone once this long passed "
+        f"without one (default {LAZY_ALONE}; at least --lazy-wait)",
     )
     p.add_argument(
         "--max-in-flight",
@@ -413,6 +421,7 @@ def node_of(args: argparse.Namespace, app: GroupApp | None) -> Node:
         linger=args.linger,
         busy_gap=args.busy_gap,
         lazy_wait=args.lazy_wait,
+        lazy_alone=args.lazy_alone,
         max_in_flight=args.max_in_flight or None,
         **hooks,
     )

@@ -3,10 +3,14 @@
 delivery waits on).
 
 They go to a peer at most once per ``lazy_wait``: a lazy packet waits until the oldest
-one held is ``lazy_wait`` old, then goes with the next write to that peer, or alone
-at that moment. Each later packet with the same ``latest_key`` (a later cumulative
-acknowledgement, a later report) replaces the one held, so a busy link carries one
-acknowledgement and one report per ``lazy_wait``, not one per step. Sending one late
+one held is ``lazy_wait`` old, then rides the next write to that peer (a frame that
+goes anyway); only if none goes by the time the oldest is ``lazy_alone`` old does it
+go alone. A link that carries data writes its lazy packets with it, and a link that
+carries none (under a sequencer, between two members that are not the sequencer)
+writes one frame per ``lazy_alone``, not one per ``lazy_wait``. Each later packet
+with the same ``latest_key`` (a later cumulative acknowledgement, a later report)
+replaces the one held, so a busy link carries one acknowledgement and one report per
+``lazy_wait``, not one per step. Sending one late
 is always correct: nothing waits on it, and a host may send it at once (the simulator
 does). A packet that is not lazy with the same key replaces the held one too (it says
 the same, later).
@@ -31,8 +35,10 @@ class LazyHold:
 
     def __init__(self) -> None:
         self.items: dict[Hashable, Item] = {}
-        #: when the held packets go (``time.monotonic``; -inf: with the next write)
+        #: when the held packets go with a write (``time.monotonic``; -inf: with the next)
         self.due = math.inf
+        #: when they go alone if no write took them (``time.monotonic``)
+        self.alone = math.inf
         self._unkeyed = itertools.count()
 
     def __bool__(self) -> bool:
@@ -41,12 +47,16 @@ class LazyHold:
     def __len__(self) -> int:
         return len(self.items)
 
-    def add(self, item: Item, latest: Hashable | None, now: float, wait: float) -> bool:
-        """Hold ``item`` (due ``wait`` from ``now`` if nothing was held); True if it
-        replaced an earlier packet of its key."""
+    def add(
+        self, item: Item, latest: Hashable | None, now: float, wait: float, alone: float
+    ) -> bool:
+        """Hold ``item`` (if nothing was held: due with a write ``wait`` from ``now``, alone
+        ``alone`` from ``now``, at least ``wait``); True if it replaced an earlier
+        packet of its key."""
         items = self.items
         if not items:
             self.due = now + wait
+            self.alone = now + max(wait, alone)
         key = ("unkeyed", next(self._unkeyed)) if latest is None else latest
         replaced = items.pop(key, None) is not None
         items[key] = item
@@ -58,7 +68,7 @@ class LazyHold:
         if self.items.pop(latest, None) is None:
             return False
         if not self.items:
-            self.due = math.inf
+            self.due = self.alone = math.inf
         return True
 
     def drop_oldest(self) -> None:
@@ -75,4 +85,4 @@ class LazyHold:
 
     def clear(self) -> None:
         self.items.clear()
-        self.due = math.inf
+        self.due = self.alone = math.inf

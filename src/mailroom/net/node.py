@@ -231,6 +231,7 @@ class Node:
         )
         if config.coalesce:  # lazy packets wait a moment for the next one that matters
             self.transport.lazy_wait = config.lazy_wait
+            self.transport.lazy_alone = config.lazy_alone
 
     @property
     def endpoint(self) -> Any:

@@ -39,6 +39,10 @@ BUSY_GAP = 0.0005
 #: Seconds a lazy packet (``Transmit.lazy``: acknowledgements, reports no delivery waits
 #: on) may wait, so that a link sends its lazy packets at most once per this long.
 LAZY_WAIT = 0.005
+#: Seconds after which lazy packets that no write to their peer took go alone: a link
+#: that carries no data (under a sequencer, between two members that are not it) then
+#: writes a frame per this long, not one per ``LAZY_WAIT``.
+LAZY_ALONE = 0.05
 
 
 def _bound(_: object, attribute: attrs.Attribute[Any], value: object) -> None:
@@ -125,6 +129,9 @@ class NodeConfig:
     #: Lazy packets to a peer go at most once per this many seconds, the latest of each
     #: kind, with the next write once due (0: every packet at the end of the callback).
     lazy_wait: float = attrs.field(default=LAZY_WAIT, validator=_seconds)
+    #: ... and go alone once this many seconds passed with no write to take them (at
+    #: least ``lazy_wait``).
+    lazy_alone: float = attrs.field(default=LAZY_ALONE, validator=_seconds)
     #: A growable group: "host:port" where the others reach this node (None: its peer-table
     #: entry, else the listening socket's name).
     address: str | None = None

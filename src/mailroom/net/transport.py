@@ -26,8 +26,9 @@ Rules, in words:
 - With ``lazy_wait`` (a node that gathers its sends), lazy packets (``Transmit.lazy``:
   a reliable layer's acknowledgements, a group member's reports that no delivery
   waits on) go to a peer at most once per ``lazy_wait``, the latest of each key, with
-  the first write once they are due or alone then (``lazy``), each encoded only
-  then (most are superseded before they go); every other packet
+  the first write once they are due, or alone once ``lazy_alone`` passed without one
+  (``lazy``), each encoded only then (most are superseded before they go); every
+  other packet
   (data, a report a delivery waits on, a heartbeat) is written at the end of the
   callback.
 """
@@ -125,8 +126,9 @@ class Link:
         self, packet: object, mid: MessageId | None, carries: int, latest: Hashable | None
     ) -> None:
         """A lazy packet: into the hold (``lazy``), replacing one of its key."""
-        hold, stats = self.lazy, self.owner.stats
-        if hold.add((packet, mid, carries), latest, time.monotonic(), self.owner.lazy_wait):
+        owner = self.owner
+        hold, stats, now = self.lazy, owner.stats, time.monotonic()
+        if hold.add((packet, mid, carries), latest, now, owner.lazy_wait, owner.lazy_alone):
             stats.superseded += 1
         if len(hold) > self.owner.outbox_limit:
             hold.drop_oldest()
@@ -172,9 +174,10 @@ class Link:
         asyncio.get_running_loop().call_soon(self.flush)
 
     def _arm_lazy(self) -> None:
-        """The timer that writes held lazy packets when they are due, if none is set."""
+        """The timer that writes held lazy packets alone if no write took them by then
+        (``lazy_alone``), if none is set."""
         if self.lazy and self._held is None:
-            wait = max(0.0, self.lazy.due - time.monotonic())
+            wait = max(0.0, self.lazy.alone - time.monotonic())
             self._held = asyncio.get_running_loop().call_later(wait, self._lazy_due)
 
     def _lazy_due(self) -> None:
@@ -314,6 +317,9 @@ class Transport:
         #: Seconds a lazy packet may wait, to go with others (0: none wait; ``lazy``);
         #: set by a node that gathers its sends.
         self.lazy_wait = 0.0
+        #: Seconds after which lazy packets that no write took go alone (at least
+        #: ``lazy_wait``; ``lazy``); set by a node that gathers its sends.
+        self.lazy_alone = 0.0
         self.stats = stats
         self.quiet = quiet
         self.receiver = receiver
