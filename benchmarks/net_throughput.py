@@ -397,13 +397,12 @@ def summary(n: int, measured: dict[str, Any], args: argparse.Namespace) -> dict[
             "cpu_us": rounds.Spread.of([p["cpu_us"] for p in ok]),
             "rss_mb": rounds.Spread.of([p["rss_mb"] for p in ok]),
         }
+        mine = [x for x, p in zip(rates[row], runs, strict=True) if p]
         for peer, base in bases.items():
-            mine = [x for x, p in zip(rates[row], runs, strict=True) if p]
             theirs = [b for b, p in zip(base, runs, strict=False) if p]
             figures[f"vs_{peer}"] = rounds.Spread.of(rounds.ratios(mine, theirs))
         twin = pure_twin(row)
         pure = [x for x, p in zip(rates.get(twin, []), runs, strict=False) if p]
-        mine = [x for x, p in zip(rates[row], runs, strict=True) if p]
         ratios = rounds.ratios(mine, pure) if twin != row else []
         figures["vs_pure"] = rounds.Spread.of(ratios)
         for load, values in measured["latency"].get(row, {}).items():
