@@ -8,7 +8,9 @@ n OS processes on 127.0.0.1 (n = 3, 5 and 8 by default), every process sending
   (total order), each twice: with one ``broadcast`` per message, as the ordinary
   application calls it (yielding to the event loop every ``--yield-every`` messages
   and whenever flow control says wait), and with ``broadcast_many`` of ``--batch``
-  (64) messages per call (``peer_mailroom.py``);
+  (64) messages per call (``peer_mailroom.py``); with ``--producers K``, a third time:
+  one ``broadcast`` per message from K producer tasks per process, each yielding
+  after every message, as a service whose request handlers each send (peak only);
 - Redis Streams, the fastest honest setup a Python team would write: sync redis-py
   with hiredis, one connection per process, 64 ``XADD``s and the ``XREAD`` in the
   same pipeline, a ``redis-server`` of its own with persistence off, whose CPU is
@@ -51,13 +53,20 @@ this benchmark with its defaults (and ``bench_delivery.py``); by itself::
         [--warmup 0.5] [--loads 0.2,0.8] [--latency-seconds 2] [--latency-rounds 3]
         [--systems redis,pysyncobj,plain,CBCAST,Sequencer,Skeen,Lamport] [--batch 64]
         [--pipeline 64] [--pysyncobj-in-flight 1000,5000,1000:nobatch]
-        [--yield-every 32] [--max-load 1.0] [--load-policy refuse|flag|wait]
-        [--json FILE] [--baseline-src DIR] [--encrypt] [--profile DIR]
+        [--yield-every 32] [--producers K] [--max-load 1.0]
+        [--load-policy refuse|flag|wait] [--json FILE] [--baseline-src DIR]
+        [--compiled PYTHON] [--encrypt] [--profile DIR]
 
 ``--baseline-src DIR`` adds rows ``[before]`` of every mailroom row, run with
 the library in DIR (``git archive <commit> src | tar -x -C /tmp/old`` and
 ``--baseline-src /tmp/old/src``), for before/after in the same run (peak, and latency
-for the one-per-call rows); ``--encrypt``
+for the one-per-call rows); ``--compiled PYTHON`` adds rows ``[compiled]`` of every
+mailroom row, run by ``PYTHON``, the interpreter of a compiled build
+(``MAILROOM_COMPILE=1 pip install .``, docs/compiled.md), each right after its pure
+row in every round, with a column of their ratio per round (compiled / pure). The pure
+rows import this checkout's ``src`` (first on PYTHONPATH), the compiled rows nothing
+on PYTHONPATH, and every member process refuses to start (one line, exit 2) unless
+``mailroom.compiled`` says it runs the build its row names; ``--encrypt``
 adds rows with ChaCha20-Poly1305 frames; ``--profile DIR`` runs every process under
 cProfile (the last round's files are kept; one thread per process, so PySyncObj's
 tick thread is not in its profile) and prints each row's CPU by part (profiled
@@ -79,13 +88,23 @@ import sys
 import time
 from typing import Any
 
+import attrs
 import peer_pysyncobj
 import rounds
 from peer_mailroom import MAILROOM
 from peer_pysyncobj import Setup
 from peer_redis import INSTALL as REDIS_INSTALL
 from peer_redis import RedisServer, hiredis_in_use
-from peer_run import GC_YOUNG, Children, attempt, latencies, peak_figures, sleep_until
+from peer_run import (
+    GC_YOUNG,
+    Children,
+    attempt,
+    build_env,
+    check_compiled,
+    latencies,
+    peak_figures,
+    sleep_until,
+)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ORDER = {
@@ -101,6 +120,38 @@ PEERS = ("redis", "pysyncobj", "plain")
 CHILD_TIMEOUT = 60.0  # seconds for a process to say ready
 
 
+@attrs.frozen
+class Variant:
+    """What a mailroom row's tag (``CBCAST@batch-compiled``) says: how each process
+    sends (``one`` broadcast per message from one loop, a ``batch`` per call, or one
+    per message from producer ``tasks``), which build of the library runs it
+    (``peer_run.BUILDS``), and whether its frames are encrypted. The tag is the
+    parts that differ from the default, joined by ``-``: ``""``, ``batch``,
+    ``tasks-compiled``, ``batch-before``, ``encrypt``."""
+
+    send: str = "one"
+    build: str = "pure"
+    encrypt: bool = False
+
+    @classmethod
+    def parse(cls, tag: str) -> Variant:
+        parts = set(tag.split("-")) - {""}
+        send = next((p for p in ("batch", "tasks") if p in parts), "one")
+        build = next((p for p in ("before", "compiled") if p in parts), "pure")
+        if parts - {send, build, "encrypt"}:
+            raise ValueError(f"no row variant {tag!r}")
+        return cls(send, build, "encrypt" in parts)
+
+    @property
+    def tag(self) -> str:
+        parts = [self.send] * (self.send != "one") + [self.build] * (self.build != "pure")
+        return "-".join(parts + ["encrypt"] * self.encrypt)
+
+    def twin(self, build: str) -> Variant:
+        """The same row in another build."""
+        return attrs.evolve(self, build=build)
+
+
 def name_of(row: str, args: argparse.Namespace) -> str:
     system, _, tag = row.partition("@")
     if system == "plain":
@@ -109,33 +160,44 @@ def name_of(row: str, args: argparse.Namespace) -> str:
         return f"Redis Streams (sync, {args.pipeline} XADD + XREAD a trip)"
     if system == "pysyncobj":
         return f"PySyncObj (Raft), {Setup.parse(tag).name}"
-    suffix = {
-        "": "",
+    v = Variant.parse(tag)
+    send = {
+        "one": "",
         "batch": f" broadcast_many({args.batch})",
-        "before": " [before]",
-        "batch-before": f" broadcast_many({args.batch}) [before]",
-        "encrypt": " encrypted",
-    }[tag]
-    return f"Stack(Reliable, {MAILROOM[system]}){suffix}"
+        "tasks": f", {args.producers} producer tasks",
+    }[v.send]
+    build = f" [{v.build}]" if v.build != "pure" else ""
+    return f"Stack(Reliable, {MAILROOM[system]}){send}{build}{' encrypted' * v.encrypt}"
 
 
 def rows_of(args: argparse.Namespace, systems: list[str]) -> list[str]:
-    """Every row, in the order each round runs them."""
+    """Every row, in the order each round runs them: a row's ``[compiled]`` and
+    ``[before]`` twins right after it."""
+    builds = ["pure"] + ["compiled"] * bool(args.compiled) + ["before"] * bool(args.baseline_src)
+    sends = ["one"] + ["batch"] * (args.batch > 1) + ["tasks"] * (args.producers > 0)
     out: list[str] = []
     for system in systems:
         if system == "pysyncobj":
             out += [f"pysyncobj@{w}" for w in args.pysyncobj_in_flight.split(",")]
-            continue
-        out.append(system)
-        if system in MAILROOM and args.batch > 1:
-            out.append(f"{system}@batch")
+        elif system in MAILROOM:
+            out += [row_of(system, Variant(send, build)) for send in sends for build in builds]
+        else:
+            out.append(system)
     mailroom = [s for s in systems if s in MAILROOM]
-    if args.baseline_src:
-        out += [f"{s}@before" for s in mailroom]
-        out += [f"{s}@batch-before" for s in mailroom if args.batch > 1]
     if args.encrypt:
         out += [f"{s}@encrypt" for s in mailroom]
     return out
+
+
+def row_of(system: str, variant: Variant) -> str:
+    """A row's name: ``system`` or ``system@tag``."""
+    return f"{system}@{variant.tag}" if variant.tag else system
+
+
+def build_of(row_name: str) -> str:
+    """The build a row's processes run (a peer's: pure, whose src goes unused)."""
+    system, _, tag = row_name.partition("@")
+    return Variant.parse(tag).build if system in MAILROOM else "pure"
 
 
 # -- one run --------------------------------------------------------------------------------
@@ -148,6 +210,9 @@ def child_commands(
     listening sockets they inherit (mailroom and plain)."""
     system, _, tag = row.partition("@")
     common = ["--role", system, "--n", str(n), *mode]
+    python = args.compiled if build_of(row) == "compiled" else sys.executable
+    if system in MAILROOM:  # a pure row's tree may be from before mailroom.compiled
+        common += ["--build", "compiled" if build_of(row) == "compiled" else "pure"]
     if args.profile:
         common += ["--profile", args.profile, "--tag", tag or "now"]
     if system == "redis":
@@ -162,29 +227,35 @@ def child_commands(
         s.listen(64)
         socks.append(s)
     ports = ",".join(str(s.getsockname()[1]) for s in socks)
-    batch = args.batch if tag in ("batch", "batch-before") else 1
+    send = Variant.parse(tag).send if system in MAILROOM else "one"
+    batch = args.batch if send == "batch" else 1
     extra = ["--ports", ports, "--batch", str(batch), "--yield-every", str(args.yield_every)]
+    extra += ["--producers", str(args.producers)] * (send == "tasks")
     script = os.path.join(HERE, "peer_mailroom.py")
     cmds = [
-        [sys.executable, script, "--pid", str(p), "--fd", str(s.fileno()), *common, *extra]
+        [python, script, "--pid", str(p), "--fd", str(s.fileno()), *common, *extra]
         for p, s in enumerate(socks)
     ]
     return cmds, socks
 
 
 def has_latency(row: str) -> bool:
-    """Rows with latency runs: every row but the echo, the encrypted rows and the batched
-    ``[before]`` rows (``[before]`` one per call is the unbatched p50 to compare with)."""
-    tag = row.partition("@")[2]
-    return row != "plain" and tag not in ("encrypt", "batch-before")
+    """Rows with latency runs: every row but the echo, the encrypted rows, the producer
+    tasks' rows (peak only) and the batched ``[before]`` rows (``[before]`` one per
+    call is the unbatched p50 to compare with)."""
+    system, _, tag = row.partition("@")
+    if system not in MAILROOM:
+        return system != "plain"
+    v = Variant.parse(tag)
+    return not v.encrypt and v.send != "tasks" and (v.send, v.build) != ("batch", "before")
 
 
 def child_env(row: str, args: argparse.Namespace) -> dict[str, str]:
-    env = dict(os.environ)
+    """A row's processes' environment: its build's (``peer_run.build_env``)."""
+    env = build_env(build_of(row), args.baseline_src)
     tag = row.partition("@")[2]
-    if tag in ("before", "batch-before"):
-        env["PYTHONPATH"] = os.path.abspath(args.baseline_src)
-    env["MAILROOM_BENCH_ENCRYPT"] = "1" if tag == "encrypt" else ""
+    encrypt = row.partition("@")[0] in MAILROOM and Variant.parse(tag).encrypt
+    env["MAILROOM_BENCH_ENCRYPT"] = "1" if encrypt else ""
     return env
 
 
@@ -300,8 +371,17 @@ def best_of(rates: dict[str, list[float]], prefix: str) -> list[float]:
     return [max(col) for col in zip(*chosen, strict=True)] if chosen else []
 
 
+def pure_twin(row_name: str) -> str:
+    """The pure row of a mailroom row of another build (itself otherwise)."""
+    system, _, tag = row_name.partition("@")
+    if system not in MAILROOM:
+        return row_name
+    return row_of(system, Variant.parse(tag).twin("pure"))
+
+
 def summary(n: int, measured: dict[str, Any], args: argparse.Namespace) -> dict[str, Any]:
-    """Medians and ranges per row; ratios per round to Redis and the fastest PySyncObj."""
+    """Medians and ranges per row; ratios per round to Redis and the fastest PySyncObj,
+    and a ``[compiled]`` or ``[before]`` row's to its pure row (``vs_pure``)."""
     peaks = measured["peaks"]
     rates = per_round(peaks, "remote_rate")
     bases = {"redis": best_of(rates, "redis"), "pysyncobj": best_of(rates, "pysyncobj")}
@@ -317,10 +397,14 @@ def summary(n: int, measured: dict[str, Any], args: argparse.Namespace) -> dict[
             "cpu_us": rounds.Spread.of([p["cpu_us"] for p in ok]),
             "rss_mb": rounds.Spread.of([p["rss_mb"] for p in ok]),
         }
+        mine = [x for x, p in zip(rates[row], runs, strict=True) if p]
         for peer, base in bases.items():
-            mine = [x for x, p in zip(rates[row], runs, strict=True) if p]
             theirs = [b for b, p in zip(base, runs, strict=False) if p]
             figures[f"vs_{peer}"] = rounds.Spread.of(rounds.ratios(mine, theirs))
+        twin = pure_twin(row)
+        pure = [x for x, p in zip(rates.get(twin, []), runs, strict=False) if p]
+        ratios = rounds.ratios(mine, pure) if twin != row else []
+        figures["vs_pure"] = rounds.Spread.of(ratios)
         for load, values in measured["latency"].get(row, {}).items():
             for q in ("p50_ms", "p99_ms"):
                 figures[f"{q}@{load}"] = rounds.Spread.of([v[q] for v in values])
@@ -344,6 +428,8 @@ def print_size(n: int, table: dict[str, Any], args: argparse.Namespace, flag: st
         ("CPU µs", "cpu_us", ".1f", 8),
         ("RSS MB", "rss_mb", ".0f", 7),
     ]
+    if any(f["vs_pure"].median == f["vs_pure"].median for f in table.values()):
+        cols.append(("vs pure", "vs_pure", ".2f", 19))  # a [compiled] row / its pure row
     print(f"{'system':{w}s}{'order':>7s} " + " ".join(f"{h:>{k}s}" for h, _, _, k in cols))
     for f in table.values():
         cells = []
@@ -499,6 +585,20 @@ def parser() -> argparse.ArgumentParser:
         help="also run each mailroom row (peak only) "
         "with the library in this src directory, as rows marked [before]",
     )
+    p.add_argument(
+        "--compiled",
+        default="",
+        metavar="PYTHON",
+        help="also run every mailroom row with this interpreter of a compiled build "
+        "(nothing on PYTHONPATH), as rows marked [compiled], each right after its pure row",
+    )
+    p.add_argument(
+        "--producers",
+        type=int,
+        default=0,
+        help="also run every mailroom row one broadcast per message from this many "
+        "producer tasks per process (peak only; 0: no such rows)",
+    )
     rounds.add_options(p)
     return p
 
@@ -516,6 +616,10 @@ def main() -> None:
         p.error(f"--pysyncobj-in-flight {exc}")
     if args.baseline_src and not os.path.isdir(os.path.join(args.baseline_src, "mailroom")):
         p.error(f"--baseline-src {args.baseline_src}: no mailroom package there")
+    if args.producers < 0:
+        p.error(f"--producers {args.producers}: a count of tasks is 0 (no such rows) or more")
+    if args.compiled:
+        check_compiled(args.compiled)
     flag = rounds.flags(rounds.check_load(args), rounds.settings_flag(args.rounds, args.seconds))
     if flag:
         print(flag, flush=True)
@@ -554,6 +658,7 @@ def main() -> None:
         "flag": flag,
         "versions": versions(),
         "gc_young": args.gc_young,
+        "compiled": args.compiled,
         "started": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
         "sizes": {},
     }

@@ -4,7 +4,10 @@ the plain asyncio TCP echo, for ``net_throughput.py`` (see ``peer_run`` for a ru
 mailroom: every process broadcasts 16-byte payloads, either one ``broadcast`` per
 message (the ordinary application: it yields to the event loop every
 ``--yield-every`` messages and whenever flow control says wait) or
-``broadcast_many`` of ``--batch`` messages per call. HMAC-SHA256 frames (or
+``broadcast_many`` of ``--batch`` messages per call; or, with ``--producers K``,
+from K producer tasks per process, each calling ``broadcast`` once per message and
+yielding after it, as a service whose request handlers each send does (peak runs
+only). HMAC-SHA256 frames (or
 ChaCha20-Poly1305 with ``MAILROOM_BENCH_ENCRYPT=1``), checkpoints off, no trace.
 
 plain: every process writes frames of a mailroom DATA frame's size to every other,
@@ -16,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import itertools
 import os
 import socket
 import time
@@ -94,7 +98,10 @@ async def mailroom_node(args: argparse.Namespace) -> None:
     PROFILER.begin()
     if clock is None:
         window = Window(counts, start, args.warmup, args.seconds)
-        sender = asyncio.create_task(send_peak(node, window, args.batch, args.yield_every))
+        if args.producers:
+            sender = asyncio.create_task(send_from_tasks(node, window, args.producers))
+        else:
+            sender = asyncio.create_task(send_peak(node, window, args.batch, args.yield_every))
         await asyncio.to_thread(window.over.wait)
         sender.cancel()
         result = window.result()
@@ -126,6 +133,22 @@ async def send_peak(node: Node, window: Window, batch: int, yield_every: int) ->
         k += 1
         if k % yield_every == 0:
             await asyncio.sleep(0)
+
+
+async def send_from_tasks(node: Node, window: Window, producers: int) -> None:
+    """``producers`` tasks, each one ``broadcast`` per message and a yield to the event
+    loop after it (waiting whenever flow control says so), until the window is over."""
+    over = window.over
+    numbers = itertools.count()
+
+    async def produce() -> None:
+        while not over.is_set():
+            if not node.can_send():
+                await node.wait_can_send()
+            node.broadcast(payload(next(numbers)))
+            await asyncio.sleep(0)
+
+    await asyncio.gather(*(produce() for _ in range(producers)))
 
 
 async def send_paced(node: Node, clock: Clock, count: int, batch: int, start: float) -> None:
@@ -226,6 +249,7 @@ def main() -> None:
     p.add_argument("--fd", type=int, required=True)
     p.add_argument("--batch", type=int, default=1)
     p.add_argument("--yield-every", type=int, default=32)
+    p.add_argument("--producers", type=int, default=0, help="producer tasks (0: one loop)")
     args = p.parse_args()
     node = plain_node if args.role == "plain" else mailroom_node
     run_child(lambda a: asyncio.run(node(a)), args)

@@ -48,6 +48,7 @@ from peer_run import (
     Children,
     Counts,
     Window,
+    build_env,
     child_parser,
     emit,
     rss_mb,
@@ -190,15 +191,23 @@ class Setup:
     #: where the members import mailroom from ("": this checkout): another release's
     #: ``src``, for before/after in the same rounds
     pythonpath: str = ""
+    #: the interpreter of a compiled build ("": none), whose members run it with nothing
+    #: on PYTHONPATH: the compiled build beside the pure one in the same rounds
+    compiled: str = ""
+
+    @property
+    def build(self) -> str:
+        """Which build the members run (``peer_run.BUILDS``)."""
+        return "before" if self.pythonpath else "compiled" if self.compiled else "pure"
 
     @property
     def tag(self) -> str:
         """The profile files' tag: every field that tells two rows apart (a ``[before]``
-        row's members write beside, not over, this checkout's)."""
+        or ``[compiled]`` row's members write beside, not over, this checkout's)."""
         sync = "-sync" * self.sync
         majority = "-majority" * (self.safe_quorum == "majority")
-        before = "-before" * bool(self.pythonpath)
-        return f"{self.in_flight}{sync}{majority}{before}"
+        build = f"-{self.build}" * (self.build != "pure")
+        return f"{self.in_flight}{sync}{majority}{build}"
 
     @property
     def name(self) -> str:
@@ -240,15 +249,17 @@ class Members:
             setup.safe_quorum,
         ]
         common += extra
+        # each member checks it runs the build asked for (a tree from before
+        # mailroom.compiled existed counts as pure)
+        common += ["--build", "compiled" if setup.build == "compiled" else "pure"]
         script = os.path.abspath(__file__)
+        python = setup.compiled or sys.executable
         cmds = [
-            [sys.executable, script, "--pid", str(p), "--fd", str(s.fileno()), *common]
+            [python, script, "--pid", str(p), "--fd", str(s.fileno()), *common]
             for p, s in enumerate(self.socks)
         ]
-        env = dict(os.environ)
+        env = build_env(setup.build, setup.pythonpath)
         env.setdefault("MAILROOM_KEY", os.urandom(32).hex())
-        if setup.pythonpath:
-            env["PYTHONPATH"] = os.path.abspath(setup.pythonpath)
         self.children = Children(cmds, env, [s.fileno() for s in self.socks], READY_TIMEOUT)
 
     def __enter__(self) -> Children:

@@ -37,6 +37,11 @@ from typing import Any
 
 PAYLOAD_SIZE = 16
 START_DELAY = 0.3  # seconds between the start line and the start time
+#: this checkout's library: what a row of the pure build imports (first on PYTHONPATH)
+SRC = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "src")
+#: the builds a mailroom row runs: this checkout's ``src`` (pure), another tree's
+#: ``src`` (``--baseline-src``: before), or an interpreter's installed compiled build
+BUILDS = ("pure", "before", "compiled")
 
 
 def payload(k: int) -> str:
@@ -59,7 +64,30 @@ def child_parser(description: str) -> argparse.ArgumentParser:
     p.add_argument("--count", type=int, default=0, help="messages per process when paced")
     p.add_argument("--profile", default="", help="write a cProfile file here")
     p.add_argument("--tag", default="now", help="the profile file's tag")
+    p.add_argument(
+        "--build",
+        choices=("", "pure", "compiled"),
+        default="",
+        help="refuse to run (one line, exit 2) unless mailroom here is this build",
+    )
     return p
+
+
+def build_refusal(build: str) -> str:
+    """ "" if this process imports the ``build`` of mailroom it was asked for ("": any,
+    or no mailroom at all), else the one line that says it does not. A tree from
+    before ``mailroom.compiled`` existed is a pure one."""
+    if not build:
+        return ""
+    import mailroom
+
+    running = "compiled" if getattr(mailroom, "compiled", False) else "pure"
+    if running == build:
+        return ""
+    return (
+        f"refused: {sys.executable} imports the {running} build of mailroom "
+        f"({os.path.dirname(mailroom.__file__ or '?')}), not the {build} one"
+    )
 
 
 class Counts:
@@ -208,7 +236,11 @@ PROFILER = Profiler()
 
 def run_child(main: Callable[[argparse.Namespace], None], args: argparse.Namespace) -> None:
     """Run ``main(args)``; with ``--profile``, write what ``PROFILER`` saw to
-    ``<dir>/<role>-n<n>-<tag>-P<pid>.prof``."""
+    ``<dir>/<role>-n<n>-<tag>-P<pid>.prof``. First, with ``--build``, check that this
+    process imports that build of mailroom: if not, one line on stderr and exit 2."""
+    if why := build_refusal(getattr(args, "build", "")):
+        print(why, file=sys.stderr, flush=True)
+        raise SystemExit(2)
     if args.profile:
         import cProfile
 
@@ -223,6 +255,53 @@ def run_child(main: Callable[[argparse.Namespace], None], args: argparse.Namespa
 
 
 # -- the driver's side ----------------------------------------------------------------------
+
+
+def build_env(build: str, before_src: str = "") -> dict[str, str]:
+    """The environment of a process of a row of ``build`` (``BUILDS``): pure imports
+    this checkout's ``src`` (first on PYTHONPATH, the rest kept: a peer's packages
+    may be there), before imports ``before_src``, compiled has nothing on PYTHONPATH,
+    so that its interpreter imports its installed (compiled) build."""
+    env = dict(os.environ)
+    if build == "compiled":
+        env.pop("PYTHONPATH", None)
+    elif build == "before":
+        env["PYTHONPATH"] = os.path.abspath(before_src)
+    else:
+        rest = env.get("PYTHONPATH", "")
+        env["PYTHONPATH"] = SRC + (os.pathsep + rest if rest else "")
+    return env
+
+
+def check_compiled(python: str) -> None:
+    """Before any round: refuse (one line on stderr, exit 2) unless ``python``, with
+    nothing on PYTHONPATH, imports the compiled build of mailroom (``--compiled``)."""
+    probe = "import mailroom; print(getattr(mailroom, 'compiled', False))"
+    try:
+        got = subprocess.run(
+            [python, "-c", probe],
+            env=build_env("compiled"),
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+    except OSError as exc:
+        why = f"cannot run it ({exc.strerror or exc})"
+    else:
+        said = got.stdout.strip()
+        if got.returncode == 0 and said == "True":
+            return
+        why = (
+            "it imports the pure build of mailroom (mailroom.compiled is False)"
+            if said == "False"
+            else "it cannot import mailroom"
+        )
+    print(
+        f"refused: --compiled {python}: {why}; build one with "
+        "MAILROOM_COMPILE=1 pip install . (scripts/test-compiled)",
+        file=sys.stderr,
+    )
+    raise SystemExit(2)
 
 
 class Children:

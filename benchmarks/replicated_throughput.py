@@ -44,7 +44,7 @@ mailroom / PySyncObj taken within each round; the load printed every round; a
     python benchmarks/replicated_throughput.py [--n 3,5,7] [--in-flight 1,200,2000]
         [--seconds 2] [--warmup 0.5] [--rounds 5] [--kill-at 1.5]
         [--failover-seconds 6] [--json FILE] [--profile DIR] [--smoke] [--gc-freeze]
-        [--baseline-src DIR]
+        [--baseline-src DIR] [--compiled PYTHON]
 
 ``--gc-freeze``: every process of every row (PySyncObj's replicas too) calls
 ``gc.freeze()`` after start-up, before the measured window, as a long-running
@@ -57,6 +57,14 @@ PySyncObj with it, 0.62-0.65x without, PySyncObj's unchanged).
 importing mailroom from ``DIR`` (another checkout's ``src``, e.g. ``git worktree add
 /tmp/old HEAD~1`` then ``--baseline-src /tmp/old/src``), run in the same rounds: a
 change's before and after under the same load (fail-over runs leave it out).
+
+``--compiled PYTHON`` adds a ``[compiled]`` row of every mailroom row, right after it
+in every round, its members run by ``PYTHON``, the interpreter of a compiled build
+(``MAILROOM_COMPILE=1 pip install .``, docs/compiled.md) with nothing on PYTHONPATH,
+and a column of its ratio per round to the pure row (compiled / pure); the pure rows'
+members import this checkout's ``src``. Every member refuses to start (one line, exit
+2) unless ``mailroom.compiled`` says it runs the build its row names, and the run is
+refused before any round if ``PYTHON`` does not import a compiled build.
 
 ``--smoke`` runs tiny settings (n = 3, one round, short windows) to check that
 everything works: its figures mean nothing. Needs ``pip install -e '.[bench]'``.
@@ -75,7 +83,7 @@ from typing import Any
 import peer_pysyncobj
 import peer_replicated
 import rounds
-from peer_run import GC_FREEZE, attempt
+from peer_run import GC_FREEZE, attempt, check_compiled
 
 SYSTEMS = {
     "mailroom": "mailroom, no checkpoint",
@@ -88,6 +96,8 @@ PYSYNCOBJ = ("pysyncobj", "pysyncobj-nobatch")
 BASE = "pysyncobj"
 #: the suffix of a mailroom row run from ``--baseline-src``
 BEFORE = "-before"
+#: the suffix of a mailroom row run by ``--compiled``'s interpreter
+COMPILED = "-compiled"
 #: (key, what, format) of the peak figures, in the table's order.
 MEASURES = (
     ("call_rate", "ops/s", ".0f"),
@@ -121,11 +131,14 @@ def peak(system: str, n: int, in_flight: int, args: argparse.Namespace) -> dict[
     if system in PYSYNCOBJ:
         setup = peer_pysyncobj.Setup(in_flight, batch=system == BASE, counter=True)
         return peer_pysyncobj.run_peak(n, args.seconds, args.warmup, setup, args.profile)
-    pythonpath = args.baseline_src if system.endswith(BEFORE) else ""
-    system = system.removesuffix(BEFORE)
+    system, build = split(system)
     quorum = "majority" if system == "mailroom-majority" else "all"
     mine = peer_replicated.Setup(
-        in_flight, sync=system == "mailroom-sync", safe_quorum=quorum, pythonpath=pythonpath
+        in_flight,
+        sync=system == "mailroom-sync",
+        safe_quorum=quorum,
+        pythonpath=args.baseline_src if build == "before" else "",
+        compiled=args.compiled if build == "compiled" else "",
     )
     return peer_replicated.run_peak(n, args.seconds, args.warmup, mine, args.profile)
 
@@ -143,11 +156,19 @@ def row_name(system: str, setting: str) -> str:
     return f"{system}@{setting}"
 
 
+def split(system: str) -> tuple[str, str]:
+    """A row's system and build: ``mailroom-compiled`` is (``mailroom``, ``compiled``)."""
+    for suffix in (BEFORE, COMPILED):
+        if system.endswith(suffix):
+            return system.removesuffix(suffix), suffix.removeprefix("-")
+    return system, "pure"
+
+
 def label(system: str) -> str:
-    """A system's column heading (a ``[before]`` row's: its system's, marked)."""
-    if system.endswith(BEFORE):
-        return f"{SYSTEMS[system.removesuffix(BEFORE)]} [before]"
-    return SYSTEMS[system]
+    """A system's column heading (a ``[before]`` or ``[compiled]`` row's: its
+    system's, marked)."""
+    base, build = split(system)
+    return SYSTEMS[base] + (f" [{build}]" if build != "pure" else "")
 
 
 def measure_n(n: int, args: argparse.Namespace) -> dict[str, Any]:
@@ -232,6 +253,11 @@ def summarise(
             entry["ratios"] = {
                 s: ratio(v, base).to_dict() for s, v in per.items() if s not in PYSYNCOBJ
             }
+            entry["vs_pure"] = {  # a [compiled] or [before] row / its pure row, per round
+                s: ratio(v, per[split(s)[0]]).to_dict()
+                for s, v in per.items()
+                if split(s)[1] != "pure" and split(s)[0] in per
+            }
             out[f"{setting}/{key}"] = entry
     return out
 
@@ -242,7 +268,9 @@ def table(
     """The markdown table of size n: medians (min–max) and ratios mailroom / PySyncObj."""
     shown = [s for s in systems if any(s in entry["systems"] for entry in summary.values())]
     mine = [s for s in shown if s not in PYSYNCOBJ]
+    other = [s for s in mine if split(s)[1] != "pure"]
     head = [label(s) for s in shown] + [f"{label(s)} / PySyncObj" for s in mine]
+    head += [f"{label(s)} / pure" for s in other]
     lines = [
         f"n = {n} members on 127.0.0.1, medians (min–max) over {count} rounds; "
         "ratios mailroom / PySyncObj per round, to its faster variant of the round "
@@ -260,6 +288,7 @@ def table(
     for entry in summary.values():
         cells = [cell(entry["systems"].get(s), entry["spec"]) for s in shown]
         cells += [cell(entry["ratios"].get(s), ".2f") for s in mine]
+        cells += [cell(entry.get("vs_pure", {}).get(s), ".2f") for s in other]
         lines.append(f"| {entry['setting']} | {entry['measure']} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
@@ -302,6 +331,13 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
         help="adds a [before] row of every mailroom row, its members importing "
         "mailroom from this directory (another checkout's src)",
     )
+    p.add_argument(
+        "--compiled",
+        default="",
+        metavar="PYTHON",
+        help="adds a [compiled] row of every mailroom row, right after it, its members "
+        "run by this interpreter of a compiled build (nothing on PYTHONPATH)",
+    )
     rounds.add_options(p)
     args = p.parse_args(argv)
     if args.smoke:  # the smoke settings, then anything given explicitly after them
@@ -317,10 +353,13 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
         p.error(f"--systems: no system {', '.join(unknown)} (choose from {', '.join(SYSTEMS)})")
     if BASE not in args.systems:
         p.error(f"--systems must include {BASE}, the base of the ratios")
-    if args.baseline_src:
-        if not os.path.isdir(os.path.join(args.baseline_src, "mailroom")):
-            p.error(f"--baseline-src {args.baseline_src}: no mailroom package there")
-        args.systems += [s + BEFORE for s in args.systems if s not in PYSYNCOBJ]
+    if args.baseline_src and not os.path.isdir(os.path.join(args.baseline_src, "mailroom")):
+        p.error(f"--baseline-src {args.baseline_src}: no mailroom package there")
+    mine = [s for s in args.systems if s not in PYSYNCOBJ]
+    if args.compiled:
+        check_compiled(args.compiled)
+        args.systems = [x for s in args.systems for x in [s, s + COMPILED][: 1 + (s in mine)]]
+    args.systems += [s + BEFORE for s in mine] if args.baseline_src else []
     if min(args.sizes) < 2 or min(args.in_flight) < 1 or args.rounds < 1:
         p.error("need n >= 2, at least one call in flight and at least one round")
     if args.kill_at >= args.failover_seconds:
@@ -341,7 +380,7 @@ def main(argv: list[str] | None = None, out: Callable[[str], None] = print) -> N
         out("every process (mailroom's and PySyncObj's) freezes its heap after start-up")
     figures: dict[str, Any] = {"flag": flag, "protocol": peer_replicated.PROTOCOL}
     figures.update(gc_freeze=args.gc_freeze)
-    figures.update(systems=SYSTEMS, in_flight=args.in_flight, n={})
+    figures.update(systems=SYSTEMS, in_flight=args.in_flight, n={}, compiled=args.compiled)
     tables = []
     for n in args.sizes:
         got = measure_n(n, args)

@@ -43,15 +43,22 @@ TINY = [
 ]
 
 
-def run(script: str, *args: str, env: dict[str, str] | None = None) -> str:
+def bench(
+    script: str, *args: str, env: dict[str, str] | None = None, check: bool = True
+) -> subprocess.CompletedProcess[str]:
+    """Run a benchmark script with this interpreter (a failure raises, with ``check``)."""
     return subprocess.run(
         [sys.executable, str(BENCH / script), *args],
         capture_output=True,
         text=True,
         timeout=900,
-        check=True,
+        check=check,
         env=env,
-    ).stdout
+    )
+
+
+def run(script: str, *args: str, env: dict[str, str] | None = None) -> str:
+    return bench(script, *args, env=env).stdout
 
 
 def net(tmp_path: Path, *args: str, env: dict[str, str] | None = None) -> tuple[str, Any]:
