@@ -19,8 +19,13 @@ the module is not worth its build time.
   and CBCAST at n = 8): all but the last message wait in the mail room;
 - **safe** (``protocols/membership/safe.py``): ``safe_delivery.py``'s bare host, safe
   delivery on, one packet per step;
-- **nodecore** (``net/nodecore.py``): ``net_instructions.py``'s three nodes on
-  loopback, CBCAST over Reliable, 1,280 broadcasts each.
+- **nodecore** (``net/nodecore.py``, with ``net/steps.py`` and ``net/outgoing.py``):
+  ``net_instructions.py``'s three nodes on loopback, CBCAST over
+  Reliable, 1,280 broadcasts each;
+- **stack** (``core/stack.py``): three ``Stack(Reliable, CBCAST)`` endpoints in one
+  process, 1,500 broadcasts each, every packet handed on;
+- **replica** (``replicated/replica.py``, ``replicated/operations.py``): three
+  replicas of a ``ReplCounter``, 4,000 calls each, every call applied at all three.
 
     python benchmarks/compiled.py --compiled .venv-compiled/bin/python [--rounds 5]
         [--pure .venv/bin/python] [--rows codec buffer ...]
@@ -122,6 +127,45 @@ def nodecore_row() -> Callable[[], None]:
     return run
 
 
+def stack_row() -> Callable[[], None]:
+    from mailroom.core.actions import Transmit
+    from mailroom.core.stack import Stack
+    from mailroom.protocols import CBCAST, Reliable
+
+    def run() -> None:
+        n = 3
+        stacks = [Stack(Reliable(p, n), CBCAST(p, n)) for p in range(n)]
+        for k in range(1500):
+            for p in range(n):
+                queue = list(stacks[p].broadcast(k))
+                while queue:
+                    a = queue.pop()
+                    if isinstance(a, Transmit):
+                        for to in range(n) if a.to is None else (a.to,):
+                            if to != p:
+                                queue += stacks[to].receive(a.packet)
+
+    return run
+
+
+def replica_row() -> Callable[[], None]:
+    from mailroom.core.actions import View
+    from mailroom.core.messages import Message, MessageId
+    from mailroom.replicated import ReplCounter, Replica
+
+    def run() -> None:
+        view = View(1, (0, 1, 2))
+        replicas = [Replica(ReplCounter(), p, view=view) for p in range(3)]
+        for k in range(1, 4001):
+            for p, r in enumerate(replicas):
+                mid = MessageId(p, k)
+                message = Message(mid, p, r.submit(mid, "add", 1))
+                for other in replicas:
+                    other.deliver(message)
+
+    return run
+
+
 ROWS: dict[str, Callable[[], Callable[[], None]]] = {
     "codec": codec_row,
     "wire_format": wire_format_row,
@@ -129,6 +173,8 @@ ROWS: dict[str, Callable[[], Callable[[], None]]] = {
     "buffer": buffer_row,
     "safe": safe_row,
     "nodecore": nodecore_row,
+    "stack": stack_row,
+    "replica": replica_row,
 }
 
 

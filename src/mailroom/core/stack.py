@@ -11,7 +11,7 @@ application messages, not the ids that lower layers give to the packets they car
 from __future__ import annotations
 
 from collections.abc import Collection, Iterable, Sequence
-from typing import Any, Self
+from typing import Any, ClassVar, Self
 
 from mailroom.core.actions import Action, Deliver, Transmit
 from mailroom.core.endpoint import (
@@ -44,7 +44,7 @@ class Stack:
     a LocalError.
     """
 
-    protocol = "Stack"
+    protocol: ClassVar[str] = "Stack"  # a class attribute (compiled too), as endpoints have
 
     def __init__(self, *layers: Any) -> None:
         if not layers:
@@ -195,7 +195,12 @@ class Stack:
         return sum(int(x.buffered()) for x in self.layers)
 
     def pending(self) -> list[Pending]:
-        return [p for x in reversed(self.layers) for p in x.pending()]
+        out: list[Pending] = []
+        # a copy reversed, not reversed(): mypy types reversed() of a list[Any] as Any,
+        # and mypyc cannot build a loop over that (an internal error)
+        for x in self.layers[::-1]:
+            out.extend(x.pending())
+        return out
 
     def snapshot(self) -> Snapshot:
         data: Snapshot = {"protocol": self.protocol, "layers": [x.snapshot() for x in self.layers]}

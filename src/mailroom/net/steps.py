@@ -14,6 +14,7 @@ what it answers belongs to the same step.
 
 from __future__ import annotations
 
+import builtins
 from collections.abc import Hashable, Sequence
 from typing import Any
 
@@ -43,7 +44,7 @@ class Send:
     to: int
     #: its codec bytes; a lazy packet comes as itself (most are superseded before they
     #: go, so its link encodes it only if it is written)
-    packet: object
+    packet: builtins.object  # spelled so: mypyc looks a bare ``object`` up as a global
     #: the message id it carries (None: a control packet)
     mid: MessageId | None
     #: what its frame says it carries (``frames.BROADCAST``, ``UNICAST``, ``CONTROL``)

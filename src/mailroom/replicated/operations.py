@@ -56,8 +56,9 @@ class Operation:
     kind: str
     incarnation: int
     method: str = ""
-    args: list[Any] = attrs.field(factory=list)
-    kwargs: dict[str, Any] = attrs.field(factory=dict)
+    # attrs.Factory, not attrs.field(factory=...): the same default, and one mypyc builds
+    args: list[Any] = attrs.Factory(list)
+    kwargs: dict[str, Any] = attrs.Factory(dict)
 
     def payload(self) -> list[Any]:
         return operation_payload(self.kind, self.incarnation, self.method, self.args, self.kwargs)

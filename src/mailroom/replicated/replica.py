@@ -37,6 +37,7 @@ from typing import Any
 
 import attrs
 
+from mailroom._mypyc import mypyc_attr
 from mailroom.core.actions import View, ViewChange
 from mailroom.core.errors import LocalError, MailroomError, RemoteError
 from mailroom.core.messages import Message, MessageId, Payload
@@ -155,6 +156,9 @@ class Prepared:
         return int(self.payload[1])
 
 
+#: Interpreted subclasses (``mailroom.replicated.testing``'s known-buggy variants, and
+#: an application's) stay possible in the compiled build (docs/compiled.md).
+@mypyc_attr(allow_interpreted_subclasses=True)
 class Replica:
     """Replica ``pid`` of ``obj``: a member of ``view`` (a founder) or, with ``view``
     None, a joiner waiting for the group's state."""
