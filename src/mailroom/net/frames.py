@@ -227,22 +227,30 @@ def _nonce(counter: bytes) -> bytes:
 
 
 class _Session:
-    """A connection's session key (and cipher, with ``encrypt``) and its frame counter."""
+    """A connection's session key (and cipher, with ``encrypt``) and its frame counter.
 
-    def __init__(self, key: bytes, nonce: bytes, i: Intro) -> None:
-        self._start(session_key(key, nonce, i), i.encrypt)
+    ``key`` is the session key (handshake 2's, ``keyed``: what the runtime uses), unless
+    handshake 1's INTRO ``i`` is given (``Sealer(key, nonce, i)``, for tests and tools):
+    then it is the group key, from which ``nonce`` and ``i`` derive the session key,
+    and ``i.encrypt`` says whether to seal. One constructor for both: compiled by mypyc,
+    a class's ``__new__`` runs its ``__init__`` too, so no other way can skip it.
+    """
+
+    def __init__(
+        self, key: bytes, nonce: bytes = b"", i: Intro | None = None, *, encrypt: bool = False
+    ) -> None:
+        if i is not None:
+            key, encrypt = session_key(key, nonce, i), i.encrypt
+        elif nonce:
+            raise TypeError("a nonce derives a session key only with handshake 1's INTRO")
+        self._key = key
+        self._aead = _aead(key) if encrypt else None
+        self.counter = 0
 
     @classmethod
     def keyed(cls, session: bytes, encrypt: bool) -> Self:
         """The same for a session key that handshake 2 made (``handshake.session``)."""
-        made = cls.__new__(cls)
-        made._start(session, encrypt)
-        return made
-
-    def _start(self, session: bytes, encrypt: bool) -> None:
-        self._key = session
-        self._aead = _aead(session) if encrypt else None
-        self.counter = 0
+        return cls(session, encrypt=encrypt)
 
 
 class Sealer(_Session):
