@@ -44,7 +44,7 @@ from mailroom.core.persist import (
     set_of,
     window,
 )
-from mailroom.core.timers import NOW
+from mailroom.core.timers import NOW, HostTime
 from mailroom.lab import MatrixLab
 from mailroom.protocols import CBCAST, FifoPacket, Group, Sequencer
 from mailroom.protocols.membership.detector import HeartbeatDetector
@@ -66,8 +66,8 @@ class Host:
         self.low = [0] * n
         self.high: list[set[int]] = [set() for _ in range(n)]
         self.held: list[FifoPacket] = []
-        self.now = 0.0
-        self._rebase = False
+        self.now: float = 0.0
+        self.time = HostTime()
 
 
 def round_trip(fields: tuple[Field, ...], host: Host) -> tuple[dict[str, Any], Host]:
@@ -163,9 +163,9 @@ def test_packets_are_written_as_data_and_each_handed_to_add() -> None:
 
 def test_now_restores_the_time_and_asks_for_a_rebase() -> None:
     host = Host()
-    host.now = 12.5
+    host.time.take(12.5)
     _, back = round_trip((NOW,), host)
-    assert back.now == 12.5 and back._rebase
+    assert back.time.now == 12.5 and back.time.rebase
 
 
 # -- a bad value, a missing key ---------------------------------------------------------
@@ -199,10 +199,10 @@ BAD: list[tuple[Field, object]] = [
 @pytest.mark.parametrize(("field", "bad"), BAD, ids=[f"{f.key}={b!r}" for f, b in BAD])
 def test_a_bad_value_is_a_local_error_naming_its_key(field: Field, bad: object) -> None:
     host = Host()
-    before = (host.value, list(host.shared), [list(r) for r in host.rows], host.now)
+    before = (host.value, list(host.shared), [list(r) for r in host.rows], host.time.now)
     with pytest.raises(LocalError, match=field.key):
         load_fields(host, (field,), {field.key: bad})
-    assert (host.value, host.shared, host.rows, host.now) == before
+    assert (host.value, host.shared, host.rows, host.time.now) == before
 
 
 def test_a_missing_key_is_a_local_error_naming_it() -> None:

@@ -80,9 +80,9 @@ class MatrixLab(EndpointBase):
 
     # -- plumbing --------------------------------------------------------------------
     def send(self, payload: Payload, to: int) -> list[Action]:
-        self._check_dest(to)
-        self._check_payload(payload)
-        mid = self._next_id()
+        self.check_dest(to)
+        self.check_payload(payload)
+        mid = self.next_id()
         if self.increment_first:
             self.sent.increment(self.pid, to)
         packet = RSTPacket(self.pid, to, mid.seq, self.sent.freeze(), payload)

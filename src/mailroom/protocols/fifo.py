@@ -76,9 +76,9 @@ class Fifo(BufferedEndpoint):
         self._no_needs = (0,) * n
 
     def send(self, payload: Payload, to: int) -> list[Action]:
-        self._check_dest(to)
-        self._check_payload(payload)
-        mid = self._next_id()
+        self.check_dest(to)
+        self.check_payload(payload)
+        mid = self.next_id()
         self.channel_out[to] += 1
         packet = FifoPacket(self.pid, to, mid.seq, self.channel_out[to], payload)
         return [Transmit(to, packet, mid)]
@@ -89,14 +89,14 @@ class Fifo(BufferedEndpoint):
         return self._send_chunks(payloads, to, self._send_batch)
 
     def _send_batch(self, payloads: tuple[Any, ...], to: int) -> list[Action]:
-        first = self._next_ids(len(payloads))
+        first = self.next_ids(len(payloads))
         start = self.channel_out[to] + 1
         self.channel_out[to] += len(payloads)
         return [Transmit(to, FifoBatch(self.pid, to, first.seq, start, payloads), first)]
 
     def broadcast(self, payload: Payload) -> list[Action]:
-        self._check_payload(payload)
-        mid = self._next_id()
+        self.check_payload(payload)
+        mid = self.next_id()
         actions: list[Action] = []
         for to in range(self.n):
             self.channel_out[to] += 1
@@ -118,7 +118,7 @@ class Fifo(BufferedEndpoint):
         return self._broadcast_chunks(payloads, self._broadcast_batch)
 
     def _broadcast_batch(self, payloads: tuple[Any, ...]) -> list[Action]:
-        first = self._next_ids(len(payloads))
+        first = self.next_ids(len(payloads))
         size = len(payloads)
         actions: list[Action] = []
         for to in range(self.n):

@@ -62,7 +62,7 @@ from mailroom.core.persist import (
     snap_positive,
     snap_time,
 )
-from mailroom.core.timers import NOW, HostClock
+from mailroom.core.timers import NOW, HostTime
 from mailroom.core.wire import packet, packet_from_data, packet_to_data, plain, unplain
 from mailroom.protocols._packets import carries_message, carries_none
 
@@ -113,7 +113,7 @@ class _Out:
         self.attempts = 0
 
 
-class Reliable(HostClock, EndpointBase):
+class Reliable(EndpointBase):
     """Exactly-once, per-channel FIFO delivery over a lossy, duplicating network."""
 
     protocol = "Reliable"
@@ -153,7 +153,8 @@ class Reliable(HostClock, EndpointBase):
         self.max_rto = float(max_rto)
         self.window = window
         self.capacity = capacity
-        self.now = 0.0
+        #: the host's time at the last tick
+        self.time = HostTime()
         self.next_seq = [0] * n
         self.acked = [0] * n
         self.received = [0] * n
@@ -164,8 +165,6 @@ class Reliable(HostClock, EndpointBase):
         self._held: list[dict[int, ReliablePacket]] = [{} for _ in range(n)]
         self._timers: list[tuple[float, int, int]] = []
         self._unarmed = 0
-        #: True after restore until the first tick: the host's clock may be another one
-        self._rebase = False
         self.refused = 0
         self.retransmissions = 0
 
@@ -174,12 +173,12 @@ class Reliable(HostClock, EndpointBase):
         """True when a send to ``to`` (or to anyone, for None) goes on the wire at once."""
         if to is None:
             return max(map(len, self._out)) < self.window
-        return len(self._out[self._check_dest(to)]) < self.window
+        return len(self._out[self.check_dest(to)]) < self.window
 
     def send(self, payload: Payload, to: int) -> list[Action]:
-        self._check_dest(to)
-        self._check_payload(payload)
-        mid = self._next_id()
+        self.check_dest(to)
+        self.check_payload(payload)
+        mid = self.next_id()
         self.next_seq[to] += 1
         seq = self.next_seq[to]
         entry = _Out(mid.seq, payload, self.rto)
@@ -196,16 +195,21 @@ class Reliable(HostClock, EndpointBase):
         packet = ReliablePacket(self.pid, to, seq, entry.msg, self.received[to], entry.payload)
         return Transmit(to, packet, MessageId(self.pid, entry.msg))
 
+    @property
+    def now(self) -> float:
+        """The host's time at the last tick (``time.now``)."""
+        return self.time.now
+
     # -- time ------------------------------------------------------------------------
     def next_deadline(self) -> float | None:
-        if self._rebase and (self._timers or self._unarmed):
+        if self.time.rebase and (self._timers or self._unarmed):
             return 0.0  # restored: tick now, whatever the host's clock, to re-base
         timers = self._timers
         while timers and not self._live(*timers[0]):
             heapq.heappop(timers)
         first = timers[0][0] if timers else None
         if self._unarmed:  # arm new packets' timers at the next tick, within arm_within
-            arm = self.now + self.arm_within
+            arm = self.time.now + self.arm_within
             return arm if first is None or arm < first else first
         return first
 
@@ -221,10 +225,10 @@ class Reliable(HostClock, EndpointBase):
         back with it, so nothing stalls; a clock ahead counts as time that passed.
         Each packet is retransmitted at most once per call.
         """
-        back = self._take_time(now)
+        back = self.time.take(now)
         if back:
             self._shift(back)
-        now = self.now
+        now = self.time.now
         if self._unarmed:
             for to, out in enumerate(self._out):
                 for seq, entry in out.items():

@@ -69,8 +69,8 @@ class Unordered(EndpointBase):
         return self.detector.violations
 
     def _stamp(self, payload: Payload) -> tuple[MessageId, Row]:
-        self._check_payload(payload)
-        mid = self._next_id()
+        self.check_payload(payload)
+        mid = self.next_id()
         self._clock[self.pid] += 1
         return mid, tuple(self._clock)
 
@@ -79,7 +79,7 @@ class Unordered(EndpointBase):
         return UnorderedPacket(self.pid, mid.seq, vc, payload, self._sent_to[to])
 
     def send(self, payload: Payload, to: int) -> list[Action]:
-        self._check_dest(to)
+        self.check_dest(to)
         mid, vc = self._stamp(payload)
         return [Transmit(to, self._packet(mid, vc, payload, to), mid)]
 

@@ -118,9 +118,9 @@ class _NaiveCBCAST(EndpointBase):
 
     def broadcast(self, payload: Payload) -> list[Action]:
         """As CBCAST: stamp with the clock after counting this one, deliver at once."""
-        self._check_payload(payload)
+        self.check_payload(payload)
         self.clock[self.pid] += 1
-        mid = self._next_id()
+        mid = self.next_id()
         stamped = CBCASTPacket(self.pid, tuple(self.clock), payload)
         peers = [q for q in range(self.n) if q != self.pid]
         return [

@@ -109,8 +109,8 @@ class CBCAST(BufferedEndpoint):
 
     def broadcast(self, payload: Payload) -> list[Action]:
         """Send ``payload`` to every process; the sender delivers it at once."""
-        self._check_payload(payload)
-        mid = self._next_id()
+        self.check_payload(payload)
+        mid = self.next_id()
         self._clock[self.pid] += 1
         packet = CBCASTPacket(self.pid, tuple(self._clock), payload)
         actions: list[Action] = [
@@ -125,7 +125,7 @@ class CBCAST(BufferedEndpoint):
         return self._broadcast_chunks(payloads, self._send_batch)
 
     def _send_batch(self, payloads: tuple[Any, ...]) -> list[Action]:
-        first = self._next_ids(len(payloads))
+        first = self.next_ids(len(payloads))
         self._clock[self.pid] += 1
         packet = CBCASTBatch(self.pid, tuple(self._clock), payloads)
         self._clock[self.pid] += len(payloads) - 1

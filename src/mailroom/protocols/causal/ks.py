@@ -343,20 +343,20 @@ class KS(EndpointBase):
     # -- sending -------------------------------------------------------------
     def send(self, payload: Payload, to: int) -> list[Action]:
         """Send ``payload`` to process ``to`` (which may be this process)."""
-        self._check_dest(to)
-        self._check_payload(payload)
+        self.check_dest(to)
+        self.check_payload(payload)
         return self._send(payload, (to,))
 
     def multicast(self, payload: Payload, to: Collection[int]) -> list[Action]:
         """Send one message (one id) to every process in ``to`` (any collection of pids)."""
         if not isinstance(to, Collection) or isinstance(to, str | bytes) or not to:
             raise LocalError(f"multicast needs a non-empty collection of pids, got {to!r}")
-        dests = tuple(sorted({self._check_dest(d) for d in to}))
-        self._check_payload(payload)
+        dests = tuple(sorted({self.check_dest(d) for d in to}))
+        self.check_payload(payload)
         return self._send(payload, dests)
 
     def _send(self, payload: Payload, dests: tuple[int, ...]) -> list[Action]:
-        mid = self._next_id()
+        mid = self.next_id()
         actions: list[Action] = []
         for d in dests:
             log = flatten(self.piggyback(d, dests), self.n)
@@ -376,7 +376,7 @@ class KS(EndpointBase):
         return self._send_chunks(payloads, to, self._send_batch)
 
     def _send_batch(self, payloads: tuple[Any, ...], to: int) -> list[Action]:
-        first = self._next_ids(len(payloads))
+        first = self.next_ids(len(payloads))
         log = flatten(self.piggyback(to, (to,)), self.n)
         for i in range(len(payloads)):
             self._sent(first.seq + i, (to,))

@@ -235,8 +235,8 @@ class TaggedCausalBroadcast(BufferedEndpoint):
     def broadcast(self, payload: Payload) -> list[Action]:
         """Send ``payload`` to every process, tagged now; the sender delivers it at once."""
         self._check_consumed()
-        self._check_payload(payload)
-        mid = self._next_id()
+        self.check_payload(payload)
+        mid = self.next_id()
         self._clock[self.pid] += 1
         self._delivered[self.pid] += 1
         tag = self.stamp()
@@ -257,7 +257,7 @@ class TaggedCausalBroadcast(BufferedEndpoint):
 
     def _send_batch(self, payloads: tuple[Any, ...]) -> list[Action]:
         size = len(payloads)
-        first = self._next_ids(size)
+        first = self.next_ids(size)
         self._clock[self.pid] += 1
         self._delivered[self.pid] += 1
         tag = self.stamp()  # as broadcast stamps the first; the others follow it

@@ -89,9 +89,9 @@ class RST(BufferedEndpoint):
     # -- sending -------------------------------------------------------------
     def send(self, payload: Payload, to: int) -> list[Action]:
         """Send ``payload`` to process ``to`` (which may be this process)."""
-        self._check_dest(to)
-        self._check_payload(payload)
-        mid = self._next_id()
+        self.check_dest(to)
+        self.check_payload(payload)
+        mid = self.next_id()
         packet = RSTPacket(self.pid, to, mid.seq, self.attached(to), payload)
         self.sent.increment(self.pid, to)
         return [Transmit(to, packet, mid)]
@@ -102,7 +102,7 @@ class RST(BufferedEndpoint):
         return self._send_chunks(payloads, to, self._send_batch)
 
     def _send_batch(self, payloads: tuple[Any, ...], to: int) -> list[Action]:
-        first = self._next_ids(len(payloads))
+        first = self.next_ids(len(payloads))
         packet = RSTBatch(self.pid, to, first.seq, self.attached(to), payloads)
         self.sent.increment(self.pid, to, len(payloads))
         return [Transmit(to, packet, first)]

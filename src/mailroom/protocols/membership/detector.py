@@ -52,7 +52,7 @@ from mailroom.core.persist import (
     snap_time,
 )
 from mailroom.core.registry import restore_endpoint
-from mailroom.core.timers import MAX_TIME, NOW, HostClock
+from mailroom.core.timers import MAX_TIME, NOW, HostTime
 from mailroom.core.wire import packet
 
 
@@ -116,7 +116,7 @@ def _group_argument(data: object) -> dict[str, Any]:
     return {"group": restore_endpoint(data)}
 
 
-class HeartbeatDetector(HostClock, EndpointBase):
+class HeartbeatDetector(EndpointBase):
     """Suspects a member of the group's view that stays silent for ``timeout``."""
 
     protocol = "HeartbeatDetector"
@@ -134,7 +134,8 @@ class HeartbeatDetector(HostClock, EndpointBase):
         self.n = group.n
         #: What the application may call: the group's capabilities.
         self.capabilities: frozenset[str] = capabilities(group)
-        self.now = 0.0
+        #: the host's time at the last tick
+        self.time = HostTime()
         #: The view id the heartbeat schedule was set up for (None: no view yet).
         self.watching: int | None = None
         self.next_beat: float | None = None
@@ -148,8 +149,6 @@ class HeartbeatDetector(HostClock, EndpointBase):
         #: process -> the latest view id its heartbeats named (an observation for the
         #: host, ``heard_in``: not in snapshots, and no action depends on it)
         self.beats: dict[int, int] = {}
-        #: True after restore until the first tick: the host's clock may be another one
-        self._rebase = False
 
     def __repr__(self) -> str:
         return f"HeartbeatDetector({self.group!r})"
@@ -240,15 +239,20 @@ class HeartbeatDetector(HostClock, EndpointBase):
             return list(self.group.notice(beat.sender, beat.view))
         return []
 
+    @property
+    def now(self) -> float:
+        """The host's time at the last tick (``time.now``)."""
+        return self.time.now
+
     # -- time -------------------------------------------------------------------------------
     def _own_deadline(self) -> float | None:
         view = self.group.view
         if view is None:
-            return self.now if self.watching is not None else None
-        if self._rebase:
+            return self.time.now if self.watching is not None else None
+        if self.time.rebase:
             return 0.0  # restored: tick now, whatever the host's clock, to re-base
         if self.watching != view.id:
-            return self.now
+            return self.time.now
         times = [self.next_beat] if self.next_beat is not None else []
         times += [t + self.timeout for q, t in self.heard.items() if q not in self.suspected]
         return min(times) if times else None
@@ -259,17 +263,17 @@ class HeartbeatDetector(HostClock, EndpointBase):
 
     def tick(self, now: float) -> list[Action]:
         """The group's timers, then heartbeats due and suspicions of silent members."""
-        back = self._take_time(now)
+        back = self.time.take(now)
         if back:
             self._shift(back)
-        now = self.now
+        now = self.time.now
         actions: list[Action] = list(self.group.tick(now))
         actions += self._watch()
         return actions
 
     def _watch(self) -> list[Action]:
         """Bring the schedule to the group's view; beat and suspect what is due now."""
-        now = self.now
+        now = self.time.now
         view = self.group.view
         if view is None:
             self.watching, self.next_beat = None, None

@@ -160,7 +160,7 @@ class Group(EndpointBase):
         self.incarnation = incarnation
         self.contacts = tuple(sorted({int(c) for c in contacts}))
         for c in self.contacts:
-            self._check_dest(c)
+            self.check_dest(c)
         self._left = False  # leave() was called
         self._gone = False  # excluded for good (left)
         #: messages issued before they can be sent (see flush.py, "Sends")
@@ -173,7 +173,7 @@ class Group(EndpointBase):
         self._changes = Changes(n)
         self._retries = Retries()
         if members is not None:
-            first = tuple(sorted({self._check_dest(m) for m in members}))
+            first = tuple(sorted({self.check_dest(m) for m in members}))
             if pid not in first:
                 raise LocalError(f"P{pid} is not among the initial members {list(first)}")
             zeros = (0,) * len(first)
@@ -293,7 +293,7 @@ class Group(EndpointBase):
         """Send ``payload`` to member ``to`` (queued while a view changes)."""
         if self.mode != "unicast":
             raise LocalError(f"Group over {self.inner_protocol} does not offer send")
-        self._check_dest(to)
+        self.check_dest(to)
         if not self._ready():
             raise LocalError(
                 f"P{self.pid} cannot send to one member while its view changes",
@@ -327,7 +327,7 @@ class Group(EndpointBase):
     # -- the host's membership inputs ------------------------------------------------------
     def suspect(self, pid: int) -> list[Action]:
         """The host's failure detector suspects member ``pid`` (idempotent)."""
-        self._check_dest(pid)
+        self.check_dest(pid)
         if self.view is None or pid == self.pid or pid not in self.view.members:
             return []
         if pid in self._changes.suspects:
@@ -611,7 +611,7 @@ class Group(EndpointBase):
         if self.view is not None or self._gone:
             return []
         if contacts is not None:
-            found = tuple(sorted({self._check_dest(c) for c in contacts} - {self.pid}))
+            found = tuple(sorted({self.check_dest(c) for c in contacts} - {self.pid}))
             self.contacts = found or self.contacts
         if not self.contacts:
             raise LocalError("a joiner needs contacts (members of the running group)")

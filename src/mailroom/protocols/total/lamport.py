@@ -133,8 +133,8 @@ class LamportTotalOrder(EndpointBase):
     # -- the application's side ----------------------------------------------------
     def broadcast(self, payload: Payload) -> list[Action]:
         """Send ``payload`` to every process; delivered once everyone has acknowledged it."""
-        self._check_payload(payload)
-        mid = self._next_id()
+        self.check_payload(payload)
+        mid = self.next_id()
         self._clock += 1
         m = LamportMessage(self.pid, mid.seq, self._clock, payload)
         actions: list[Action] = [Transmit(q, m, mid) for q in range(self.n) if q != self.pid]
@@ -150,7 +150,7 @@ class LamportTotalOrder(EndpointBase):
         return self._broadcast_chunks(payloads, self._broadcast_batch)
 
     def _broadcast_batch(self, payloads: tuple[Any, ...]) -> list[Action]:
-        first = self._next_ids(len(payloads))
+        first = self.next_ids(len(payloads))
         ts = self.stamp_batch(len(payloads))
         batch = LamportBatch(self.pid, first.seq, ts, payloads)
         actions: list[Action] = [Transmit(q, batch, first) for q in range(self.n) if q != self.pid]

@@ -139,8 +139,8 @@ class Sequencer(EndpointBase):
     # -- the application's side ----------------------------------------------------
     def broadcast(self, payload: Payload) -> list[Action]:
         """Send ``payload`` to everyone in the sequencer's order."""
-        self._check_payload(payload)
-        mid = self._next_id()
+        self.check_payload(payload)
+        mid = self.next_id()
         if self.is_sequencer:
             return self._number(mid.origin, mid.seq, payload)
         return [Transmit(self.sequencer, SequencerRequest(self.pid, mid.seq, payload), mid)]

@@ -157,11 +157,11 @@ class Skeen(EndpointBase):
         """Send ``payload`` to the processes ``to`` (this one may or may not be among them)."""
         if not isinstance(to, Collection) or isinstance(to, str | bytes):
             raise LocalError(f"multicast needs a collection of pids, got {type(to).__name__}")
-        dest = tuple(sorted({self._check_dest(q) for q in to}))
+        dest = tuple(sorted({self.check_dest(q) for q in to}))
         if not dest:
             raise LocalError("multicast needs at least one destination")
-        self._check_payload(payload)
-        mid = self._next_id()
+        self.check_payload(payload)
+        mid = self.next_id()
         self._clock += 1
         ts = self._clock
         for q in dest:
@@ -363,7 +363,7 @@ class Skeen(EndpointBase):
         """Broadcast ``payloads`` (2..BATCH_LIMIT of them, checked) as one batch per
         destination."""
         size, dest, pid = len(payloads), tuple(range(self.n)), self.pid
-        first = self._next_id().seq
+        first = self.next_id().seq
         self.sent_count += size - 1
         ts = self._clock + 1
         self._clock += size
