@@ -352,30 +352,70 @@ def test_memory_error_under_a_memory_limit_becomes_remote_error() -> None:
 
 
 def test_recursion_error_becomes_remote_error() -> None:
-    """Decoding called with little stack left meets RecursionError: RemoteError."""
+    """Decoding called with little stack left meets RecursionError: RemoteError.
+
+    The packet's payload nests 60 lists (within the format's 64) and its class checks
+    the payload by recursing over it, as an application's packet class may: code that
+    stays Python in every build. The pure reader meets the recursion limit in its own
+    recursion first; in the compiled build the reader and ``check_payload`` are native
+    code, which uses no Python frames, so the class's check meets it. With the whole
+    stack, the same bytes decode: it is the stack, not the bytes, that fails.
+    """
     out = run_isolated(
         """
         import sys
+        import attrs
         from mailroom import codec
         from mailroom.core.errors import RemoteError
-        from mailroom.protocols import FifoPacket
+        from mailroom.core.packets import packet
+
+        def depth(value):
+            return 1 + depth(value[0]) if type(value) is list and value else 0
+
+        @packet
+        @attrs.frozen
+        class DeeplyChecked:
+            sender: int
+            payload: object = attrs.field(validator=lambda _p, _a, v: depth(v))
+
         payload = []
         for _ in range(60):
             payload = [payload]
-        data = codec.encode(FifoPacket(0, 1, 1, 1, payload))
+        sent = DeeplyChecked(1, payload)
+        data = codec.encode(sent)
+        print("decoded" if codec.decode(data) == sent else "decoded wrong")
         def deep(k):
             if k:
                 return deep(k - 1)
             try:
                 codec.decode(data)
-                return "decoded"
+                return "decoded with little stack left"
             except RemoteError as exc:
                 return f"RemoteError {exc}"
         sys.setrecursionlimit(200)
         print(deep(150))
         """
     )
-    assert out.startswith("RemoteError packet could not be decoded: RecursionError"), out
+    whole, little = out.splitlines()
+    assert whole == "decoded", out
+    assert little.startswith("RemoteError packet could not be decoded: RecursionError"), out
+
+
+def test_nesting_is_refused_by_rule_at_the_format_limit() -> None:
+    """The deepest payload the format allows (65 lists: depths 0 to 64) decodes in every
+    build; one level more is refused by the decoder's rule, which names the limit, not
+    by the interpreter's recursion limit."""
+    payload: list[Any] = []
+    for _ in range(64):
+        payload = [payload]
+    deepest = FifoPacket(0, 1, 1, 1, payload)
+    data = codec.encode(deepest)
+    assert codec.decode(data) == deepest
+    assert data.endswith(b"\x06\x01\x06\x00")  # ... [[]]: one more level below
+    with pytest.raises(RemoteError, match=f"nested more than {wire_format.MAX_DEPTH} levels"):
+        codec.decode(data[:-2] + b"\x06\x01\x06\x00")
+    with pytest.raises(LocalError, match="nested more than 64 levels"):
+        codec.encode(FifoPacket(0, 1, 1, 1, [payload]))
 
 
 # -- the encoder refuses what the decoder refuses ----------------------------------------
