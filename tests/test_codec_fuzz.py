@@ -414,7 +414,7 @@ def test_nesting_is_refused_by_rule_at_the_format_limit() -> None:
     assert data.endswith(b"\x06\x01\x06\x00")  # ... [[]]: one more level below
     with pytest.raises(RemoteError, match=f"nested more than {wire_format.MAX_DEPTH} levels"):
         codec.decode(data[:-2] + b"\x06\x01\x06\x00")
-    with pytest.raises(LocalError, match="nested more than 64 levels"):
+    with pytest.raises(LocalError, match=f"nested more than {wire_format.MAX_DEPTH} levels"):
         codec.encode(FifoPacket(0, 1, 1, 1, [payload]))
 
 
