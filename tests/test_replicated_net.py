@@ -10,6 +10,7 @@ import asyncio
 import json
 import threading
 import time
+from collections.abc import Coroutine
 from pathlib import Path
 from typing import Any
 
@@ -35,6 +36,19 @@ async def until(predicate: Any, what: str, timeout: float = 30.0) -> None:
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out waiting for {what}")
         await asyncio.sleep(0.01)
+
+
+def run_checked(main: Coroutine[Any, Any, None], socks: list[Any], history: History) -> Any:
+    """Run ``main``, close ``socks`` however it ends, and check the history it recorded
+    (which must hold): the checker's report."""
+    try:
+        asyncio.run(main)
+    finally:
+        for s in socks:
+            s.close()
+    report = check_history(history.rows, store)
+    assert report.ok, [p.explain() for p in report.problems]
+    return report
 
 
 def replica_at(
@@ -157,14 +171,38 @@ def test_the_calls_of_one_turn_go_out_as_one_batch_each_with_its_own_result() ->
         for x in r:
             await x.close()
 
-    try:
-        asyncio.run(main())
-    finally:
-        for s in socks:
-            s.close()
-    report = check_history(history.rows, store)
-    assert report.ok, [p.explain() for p in report.problems]
+    report = run_checked(main(), socks, history)
     assert report.acknowledged == 1 + 299 + 1  # the pop's KeyError is an answer too
+
+
+def test_calls_made_while_the_node_is_busy_wait_and_go_in_order_when_it_can_send() -> None:
+    """With one broadcast in flight at most (``max_in_flight=1``) a call made while the
+    node's batch is not yet delivered back waits in the lot, and the replica sends it
+    once the node can take sends again: every call gets its own result, in the order
+    the calls were made, and the calls that waited went out together."""
+    socks = listening_sockets(2)
+    peers = table_of(socks)
+    history = History()
+
+    async def main() -> None:
+        r = [replica_at(p, store(), socks, peers, history, max_in_flight=1) for p in (0, 1)]
+        for x in r:
+            await x.start()
+        assert await r[1].call.kv.incr("n", 0) == 0
+        sent = r[1].node.endpoint.sent_count
+        calls, busy = [], 0
+        for _ in range(80):  # a call a turn, none awaited before the next is made
+            busy += not r[1].node.can_send()  # a batch is in flight: this call waits
+            calls.append(asyncio.ensure_future(r[1].call.kv.incr("n")))
+            await asyncio.sleep(0)
+        assert await asyncio.gather(*calls) == list(range(1, 81))  # in the order made
+        assert busy > 0
+        assert r[1].node.endpoint.sent_count - sent < 80  # the waiting ones went together
+        await until(lambda: r[0].local("kv.get", "n") == 80, "P0 to apply every call")
+        for x in r:
+            await x.close()
+
+    assert run_checked(main(), socks, history).acknowledged == 1 + 80
 
 
 def test_a_replica_that_rejoins_after_a_kill_records_no_start_for_its_old_life(

@@ -140,8 +140,10 @@ class AsyncReplica:
         self._obj = obj
         self._history = history
         self._futures: dict[OpKey, asyncio.Future[Any]] = {}
-        #: calls checked and not sent yet (the lot), and the task that sends them
+        #: calls checked and not sent yet (the lot); the lot's send at the end of this
+        #: turn; and the task that sends the rest once a busy node can take sends again
         self._lot: list[tuple[Prepared, asyncio.Future[Any]]] = []
+        self._send_due: asyncio.Handle | None = None
         self._sender: asyncio.Task[None] | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._joined: asyncio.Event | None = None
@@ -239,6 +241,9 @@ class AsyncReplica:
             self._confirming.cancel()
         if (not self._keeps_checkpoint if leave is None else leave) and self._loop is not None:
             await self.node.depart(timeout)
+        if self._send_due is not None:
+            self._send_due.cancel()
+            self._send_due = None
         if self._sender is not None:
             self._sender.cancel()
         if self._status_server is not None:
@@ -307,26 +312,42 @@ class AsyncReplica:
 
     def _enqueue(self, call: Prepared) -> asyncio.Future[Any]:
         """``call`` into the lot, sent at the end of this turn: its outcome to come."""
-        future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[Any] = loop.create_future()
         self._lot.append((call, future))
-        if self._sender is None:
-            self._sender = asyncio.create_task(self._send_lots())
+        if self._send_due is None and self._sender is None:
+            self._send_due = loop.call_soon(self._send_soon)
         return future
+
+    def _send_soon(self) -> None:
+        """The end of the turn in which the lot's first call came: send the lot now if
+        the node can take sends (no task to run: most turns), else, or for what a node
+        that turned busy left, start the task that waits until it can."""
+        self._send_due = None
+        if self.node.can_send():
+            self._send_lot()
+        if self._lot and self._sender is None:
+            self._sender = asyncio.create_task(self._send_lots())
 
     async def _send_lots(self) -> None:
         """Send the lot as batches whenever the node can send, until it is empty."""
         try:
             while self._lot:
                 await self.node.wait_can_send()
-                lot = [(c, f) for c, f in self._lot if not f.done()]  # cancelled: not sent
-                self._lot = []
-                runs = cut_batches([call.text for call, _ in lot])
-                for k, run in enumerate(runs):
-                    if not self._send_batch(lot[run]):  # busy: the rest waits
-                        self._lot = [x for r in runs[k:] for x in lot[r]] + self._lot
-                        break
+                self._send_lot()
         finally:
             self._sender = None
+
+    def _send_lot(self) -> None:
+        """Send the lot as batches, as far as the node takes them (a busy node leaves the
+        rest in the lot, first)."""
+        lot = [(c, f) for c, f in self._lot if not f.done()]  # cancelled: not sent
+        self._lot = []
+        runs = cut_batches([call.text for call, _ in lot])
+        for k, run in enumerate(runs):
+            if not self._send_batch(lot[run]):  # busy: the rest waits
+                self._lot = [x for r in runs[k:] for x in lot[r]] + self._lot
+                return
 
     def _send_batch(self, part: list[tuple[Prepared, asyncio.Future[Any]]]) -> bool:
         """One batch broadcast now; False if the node is busy (nothing sent)."""
