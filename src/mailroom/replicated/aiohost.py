@@ -322,11 +322,12 @@ class AsyncReplica:
     def _send_soon(self) -> None:
         """The end of the turn in which the lot's first call came: send the lot now if
         the node can take sends (no task to run: most turns), else, or for what a node
-        that turned busy left, start the task that waits until it can."""
+        that turned busy left, start the task that waits until it can. (No task runs
+        now: ``_enqueue`` schedules this only while none does.)"""
         self._send_due = None
         if self.node.can_send():
             self._send_lot()
-        if self._lot and self._sender is None:
+        if self._lot:
             self._sender = asyncio.create_task(self._send_lots())
 
     async def _send_lots(self) -> None:
