@@ -38,6 +38,9 @@ TRICKLE_EVERY = 0.25
 REQUEST_WAIT = 5.0
 #: The bound on the whole test.
 TEST_TIMEOUT = 30.0
+#: How long a real client stays silent after connecting (well under the endpoint's
+#: grace for a silent newcomer, ``status.SILENT_GRACE``).
+LATE = 0.2
 
 
 def _routes() -> dict[str, status.Route]:
@@ -205,3 +208,41 @@ def test_a_complete_request_is_answered_and_frees_its_slot() -> None:
 
     got = asyncio.run(asyncio.wait_for(many(), TEST_TIMEOUT))
     assert got == [200] * (2 * status.MAX_CLIENTS)
+
+
+def test_a_request_slow_to_start_outlasts_an_attacker_that_reconnects_at_once() -> None:
+    """A real client that connects but sends its request only ``LATE`` seconds later (its
+    process kept off the CPU) is answered 200, while the attacker's shed connections come
+    back at once: each comeback sheds a connection that has begun its request and
+    stalled, never the silent newcomer, so the comebacks cannot cycle through every slot
+    and reach it (shedding the oldest alone did: its slot was gone within ``LATE``)."""
+
+    async def late_request() -> bytes:
+        server = await status.serve("127.0.0.1:0", _routes(), loopback=True)
+        port = server.sockets[0].getsockname()[1]
+        loop = asyncio.get_running_loop()
+        until = loop.time() + LATE + 1.0
+        closed: list[int] = []
+        attackers = [
+            asyncio.create_task(_idle_connection(port, until, closed))
+            for _ in range(status.MAX_CLIENTS)
+        ]
+        try:
+            await asyncio.sleep(PAUSE)  # the attacker has taken every slot
+            reader, writer = await asyncio.open_connection("127.0.0.1", port)
+            await asyncio.sleep(LATE)  # connected (a slot taken, one shed), then silent
+            try:
+                writer.write(b"GET /status HTTP/1.0\r\n\r\n")
+                return await asyncio.wait_for(reader.read(), TEST_TIMEOUT)
+            except OSError as exc:
+                return f"{type(exc).__name__}: {exc}".encode()
+            finally:
+                writer.close()
+        finally:
+            for task in attackers:
+                task.cancel()
+            await asyncio.gather(*attackers, return_exceptions=True)
+            server.close()
+
+    answer = asyncio.run(asyncio.wait_for(late_request(), TEST_TIMEOUT))
+    assert answer.startswith(b"HTTP/1.0 200"), answer[:80]

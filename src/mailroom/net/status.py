@@ -14,11 +14,13 @@ connections that do not come from a loopback address.
 
 ``serve`` (which the metrics use too, on any address) holds at most ``MAX_CLIENTS``
 connections. One that has not sent its complete request within ``REQUEST_TIMEOUT``
-is closed, and when every slot is taken a new connection sheds the oldest one still
-waiting for its request (or, if every slot holds a request being answered, is
-answered 503 at once): idle or slow connections (slowloris) cannot keep real
-requests out. A complete request is always answered; its slot is freed once the
-answer is sent (or after ``WRITE_TIMEOUT`` if the client does not read it).
+is closed, and when every slot is taken a new connection sheds one still waiting for
+its request: the oldest that has begun it and stalled or has been silent for
+``SILENT_GRACE``, else the oldest (or, if every slot holds a request being answered,
+the new one is answered 503 at once). Idle or slow connections (slowloris) cannot keep
+real requests out, even when the attacker reconnects the moment it is shed. A complete
+request is always answered; its slot is freed once the answer is sent (or after
+``WRITE_TIMEOUT`` if the client does not read it).
 """
 
 from __future__ import annotations
@@ -48,9 +50,16 @@ MAX_REQUEST = 8192
 REQUEST_TIMEOUT = 2.0
 #: Seconds an answer may take to be sent (a client that does not read it is cut off).
 WRITE_TIMEOUT = 5.0
-#: Connections held at once. When all are taken, a new one sheds the oldest that has not
-#: sent a complete request, or (none) is answered 503 and closed at once.
+#: Connections held at once. When all are taken, a new one sheds a connection that has
+#: not sent a complete request (``_Slots.admit`` says which), or (none) is answered 503
+#: and closed at once.
 MAX_CLIENTS = 16
+#: Seconds a new connection may stay silent before it may be shed like the stalled ones:
+#: until then, a connection that has begun its request and not finished it goes first.
+#: An attacker whose shed connections come back at once would otherwise shed the next
+#: oldest with each comeback, and reach a real client that connected and has not been
+#: given the CPU to send its request yet.
+SILENT_GRACE = 0.5
 
 
 def _layers(endpoint: Any) -> list[Any]:
@@ -128,20 +137,27 @@ def is_loopback(host: str) -> bool:
 
 class _Slots:
     """The connections an endpoint holds: those still waiting for their request
-    (oldest first: the ones to shed) and those whose request is being answered."""
+    (oldest first: the ones that may be shed) and those whose request is being
+    answered."""
 
     def __init__(self, limit: int) -> None:
         self.limit = limit
         self.waiting: dict[_Connection, None] = {}  # insertion order: oldest first
         self.answering: set[_Connection] = set()
 
-    def admit(self, conn: _Connection) -> bool:
-        """Give ``conn`` a slot, shedding the oldest waiting connection if all are taken;
-        False if every slot holds a request being answered."""
+    def admit(self, conn: _Connection, now: float) -> bool:
+        """Give ``conn`` a slot (at loop time ``now``), shedding a waiting connection if
+        all are taken; False if every slot holds a request being answered.
+
+        The one shed is the oldest that has begun its request and not finished it, or has
+        been silent for ``SILENT_GRACE``; failing that (every waiting connection is new
+        and silent), the oldest."""
         if len(self.waiting) + len(self.answering) >= self.limit:
             if not self.waiting:
                 return False
-            next(iter(self.waiting)).shed()
+            stalled = (c for c in self.waiting if c.head or now - c.since >= SILENT_GRACE)
+            victim = next(stalled, None) or next(iter(self.waiting))
+            victim.shed()
         self.waiting[conn] = None
         return True
 
@@ -169,6 +185,8 @@ class _Connection(asyncio.Protocol):
         self.slots = slots
         self.loopback = loopback
         self.head = bytearray()
+        #: When it connected (loop time), for ``_Slots.admit``.
+        self.since = 0.0
         self.transport: asyncio.Transport | None = None
         self.timer: asyncio.TimerHandle | None = None
 
@@ -181,10 +199,11 @@ class _Connection(asyncio.Protocol):
         if self.loopback and not (peer and is_loopback(str(peer[0]))):
             self.transport.abort()
             return
-        if not self.slots.admit(self):
+        loop = asyncio.get_running_loop()
+        self.since = loop.time()
+        if not self.slots.admit(self, self.since):
             self._send(_reply(503, b"busy\n", "text/plain"))
             return
-        loop = asyncio.get_running_loop()
         self.timer = loop.call_later(REQUEST_TIMEOUT, self.shed)
 
     def data_received(self, data: bytes) -> None:
@@ -236,8 +255,8 @@ async def serve(address: str, routes: dict[str, Route], *, loopback: bool) -> as
     ``loopback``: listen and answer on loopback addresses only (LocalError otherwise).
 
     At most ``MAX_CLIENTS`` connections are held; a connection that has not sent its
-    request within ``REQUEST_TIMEOUT`` is closed, and a new one sheds the oldest such
-    connection when all slots are taken (module docstring)."""
+    request within ``REQUEST_TIMEOUT`` is closed, and a new one sheds such a connection
+    when all slots are taken (``_Slots.admit``, module docstring)."""
     host, port = listen_address(address, loopback=loopback)
     slots = _Slots(MAX_CLIENTS)
     loop = asyncio.get_running_loop()
