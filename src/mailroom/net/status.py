@@ -155,7 +155,7 @@ class _Slots:
         if len(self.waiting) + len(self.answering) >= self.limit:
             if not self.waiting:
                 return False
-            stalled = (c for c in self.waiting if c.head or now - c.since >= SILENT_GRACE)
+            stalled = (c for c in self.waiting if c.stalled(now))
             victim = next(stalled, None) or next(iter(self.waiting))
             victim.shed()
         self.waiting[conn] = None
@@ -185,7 +185,7 @@ class _Connection(asyncio.Protocol):
         self.slots = slots
         self.loopback = loopback
         self.head = bytearray()
-        #: When it connected (loop time), for ``_Slots.admit``.
+        #: When it connected (loop time).
         self.since = 0.0
         self.transport: asyncio.Transport | None = None
         self.timer: asyncio.TimerHandle | None = None
@@ -205,6 +205,11 @@ class _Connection(asyncio.Protocol):
             self._send(_reply(503, b"busy\n", "text/plain"))
             return
         self.timer = loop.call_later(REQUEST_TIMEOUT, self.shed)
+
+    def stalled(self, now: float) -> bool:
+        """Whether it has begun its request and not finished it, or has been silent for
+        ``SILENT_GRACE`` as of loop time ``now`` (one to shed before a new silent one)."""
+        return bool(self.head) or now - self.since >= SILENT_GRACE
 
     def data_received(self, data: bytes) -> None:
         """Gather the request head; answer it the moment it is complete (it can no longer
