@@ -26,11 +26,11 @@ the other tests could not fail compiled.
 from __future__ import annotations
 
 import argparse
-import ast
 import collections
 import glob
 import os
 import re
+import runpy
 import shutil
 import subprocess
 import sys
@@ -43,15 +43,8 @@ PHASE = os.path.join(ROOT, "tests", "compiled_phase.txt")
 
 
 def compiled_modules() -> list[str]:
-    """``setup.py``'s ``COMPILED``, read without running ``setup.py``."""
-    with open(os.path.join(ROOT, "setup.py"), encoding="utf-8") as f:
-        tree = ast.parse(f.read())
-    for node in tree.body:
-        if isinstance(node, ast.Assign) and any(
-            isinstance(t, ast.Name) and t.id == "COMPILED" for t in node.targets
-        ):
-            return [str(m) for m in ast.literal_eval(node.value)]
-    raise SystemExit("setup.py has no COMPILED list")
+    """``setup.py``'s ``COMPILED`` (run as a module, its ``setup()`` does not run)."""
+    return list(runpy.run_path(os.path.join(ROOT, "setup.py"))["COMPILED"])
 
 
 def phase_files(path: str = PHASE) -> list[str]:

@@ -222,6 +222,12 @@ def _aead(key: bytes) -> Any:
     return ChaCha20Poly1305(key)
 
 
+def check_cipher() -> None:
+    """Build the cipher ``encrypt`` uses once, with a throwaway key: a ``cryptography``
+    that cannot give it fails when the transport is made, not at its first connection."""
+    _aead(bytes(32))
+
+
 def _nonce(counter: bytes) -> bytes:
     return b"\0\0\0\0" + counter
 
@@ -395,6 +401,7 @@ __all__ = [
     "Intro",
     "Opener",
     "Sealer",
+    "check_cipher",
     "check_hello",
     "check_proof",
     "frame",

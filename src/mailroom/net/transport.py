@@ -331,7 +331,7 @@ class Transport:
         self._told: set[int] = set()  # peers named as of an earlier release
         self._paused = False
         if config.encrypt:
-            fr._aead(bytes(32))  # LocalError now, not at the first connection
+            fr.check_cipher()
 
     # -- what the connections report -------------------------------------------------------
     def handshake_seconds(self) -> float:
